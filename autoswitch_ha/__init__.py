@@ -1,0 +1,1 @@
+"""autoswitch_ha package."""

@@ -1,0 +1,1 @@
+"""Segmented commit log: fixed-size files, self-delimiting messages, crash recovery."""

@@ -1,0 +1,125 @@
+"""Java-properties config files with RocketMQ key names, typed and checked (ARCHITECTURE §1).
+
+A process declares its keys as a ``ConfigSpec``; parsing turns text into typed values and stops at
+the first unknown key, malformed value or missing required key with a ``ConfigError`` naming it.
+Every time value is in milliseconds, as in RocketMQ.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mqha.errors import ConfigError
+
+REQUIRED = object()
+"""Default marker of a key that must be given."""
+
+Default = Any | Callable[[Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key: its type, default (a value, ``REQUIRED``, or a function of the other values)."""
+
+    name: str
+    kind: type
+    default: Default
+    doc: str = ""
+
+
+def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
+    """Parse Java-properties text: ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments;
+    a trailing backslash continues the line. Later duplicates win, as in ``java.util.Properties``."""
+    result: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.lstrip() if pending else raw_line.strip()
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        pending = ""
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key_end = next((i for i, ch in enumerate(line) if ch in "=: \t"), len(line))
+        key, value = line[:key_end], line[key_end:].lstrip()
+        if value[:1] in ("=", ":"):
+            value = value[1:].lstrip()
+        value = value.rstrip()
+        if not key:
+            raise ConfigError(line, f"line in {source} has no key")
+        result[key] = value
+    return result
+
+
+def _coerce(key: Key, raw: str) -> Any:
+    if key.kind is bool:
+        lowered = raw.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+        raise ConfigError(key.name, f"expected true or false, got {raw!r}")
+    if key.kind is int:
+        try:
+            return int(raw.strip(), 10)
+        except ValueError:
+            raise ConfigError(key.name, f"expected an integer, got {raw!r}") from None
+    if key.kind is float:
+        try:
+            return float(raw.strip())
+        except ValueError:
+            raise ConfigError(key.name, f"expected a number, got {raw!r}") from None
+    return raw
+
+
+class ConfigSpec:
+    """The keys a process accepts, in declaration order (which is also the ``-p`` print order)."""
+
+    def __init__(self, keys: Iterable[Key]) -> None:
+        self.keys: dict[str, Key] = {}
+        for key in keys:
+            if key.name in self.keys:
+                raise ValueError(f"duplicate config key {key.name}")
+            self.keys[key.name] = key
+
+    def coerce(self, name: str, raw: str) -> Any:
+        """Typed value of one key given as text; unknown keys are a ``ConfigError``."""
+        if name not in self.keys:
+            raise ConfigError(name, "unknown key")
+        return _coerce(self.keys[name], raw)
+
+    def resolve(self, given: Mapping[str, str]) -> dict[str, Any]:
+        """Typed values of every key: given ones coerced, the rest from defaults (derived ones last)."""
+        values: dict[str, Any] = {name: self.coerce(name, raw) for name, raw in given.items()}
+        derived = []
+        for name, key in self.keys.items():
+            if name in values:
+                continue
+            if key.default is REQUIRED:
+                raise ConfigError(name, "required but not set")
+            if callable(key.default):
+                derived.append(key)
+            else:
+                values[name] = key.default
+        for key in derived:
+            values[key.name] = key.default(values)
+        return {name: values[name] for name in self.keys}
+
+    def parse(self, text: str, source: str = "<config>") -> dict[str, Any]:
+        return self.resolve(parse_properties(text, source))
+
+    def load(self, path: str) -> dict[str, Any]:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise ConfigError(path, f"cannot read config file: {exc.strerror}") from None
+        return self.parse(text, path)
+
+
+def render_properties(values: Mapping[str, Any]) -> str:
+    """Java-properties text of typed values (booleans lower-case, as Java prints them)."""
+    lines = []
+    for name, value in values.items():
+        text = str(value).lower() if isinstance(value, bool) else "" if value is None else str(value)
+        lines.append(f"{name}={text}")
+    return "\n".join(lines) + "\n"

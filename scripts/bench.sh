@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs the benchmarks (they print side-by-side figures; nothing is asserted on speed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+.venv/bin/python -m pytest -m bench -s -p no:cacheprovider "$@"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+:
+# Java 17 for Spark when missing, a virtualenv in .venv, mqha installed with its test extras.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_install() {
+    if [ "$(id -u)" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    else
+        echo "setup: please install the Debian packages: $*" >&2
+        return 1
+    fi
+}
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup: mqha needs Python 3.11 or newer as '$PYTHON' (set PYTHON=...)" >&2
+    exit 1
+fi
+if ! command -v java >/dev/null 2>&1; then
+    echo "setup: installing Java 17 (needed by Spark)"
+    apt_install openjdk-17-jre-headless
+fi
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv 2>/dev/null || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
