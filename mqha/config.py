@@ -25,6 +25,7 @@ class Key:
     kind: type
     default: Default
     doc: str = ""
+    choices: tuple[str, ...] = ()
 
 
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
@@ -53,6 +54,8 @@ def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
 
 
 def _coerce(key: Key, raw: str) -> Any:
+    if key.choices and raw.strip() not in key.choices:
+        raise ConfigError(key.name, f"expected one of {', '.join(key.choices)}, got {raw!r}")
     if key.kind is bool:
         lowered = raw.strip().lower()
         if lowered in ("true", "false"):
