@@ -36,6 +36,7 @@ class StorageError(MqhaError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+        self.reason = message
 
 
 class CorruptFileError(StorageError):
