@@ -1,0 +1,111 @@
+"""Spec §7.1 heartbeat table, with the "latest report wins" deviation (ARCHITECTURE §7)."""
+
+from __future__ import annotations
+
+from controller.liveness import BrokerLiveInfo, HeartbeatTable, LivenessSnapshot
+from mqha.wire.controller_api import BrokerHeartbeatRequest
+
+
+def beat(broker_id: int, name: str = "g1", **fields: int) -> BrokerHeartbeatRequest:
+    return BrokerHeartbeatRequest(
+        cluster_name="c1", broker_name=name, broker_addr=f"a{broker_id}", broker_id=broker_id, **fields
+    )
+
+
+def test_7_1_defaults_of_absent_fields() -> None:
+    table = HeartbeatTable()
+    info = table.record(1000, beat(1))
+    assert info == BrokerLiveInfo("c1", "g1", 1, "a1", -1, -1, -1, 2**31 - 1, 10_000, 1000)
+    assert table.info("g1", 1) == info
+    assert len(table) == 1
+
+
+def test_7_1_alive_until_last_seen_plus_timeout_inclusive() -> None:
+    table = HeartbeatTable()
+    table.record(1000, beat(1, heartbeat_timeout_mills=500))
+    assert table.is_alive(1500, "g1", 1)
+    assert not table.is_alive(1501, "g1", 1)
+    assert not table.is_alive(1000, "g1", 2)
+    assert table.expired(1500) == []
+    assert [i.broker_id for i in table.expired(1501)] == [1]
+    assert table.info("g1", 1) is not None  # expired() does not remove
+
+
+def test_7_1_scan_removes_expired_entries_only() -> None:
+    table = HeartbeatTable()
+    table.record(0, beat(1, heartbeat_timeout_mills=100))
+    table.record(0, beat(2, heartbeat_timeout_mills=1000))
+    assert [i.broker_id for i in table.pop_expired(500)] == [1]
+    assert [i.broker_id for i in table.entries()] == [2]
+
+
+def test_deviation_latest_report_wins_even_if_progress_went_back() -> None:
+    # The reference keeps (epoch 3, offset 900); after a truncation the broker reports less.
+    table = HeartbeatTable()
+    table.record(0, beat(1, epoch=3, max_offset=900, election_priority=1))
+    table.record(10, beat(1, epoch=2, max_offset=100, confirm_offset=50, election_priority=5))
+    info = table.info("g1", 1)
+    assert info is not None
+    assert (info.epoch, info.max_offset, info.confirm_offset, info.election_priority, info.last_seen_ms) == (
+        2,
+        100,
+        50,
+        5,
+        10,
+    )
+
+
+def test_deviation_address_of_a_new_process_is_taken() -> None:
+    table = HeartbeatTable()
+    table.record(0, beat(1))
+    table.record(
+        1, BrokerHeartbeatRequest(cluster_name="c1", broker_name="g1", broker_addr="new", broker_id=1)
+    )
+    info = table.info("g1", 1)
+    assert info is not None
+    assert info.broker_addr == "new"
+
+
+def test_remove_by_session_spares_a_newer_process() -> None:
+    table = HeartbeatTable()
+    table.record(0, beat(1), session="old")
+    table.record(5, beat(1), session="new")
+    assert table.remove("g1", 1, session="old") is None
+    assert table.remove_session("old") == []
+    assert table.is_alive(5, "g1", 1)
+    assert [i.broker_id for i in table.remove_session("new")] == [1]
+    assert table.remove("g1", 1) is None
+
+
+def test_remove_without_session_and_remove_group() -> None:
+    table = HeartbeatTable()
+    table.record(0, beat(1))
+    table.record(0, beat(2))
+    table.record(0, beat(1, name="g2"))
+    removed = table.remove("g1", 1)
+    assert removed is not None
+    assert removed.broker_id == 1
+    table.remove_group("g1")
+    assert [(i.broker_name, i.broker_id) for i in table.entries()] == [("g2", 1)]
+
+
+def test_touch_refreshes_only_known_brokers() -> None:
+    table = HeartbeatTable()
+    table.record(0, beat(1, epoch=4, heartbeat_timeout_mills=100))
+    assert table.touch(90, "g1", 1)
+    assert not table.touch(90, "g1", 2)
+    assert table.is_alive(190, "g1", 1)
+    info = table.info("g1", 1)
+    assert info is not None
+    assert info.epoch == 4
+
+
+def test_view_is_a_frozen_snapshot_at_now() -> None:
+    table = HeartbeatTable()
+    table.record(0, beat(1, heartbeat_timeout_mills=100))
+    view = table.view(50)
+    table.remove("g1", 1)
+    assert view.is_alive("g1", 1)
+    assert view.info("g1", 2) is None
+    assert not table.view(50).is_alive("g1", 1)
+    assert not LivenessSnapshot(10_000, view.entries).is_alive("g1", 1)

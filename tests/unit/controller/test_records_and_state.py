@@ -1,0 +1,208 @@
+"""Record log format and snapshot format: round trips, strict decoding, picklability."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from controller.records import (
+    RECORD_TYPES,
+    AlterSyncStateSetRecord,
+    ApplyBrokerIdRecord,
+    CleanBrokerDataRecord,
+    ElectMasterRecord,
+    NoopRecord,
+    RecordFormatError,
+    UpdateBrokerAddressRecord,
+    decode_record,
+    encode_record,
+)
+from controller.state import (
+    BrokerGroupState,
+    ControllerState,
+    FrozenMap,
+    ReplicaInfo,
+    SnapshotFormatError,
+    decode_state,
+    encode_state,
+)
+
+EVERY_RECORD = [
+    NoopRecord(),
+    NoopRecord("n1/7"),
+    ApplyBrokerIdRecord("c1", "g1", 1, "a:1", "a:1;123"),
+    UpdateBrokerAddressRecord("c1", "g1", 1, "a:2", None),
+    UpdateBrokerAddressRecord("c1", "g1", 1, "a:2", "a:3"),
+    ElectMasterRecord("c1", "g1", 2, 3, 4, unclean=True),
+    ElectMasterRecord("c1", "g1", None, 3, 4),
+    AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5),
+    CleanBrokerDataRecord(None, "g1", None, 0, 0),
+    CleanBrokerDataRecord("c1", "g1", frozenset({2}), 1, 1),
+]
+
+
+def test_every_record_type_has_an_example() -> None:
+    assert {type(r) for r in EVERY_RECORD} == set(RECORD_TYPES)
+
+
+@pytest.mark.parametrize("record", EVERY_RECORD, ids=lambda r: type(r).__name__)
+def test_record_round_trip_and_pickle(record: object) -> None:
+    data = encode_record(record)  # type: ignore[arg-type]
+    assert decode_record(data) == record
+    assert pickle.loads(pickle.dumps(record)) == record
+
+
+def test_record_encoding_is_readable_versioned_json() -> None:
+    data = encode_record(AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5))
+    assert json.loads(data) == {
+        "record": "AlterSyncStateSet",
+        "version": 1,
+        "brokerName": "g1",
+        "masterBrokerId": 1,
+        "newSyncStateSet": [1, 3],
+        "expectedMasterEpoch": 2,
+        "expectedSyncStateSetEpoch": 5,
+    }
+
+
+def elect_doc(**changes: object) -> bytes:
+    doc: dict[str, object] = json.loads(encode_record(ElectMasterRecord("c1", "g1", 2, 3, 4)))
+    doc.update(changes)
+    return json.dumps({k: v for k, v in doc.items() if v != "DROP"}).encode()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x80", "not JSON"),
+        (b"{", "not JSON"),
+        (b"[1]", "must be a JSON object"),
+        (elect_doc(record="Bogus"), "unknown record type"),
+        (elect_doc(record=None), "unknown record type"),
+        (elect_doc(version=2), "newer than 1"),
+        (elect_doc(version=0), "bad version"),
+        (elect_doc(version=True), "bad version"),
+        (elect_doc(extra=1), "unknown field 'extra'"),
+        (elect_doc(brokerName="DROP"), "missing field 'brokerName'"),
+        (elect_doc(newMasterBrokerId="2"), "field 'newMasterBrokerId': expected an integer"),
+        (elect_doc(expectedMasterEpoch=True), "field 'expectedMasterEpoch': expected an integer"),
+        (elect_doc(unclean=1), "field 'unclean': expected a boolean"),
+        (elect_doc(clusterName=3), "field 'clusterName': expected a string"),
+    ],
+)
+def test_decode_record_rejects(data: bytes, message: str) -> None:
+    with pytest.raises(RecordFormatError, match=message):
+        decode_record(data)
+
+
+def test_decode_record_rejects_bad_id_arrays_and_non_bytes() -> None:
+    doc = json.loads(encode_record(CleanBrokerDataRecord("c1", "g1", frozenset({1}), 0, 0)))
+    doc["brokerIds"] = [1, "2"]
+    with pytest.raises(RecordFormatError, match="array of integers"):
+        decode_record(json.dumps(doc).encode())
+    with pytest.raises(RecordFormatError, match="expected bytes"):
+        decode_record("text")  # type: ignore[arg-type]
+
+
+# --- state ----------------------------------------------------------------------------------------
+
+G1 = BrokerGroupState(
+    "c1",
+    "g1",
+    {2: ReplicaInfo("a2", "h2", "a2;2"), 1: ReplicaInfo("a1", None, "a1;1")},
+    master_broker_id=1,
+    master_epoch=3,
+    sync_state_set=frozenset({1, 2}),
+    sync_state_set_epoch=5,
+)
+G2 = BrokerGroupState("c2", "g2", {1: ReplicaInfo("b1")})
+STATE = ControllerState({"g2": G2, "g1": G1}, applied_index=42)
+
+
+def test_snapshot_round_trip_and_is_canonical() -> None:
+    data = encode_state(STATE)
+    assert decode_state(data) == STATE
+    assert encode_state(decode_state(data)) == data
+    assert encode_state(ControllerState({"g1": G1, "g2": G2}, 42)) == data
+
+
+def test_state_is_hashable_and_picklable() -> None:
+    assert pickle.loads(pickle.dumps(STATE)) == STATE
+    assert hash(STATE) == hash(ControllerState({"g1": G1, "g2": G2}, 42))
+
+
+def test_empty_state() -> None:
+    assert ControllerState.empty() == ControllerState({}, 0)
+    assert decode_state(encode_state(ControllerState.empty())) == ControllerState.empty()
+
+
+def test_group_helpers() -> None:
+    assert G1.next_broker_id == 3
+    assert BrokerGroupState("c", "g").next_broker_id == 1
+    assert (G1.master_address, G1.master_ha_address) == ("a1", None)
+    assert G1.address_of(None) is None
+    assert G1.ha_address_of(2) == "h2"
+    assert G1.describe() == "g1(c1) master=1 masterEpoch=3 sss=[1,2] sssEpoch=5 replicas=[1@a1,2@a2/h2]"
+    assert STATE.groups_of_cluster("c2") == [G2]
+
+
+def test_frozen_map() -> None:
+    m = FrozenMap({1: "a"})
+    assert m.set(2, "b") == {1: "a", 2: "b"}
+    assert m == {1: "a"}
+    assert m.remove(1) == {}
+    assert m != [1]
+    assert repr(m) == "FrozenMap({1: 'a'})"
+    with pytest.raises(TypeError):
+        m[3] = "c"  # type: ignore[index]
+
+
+def snapshot_doc(**changes: object) -> bytes:
+    doc = json.loads(encode_state(STATE))
+    doc.update(changes)
+    return json.dumps(doc).encode()
+
+
+def group_doc(**changes: object) -> bytes:
+    doc = json.loads(encode_state(STATE))
+    doc["groups"][0].update(changes)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\xff", "not JSON"),
+        (b"[]", "not a controller state snapshot"),
+        (snapshot_doc(format="other"), "not a controller state snapshot"),
+        (snapshot_doc(version=2), "unsupported snapshot version 2"),
+        (snapshot_doc(appliedIndex="1"), "'appliedIndex' has the wrong type"),
+        (snapshot_doc(groups=[1]), "a group must be an object"),
+        (snapshot_doc(groups={}), "'groups' has the wrong type"),
+        (group_doc(masterEpoch=True), "'masterEpoch' has the wrong type"),
+        (group_doc(syncStateSet=["1"]), "'syncStateSet' must hold integers"),
+        (group_doc(replicas=[1]), "a replica must be an object"),
+        (group_doc(replicas=[{"brokerId": 1}]), "missing field 'address'"),
+        (
+            group_doc(
+                replicas=[
+                    {"brokerId": 1, "address": "a", "haAddress": None, "registerCheckCode": ""},
+                    {"brokerId": 1, "address": "b", "haAddress": None, "registerCheckCode": ""},
+                ]
+            ),
+            "duplicate broker id 1",
+        ),
+    ],
+)
+def test_decode_state_rejects(data: bytes, message: str) -> None:
+    with pytest.raises(SnapshotFormatError, match=message):
+        decode_state(data)
+
+
+def test_decode_state_rejects_duplicate_groups() -> None:
+    doc = json.loads(encode_state(STATE))
+    doc["groups"].append(doc["groups"][0])
+    with pytest.raises(SnapshotFormatError, match="duplicate broker set g1"):
+        decode_state(json.dumps(doc).encode())
