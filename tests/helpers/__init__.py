@@ -1,0 +1,1 @@
+"""Shared test helpers: processes and ports for integration tests (see processes.py)."""

@@ -1,0 +1,274 @@
+"""Real-process helpers for integration tests and benchmarks (127.0.0.1 only).
+
+- :func:`free_port` / :func:`free_ports`: ports nobody in this test process was handed before.
+- :class:`ManagedProcess`: start a command with env and a log file; wait for a TCP port or an HTTP
+  ``/healthz``; stop (SIGTERM, then SIGKILL after a bound), kill -9, SIGSTOP/SIGCONT. Every signal goes
+  to the child's pid only, and every stop reaps the child.
+- :class:`ProcessGroup`: stops every process it started, in a ``finally`` (``with ProcessGroup() as g``).
+- :func:`wait_until`, :func:`http_json`: bounded polling and a tiny JSON-over-HTTP client.
+
+Every wait takes a timeout; nothing here loops without a bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+LOCALHOST = "127.0.0.1"
+_handed_out: set[int] = set()  # ports given to this test process: never hand one out twice
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A TCP port that was free a moment ago and was not returned before by this process."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no fresh free port after 100 tries")
+
+
+def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
+    return [free_port(host) for _ in range(count)]
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    interval: float = 0.02,
+    message: str = "condition",
+) -> T:
+    """Poll ``predicate`` until it returns something truthy (returned) or ``timeout`` passes.
+
+    Exceptions from the predicate count as "not yet"; the last one is chained into the TimeoutError.
+    """
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:
+            last_exc = exc
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{message} not met within {timeout:g} s") from last_exc
+        time.sleep(interval)
+
+
+def http_json(method: str, url: str, body: Any = None, timeout: float = 5.0) -> tuple[int, Any]:
+    """One HTTP request with an optional JSON body; returns (status, decoded JSON body or None).
+
+    Non-2xx answers are returned, not raised. Connection errors raise ``OSError``.
+    """
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as err:
+        status, raw = err.code, err.read()
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def tcp_port_open(host: str, port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class ManagedProcess:
+    """One child process, signalled by its pid only and always reaped."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], name: str, log_path: Path | None) -> None:
+        self._popen = popen
+        self.name = name
+        self.log_path = log_path
+        self.paused = False
+
+    @classmethod
+    def start(
+        cls,
+        args: Sequence[str],
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+    ) -> ManagedProcess:
+        """Start ``args``; stdout and stderr go (appended) to ``log_path``, else to /dev/null.
+
+        ``env`` adds to (does not replace) this process's environment; output is unbuffered.
+        """
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        path = Path(log_path) if log_path is not None else None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") if path is not None else open(os.devnull, "wb") as out:
+            popen = subprocess.Popen(
+                list(args),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,  # a terminal's Ctrl-C reaches pytest only; we stop children
+            )
+        return cls(popen, name or os.path.basename(args[0]), path)
+
+    @classmethod
+    def start_python(cls, script_args: Sequence[str], **kwargs: Any) -> ManagedProcess:
+        """Start ``python <script_args>`` with this interpreter."""
+        return cls.start([sys.executable, *script_args], **kwargs)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    def is_running(self) -> bool:
+        return self._popen.poll() is None
+
+    def _check_running(self, what: str) -> None:
+        if not self.is_running():
+            raise RuntimeError(
+                f"{self.name} (pid {self.pid}) exited with {self.returncode} while waiting for {what}\n"
+                f"{self.log_tail()}"
+            )
+
+    def wait_tcp(self, host: str, port: int, timeout: float = 10.0) -> None:
+        def ready() -> bool:
+            self._check_running(f"{host}:{port}")
+            return tcp_port_open(host, port)
+
+        _wait_fail_fast(ready, timeout, f"{self.name} listening on {host}:{port}", self)
+
+    def wait_http(self, url: str, timeout: float = 10.0, status: int = 200) -> None:
+        """Wait until GET ``url`` (e.g. ``http://127.0.0.1:P/healthz``) answers ``status``."""
+
+        def ready() -> bool:
+            self._check_running(url)
+            try:
+                return http_json("GET", url, timeout=1.0)[0] == status
+            except OSError:
+                return False
+
+        _wait_fail_fast(ready, timeout, f"{self.name} answering {url}", self)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.is_running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes with its sockets open (a silent partition)."""
+        self._signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self.paused = False
+
+    def kill(self, timeout: float = 5.0) -> int | None:
+        """kill -9 and reap."""
+        self._signal(signal.SIGKILL)
+        self.paused = False
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout)
+        return self.returncode
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM (after SIGCONT if paused); SIGKILL if still alive after ``timeout``; always reaped."""
+        if not self.is_running():
+            return self.returncode
+        if self.paused:
+            self.resume()
+        self._signal(signal.SIGTERM)
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return self.kill()
+        return self.returncode
+
+    def log_tail(self, max_bytes: int = 4000) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        data = self.log_path.read_bytes()[-max_bytes:]
+        return f"--- last {len(data)} bytes of {self.log_path} ---\n" + data.decode(errors="replace")
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _wait_fail_fast(ready: Callable[[], bool], timeout: float, what: str, proc: ManagedProcess) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if ready():  # raises at once when the process died
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: not within {timeout:g} s\n{proc.log_tail()}")
+        time.sleep(0.02)
+
+
+class ProcessGroup:
+    """Processes started through it are all stopped when it closes (also on test failure)."""
+
+    def __init__(self) -> None:
+        self.processes: list[ManagedProcess] = []
+
+    def start(self, args: Sequence[str], **kwargs: Any) -> ManagedProcess:
+        proc = ManagedProcess.start(args, **kwargs)
+        self.processes.append(proc)
+        return proc
+
+    def start_python(self, script_args: Sequence[str], **kwargs: Any) -> ManagedProcess:
+        return self.start([sys.executable, *script_args], **kwargs)
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        # SIGCONT + SIGTERM to everyone first so they shut down in parallel, then reap each.
+        for proc in self.processes:
+            if proc.is_running():
+                if proc.paused:
+                    proc.resume()
+                proc._signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in self.processes:
+            try:
+                proc._popen.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop_all()
