@@ -203,16 +203,21 @@ class Pair:
         """Move bytes and execute actions until nothing happens (or the slave's log reaches
         ``until_slave_offset``, after which the connection is cut as a crash would)."""
         for _ in range(max_rounds):
-            moved = self._deliver(self.s.data_to_send(), self.m.receive_data)
-            moved |= self._run_master()
-            moved |= self._deliver(self.m.data_to_send(), self.s.receive_data)
-            moved |= self._run_slave()
+            moved = self.step()
             if until_slave_offset is not None and self.slave.max_offset >= until_slave_offset:
                 self.cut()
                 return self
             if not moved:
                 return self
         raise AssertionError("the pair did not settle")
+
+    def step(self) -> bool:
+        """One round trip: slave bytes to the master, its actions, master bytes to the slave, its
+        actions. True if anything happened."""
+        moved = self._deliver(self.s.data_to_send(), self.m.receive_data)
+        moved |= self._run_master()
+        moved |= self._deliver(self.m.data_to_send(), self.s.receive_data)
+        return self._run_slave() or moved
 
     def cut(self) -> None:
         """Both sides lose the connection."""
