@@ -1,0 +1,180 @@
+"""One commit-log segment file. SHELL: a file handle and a memory map, no decisions.
+
+A segment is a fixed-size file named by the global offset of its first byte, 20 digits zero-padded
+(``00000000000000000000``, ``00000000001073741824``). It is preallocated at creation
+(``posix_fallocate``), so a full disk fails the creation with ``OSError`` instead of a ``SIGBUS`` on a
+later write through the map, and unwritten bytes read as zeros.
+
+Writes and reads go through a shared memory map: for 1 KiB messages a slice assignment into the map
+measured 3-4x faster than ``os.pwrite`` (``tests/bench/test_commitlog_bench.py`` prints both), and
+writes reach the page cache before ``append`` returns, so a killed process loses nothing. ``sync``
+(``fdatasync`` on the file) makes them durable; on Linux it also writes pages dirtied through the map.
+
+The file and the map are opened lazily: recovery after a clean shutdown never touches old segments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+
+SEGMENT_NAME_DIGITS = 20
+_ZERO_CHUNK = 1 << 20
+
+
+def segment_name(base: int) -> str:
+    return f"{base:0{SEGMENT_NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The base offset a file name stands for, or None when it is not a segment name."""
+    if len(name) == SEGMENT_NAME_DIGITS and name.isascii() and name.isdigit():
+        return int(name)
+    return None
+
+
+def fsync_directory(directory: str) -> None:
+    """Make creations, renames and deletions in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Segment:
+    """The file ``<directory>/<20-digit base>`` of ``size`` bytes, holding offsets [base, base + size)."""
+
+    __slots__ = ("_fd", "_mm", "_view", "base", "end", "path", "size")
+
+    def __init__(self, directory: str, base: int, size: int) -> None:
+        self.base = base
+        self.size = size
+        self.end = base + size
+        self.path = os.path.join(directory, segment_name(base))
+        self._fd = -1
+        self._mm: mmap.mmap | None = None
+        self._view: memoryview | None = None
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path!r}, base={self.base}, size={self.size})"
+
+    @classmethod
+    def create(cls, directory: str, base: int, size: int) -> Segment:
+        """A new preallocated, zero-filled segment file. The caller fsyncs the directory."""
+        segment = cls(directory, base, size)
+        fd = os.open(segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except BaseException:
+            os.close(fd)
+            os.unlink(segment.path)
+            raise
+        segment._attach(fd)
+        return segment
+
+    def extend_if_short(self) -> bool:
+        """Bring a short file (a crash while it was being created) to full size; True if it was short."""
+        fd = self._open_fd()
+        if os.fstat(fd).st_size >= self.size:
+            return False
+        os.posix_fallocate(fd, 0, self.size)
+        return True
+
+    def _open_fd(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
+
+    def _attach(self, fd: int) -> None:
+        self._fd = fd
+        self._mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._view = memoryview(self._mm)
+
+    @property
+    def view(self) -> memoryview:
+        """The whole file as a writable memoryview (mapped on first use). Never hand out slices of it
+        beyond a call: a live slice keeps the map from closing."""
+        if self._view is None:
+            self._attach(self._open_fd())
+        assert self._view is not None
+        return self._view
+
+    def advise(self, advice: int) -> None:
+        """``madvise`` the map (e.g. ``mmap.MADV_SEQUENTIAL`` while recovery scans it)."""
+        self.view  # noqa: B018 - maps the file
+        assert self._mm is not None
+        self._mm.madvise(advice)
+
+    def write(self, pos: int, data: bytes) -> None:
+        view = self._view if self._view is not None else self.view  # hot path: skip the property
+        view[pos : pos + len(data)] = data
+
+    def read(self, pos: int, n: int) -> bytes:
+        return bytes(self.view[pos : pos + n])
+
+    def sync(self) -> None:
+        if self._fd >= 0:
+            os.fdatasync(self._fd)
+
+    def zero(self, start: int, stop: int) -> int:
+        """Zero ``[start, stop)``, touching only the non-zero parts. Returns how many bytes were not zero
+        (0: nothing written). Holes and unwritten extents are skipped with SEEK_DATA/SEEK_HOLE, so
+        clearing the tail of a mostly empty 1 GiB segment costs a few page reads. The ranges are listed
+        before anything is read: reading pulls zero pages of unwritten extents into the page cache (by
+        readahead), and SEEK_DATA reports cached pages as data."""
+        view = self.view
+        fd = self._open_fd()
+        ranges = []
+        pos = start
+        while pos < stop:
+            data_start, data_end = _next_data_range(fd, pos, stop)
+            if data_start >= stop:
+                break
+            ranges.append((data_start, data_end))
+            pos = data_end
+        found = 0
+        for data_start, data_end in ranges:
+            for chunk_start in range(data_start, data_end, _ZERO_CHUNK):
+                chunk_end = min(chunk_start + _ZERO_CHUNK, data_end)
+                chunk = bytes(view[chunk_start:chunk_end])
+                nonzero = len(chunk) - chunk.count(0)
+                if nonzero:
+                    found += nonzero
+                    view[chunk_start:chunk_end] = bytes(chunk_end - chunk_start)
+        return found
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.release()
+            self._view = None
+        if self._mm is not None:
+            # A slice still alive somewhere (e.g. in a traceback) keeps the map open: leave it to the GC.
+            with contextlib.suppress(BufferError):
+                self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        os.unlink(self.path)
+
+
+def _next_data_range(fd: int, pos: int, stop: int) -> tuple[int, int]:
+    """The next range at or after ``pos`` that may hold data, clipped to ``stop``; file systems
+    without SEEK_DATA report everything as data."""
+    try:
+        data_start = os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data after pos
+            return stop, stop
+        return pos, stop  # SEEK_DATA unsupported here
+    try:
+        data_end = os.lseek(fd, data_start, os.SEEK_HOLE)
+    except OSError:
+        data_end = stop
+    return min(data_start, stop), min(data_end, stop)
