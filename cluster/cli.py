@@ -1,6 +1,7 @@
 """``mqha``: operator and developer tools (ARCHITECTURE §1). Subcommands are added by their issues."""
 
 import argparse
+import logging
 import sys
 
 
@@ -10,6 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     selfcheck = sub.add_parser("selfcheck", help="write, crash-cut and recover a commit log and epoch file")
     selfcheck.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "selfcheck":
         from broker.selfcheck import run_selfcheck
 
