@@ -8,11 +8,13 @@ Names (Prometheus conventions: ``_total`` counters, base units, snake_case):
 
 - ``mqha_controller_requests_total{api,code}`` and ``mqha_controller_request_duration_seconds{api}``
 - ``mqha_controller_elections_total{trigger,result}`` — trigger ``broker``/``admin``/``controller``,
-  result the response code name
+  result the response code name; ``mqha_controller_election_duration_seconds{trigger}`` — decide +
+  commit of one election attempt (observed when the caller passes ``seconds`` to ``observe_election``)
 - ``mqha_controller_is_leader``, ``mqha_controller_raft_term``, ``mqha_controller_raft_commit_index``,
   ``mqha_controller_raft_last_applied_index``
 - ``mqha_controller_broker_groups``, ``mqha_controller_live_brokers``, ``mqha_controller_broker_sessions``,
-  ``mqha_controller_sync_state_set_size{broker_name}``, ``mqha_controller_master_epoch{broker_name}``
+  ``mqha_controller_sync_state_set_size{broker_name}``, ``mqha_controller_master_epoch{broker_name}``,
+  ``mqha_controller_broker_group_has_master{broker_name}`` (when the view fills ``has_master``)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Controller writes are ~1 ms on a healthy cluster and bounded by the 5 s proposal timeout.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+ELECTION_TRIGGERS = ("broker", "admin", "controller")  # controller.service TRIGGER_*
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class GroupGauge:
     broker_name: str
     sync_state_set_size: int
     master_epoch: int
+    has_master: bool | None = None  # None: not reported by the view (no series)
 
 
 @dataclass(frozen=True)
@@ -87,11 +91,19 @@ class _NodeCollector(Collector):
         epoch = GaugeMetricFamily(
             "mqha_controller_master_epoch", "masterEpoch per broker set", labels=["broker_name"]
         )
+        has_master = GaugeMetricFamily(
+            "mqha_controller_broker_group_has_master",
+            "1 while the broker set has a master in the replicated state",
+            labels=["broker_name"],
+        )
         for group in view.groups:
             sss.add_metric([group.broker_name], group.sync_state_set_size)
             epoch.add_metric([group.broker_name], group.master_epoch)
+            if group.has_master is not None:
+                has_master.add_metric([group.broker_name], int(group.has_master))
         yield sss
         yield epoch
+        yield has_master
 
 
 class ControllerMetrics:
@@ -119,14 +131,25 @@ class ControllerMetrics:
             ["trigger", "result"],
             registry=self.registry,
         )
+        self.election_duration = Histogram(
+            "mqha_controller_election_duration_seconds",
+            "time to decide and commit one master election attempt, by trigger",
+            ["trigger"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        for trigger in ELECTION_TRIGGERS:  # series exist (at zero) before the first election
+            self.election_duration.labels(trigger)
         self.registry.register(_NodeCollector(view))
 
     def observe_request(self, api: str, code: str, seconds: float) -> None:
         self.requests.labels(api, code).inc()
         self.latency.labels(api).observe(seconds)
 
-    def observe_election(self, trigger: str, result: str) -> None:
+    def observe_election(self, trigger: str, result: str, seconds: float | None = None) -> None:
         self.elections.labels(trigger, result).inc()
+        if seconds is not None:
+            self.election_duration.labels(trigger).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

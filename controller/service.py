@@ -53,6 +53,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -401,13 +402,14 @@ class ControllerService:
     ) -> Reply:
         trigger = trigger or elect_trigger(request)
         policy = ElectionPolicy(self.config["enableElectUncleanMaster"])
+        started = time.monotonic()
         reply = await self._write(
             request.broker_name,
             lambda state, live: handle_elect_master(state, request, live, policy),
             timeout,
         )
         if reply.code != Code.CONTROLLER_NOT_LEADER:
-            self.metrics.observe_election(trigger, reply.code.name)
+            self.metrics.observe_election(trigger, reply.code.name, time.monotonic() - started)
         if reply.ok:
             log.info(
                 "%s election of %s: master %s, masterEpoch %s, syncStateSet %s",
@@ -642,7 +644,9 @@ class ControllerService:
             live_brokers=sum(1 for info in self.heartbeats.entries() if info.is_alive(now)),
             sessions=len(self.sessions),
             groups=[
-                GroupGauge(name, len(group.sync_state_set), group.master_epoch)
+                GroupGauge(
+                    name, len(group.sync_state_set), group.master_epoch, group.master_broker_id is not None
+                )
                 for name, group in sorted(state.groups.items())
             ],
         )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+:
-# Java 17 for Spark when missing, a virtualenv in .venv, mqha installed with its test extras.
+# Java 17 for Spark and promtool (Debian package prometheus) when missing, a virtualenv in .venv, mqha
+# installed with its test extras.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,10 @@ fi
 if ! command -v java >/dev/null 2>&1; then
     echo "setup: installing Java 17 (needed by Spark)"
     apt_install openjdk-17-jre-headless
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+    echo "setup: installing promtool (Debian package prometheus; metrics and alert-rule tests use it)"
+    apt_install prometheus
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv 2>/dev/null || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
