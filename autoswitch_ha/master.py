@@ -116,6 +116,7 @@ class MasterConnection:
         self._last_transfer_ms: int | None = None
         self._last_read_ms = now_ms
         self._last_write_ms = now_ms
+        self._confirm_unsent = False  # the confirm offset moved since the last transfer frame
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -150,7 +151,15 @@ class MasterConnection:
             self._fail(exc)
 
     def update_log(self, log: LogView) -> None:
-        """The commit log grew, the confirm offset moved, or the epoch history changed."""
+        """The commit log grew, the confirm offset moved, or the epoch history changed.
+
+        A confirm offset that moved is sent with the next batch, or, if this slave has everything,
+        in a heartbeat at the next :meth:`tick`: otherwise an idle slave would learn it only after
+        ``haSendHeartbeatInterval`` and its readers would lag that long behind the master's. (Not at
+        once: under load the next batch is microseconds away and carries it anyway.)
+        """
+        if log.confirm_offset > self._log.confirm_offset:
+            self._confirm_unsent = True
         self._log = log
         self._read_stalled = False
 
@@ -197,7 +206,10 @@ class MasterConnection:
             return  # the reference master stays silent until the slave's first ack
         self._read_stalled = False
         self._maybe_caught_up(now_ms)
-        if now_ms - self._last_write_ms >= self.config.heartbeat_interval_ms:
+        idle = self._pending_read is None and not self._outbound and self.next_offset >= self._log.max_offset
+        if now_ms - self._last_write_ms >= self.config.heartbeat_interval_ms or (
+            self._confirm_unsent and idle
+        ):
             self._send(self._heartbeat(), now_ms)
 
     def close(self, reason: str = "closed by the master") -> None:
@@ -337,6 +349,8 @@ class MasterConnection:
     def _send(self, frame: Frame, now_ms: int) -> None:
         self._outbound += encode_frame(frame)
         self._last_write_ms = now_ms
+        if isinstance(frame, TransferBatch):
+            self._confirm_unsent = False  # every transfer header carries the current confirm offset
 
     def _end(self, trigger: Trigger, reason: str, error: Exception | None = None) -> None:
         self._machine.process(trigger)

@@ -269,6 +269,30 @@ def test_log_growth_wakes_an_idle_connection() -> None:
     assert sent(conn)[0].confirm_offset == 2600
 
 
+def test_confirm_offset_that_moved_reaches_an_idle_slave_at_the_next_tick_spec_14() -> None:
+    # A caught-up slave learns a new confirmOffset without waiting for the heartbeat interval.
+    conn, _ = transferring(2500)
+    conn.update_log(LogView(min_offset=0, max_offset=2500, confirm_offset=2400, epochs=EPOCHS))
+    assert conn.data_to_send() == b""  # not at once: under load the next batch is about to carry it
+    conn.tick(100)
+    assert sent(conn) == [TransferBatch(offset=2500, epoch=3, epoch_start_offset=2000, confirm_offset=2400)]
+    conn.tick(200)
+    assert conn.data_to_send() == b""  # told already
+    conn.update_log(LogView(min_offset=0, max_offset=2500, confirm_offset=2400, epochs=EPOCHS))
+    conn.tick(300)
+    assert conn.data_to_send() == b""  # unchanged: nothing to tell
+
+
+def test_confirm_offset_travels_with_the_data_when_there_is_data_to_send() -> None:
+    conn, _ = transferring(2500)
+    conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2500, epochs=EPOCHS))
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=32 * 1024)
+    conn.supply_log(2500, b"c" * 100, 3)
+    assert sent(conn)[0].confirm_offset == 2500
+    conn.tick(100)
+    assert conn.data_to_send() == b""  # the batch carried it: no extra heartbeat
+
+
 def test_new_epoch_between_read_and_answer_cuts_the_batch_at_the_boundary() -> None:
     # A master re-elected in place appends an epoch without closing connections (spec §10.3).
     conn, events = transferring(2400)
