@@ -105,6 +105,7 @@ from typing import Any, Protocol
 
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.encryptor import HAS_CRYPTO
 from pysyncobj.journal import FileJournal, MetaStorer
 from pysyncobj.monotonic import monotonic as raft_clock  # CLOCK_MONOTONIC_RAW, not time.monotonic
@@ -217,6 +218,10 @@ class LeadershipChange:
 
 
 # ------------------------------------------------------------------------------------- pure helpers
+
+
+DNS_CACHE_SECONDS = 5.0
+DNS_FAIL_CACHE_SECONDS = 1.0
 
 
 def raft_address_of(api_address: str, port_offset: int = 1) -> str:
@@ -608,6 +613,9 @@ class ReplicatedLog:
             raise RuntimeError("ReplicatedLog must be started from the main thread")
         self._loop = asyncio.get_running_loop()
         os.makedirs(self._store_dir, exist_ok=True)
+        # PySyncObj caches peer DNS answers for 600 s; a peer pod that comes back with a new IP
+        # (Kubernetes) would stay unreachable that long. Re-resolve within seconds instead.
+        globalDnsResolver().setTimeouts(DNS_CACHE_SECONDS, DNS_FAIL_CACHE_SECONDS)
         conf = build_conf(
             self._self_address,
             self._store_dir,
