@@ -1,0 +1,222 @@
+{{/*
+Base of every resource name: fullnameOverride, else the release name. Pods are then
+<base>-controller-<i> and <base>-<group>-<i> (ARCHITECTURE §3 peer names).
+*/}}
+{{- define "mqha.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* A StatefulSet name, checked: its pods get a controller-revision-hash label "<name>-<10 chars>". */}}
+{{- define "mqha.stsName" -}}
+{{- if gt (len .) 52 -}}
+{{- fail (printf "resource name %q is %d characters, more than the 52 a StatefulSet allows: use a shorter release name, fullnameOverride or broker group name" . (len .)) -}}
+{{- end -}}
+{{- . -}}
+{{- end -}}
+
+{{- define "mqha.controllerName" -}}
+{{- include "mqha.stsName" (printf "%s-controller" (include "mqha.fullname" .)) -}}
+{{- end -}}
+
+{{- define "mqha.controllerHeadless" -}}
+{{- printf "%s-headless" (include "mqha.controllerName" .) -}}
+{{- end -}}
+
+{{/* ".<namespace>.svc" plus ".<clusterDomain>" when set. */}}
+{{- define "mqha.svcSuffix" -}}
+{{- printf "%s.svc" .Release.Namespace -}}
+{{- with .Values.clusterDomain }}.{{ . }}{{ end -}}
+{{- end -}}
+
+{{/* Stable DNS name of controller pod i: dict "root" $ "i" i */}}
+{{- define "mqha.controllerHost" -}}
+{{- printf "%s-%d.%s.%s" (include "mqha.controllerName" .root) (int .i) (include "mqha.controllerHeadless" .root) (include "mqha.svcSuffix" .root) -}}
+{{- end -}}
+
+{{/* controllerDLegerPeers: n0-host:port;n1-host:port;... (API addresses). */}}
+{{- define "mqha.controllerPeers" -}}
+{{- $peers := list -}}
+{{- range $i := until (int .Values.controller.replicas) -}}
+{{- $peers = append $peers (printf "n%d-%s:%d" $i (include "mqha.controllerHost" (dict "root" $ "i" $i)) (int $.Values.controller.port)) -}}
+{{- end -}}
+{{- join ";" $peers -}}
+{{- end -}}
+
+{{/* The controllers' API addresses, ';'-separated: brokers' controllerAddr and mqadmin -a. */}}
+{{- define "mqha.controllerAddr" -}}
+{{- $addrs := list -}}
+{{- range $i := until (int .Values.controller.replicas) -}}
+{{- $addrs = append $addrs (printf "%s:%d" (include "mqha.controllerHost" (dict "root" $ "i" $i)) (int $.Values.controller.port)) -}}
+{{- end -}}
+{{- join ";" $addrs -}}
+{{- end -}}
+
+{{/* Broker group StatefulSet name: dict "root" $ "group" group */}}
+{{- define "mqha.brokerStsName" -}}
+{{- include "mqha.stsName" (printf "%s-%s" (include "mqha.fullname" .root) .group.name) -}}
+{{- end -}}
+
+{{- define "mqha.brokerHeadless" -}}
+{{- printf "%s-headless" (include "mqha.brokerStsName" .) -}}
+{{- end -}}
+
+{{- define "mqha.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "mqha.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "mqha.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "mqha.controllerLabels" -}}
+{{ include "mqha.labels" . }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/* dict "root" $ "group" group */}}
+{{- define "mqha.brokerLabels" -}}
+{{ include "mqha.labels" .root }}
+app.kubernetes.io/component: broker
+mqha.io/broker-group: {{ .group.name }}
+{{- end -}}
+
+{{- define "mqha.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "mqha.controllerSelectorLabels" -}}
+{{ include "mqha.selectorLabels" . }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{/* dict "root" $ "group" group */}}
+{{- define "mqha.brokerSelectorLabels" -}}
+{{ include "mqha.selectorLabels" .root }}
+app.kubernetes.io/component: broker
+mqha.io/broker-group: {{ .group.name }}
+{{- end -}}
+
+{{/*
+Java-properties lines of a map, keys sorted. Helm reads every number as a float: integers are
+printed as integers (1073741824, not 1.073741824e+09); the schema admits no fractional value.
+*/}}
+{{- define "mqha.properties" -}}
+{{- range $key := keys . | sortAlpha }}
+{{- $value := get $ $key }}
+{{ $key }}={{ if or (kindIs "bool" $value) (kindIs "string" $value) }}{{ $value }}{{ else }}{{ $value | int64 }}{{ end }}
+{{- end }}
+{{- end -}}
+
+{{/* The rendered controller.conf (without controllerDLegerSelfId and secrets: run.sh appends them). */}}
+{{- define "mqha.controllerConf" -}}
+# mqha controller config, rendered by the chart. At start run.sh appends controllerDLegerSelfId
+# (n<pod ordinal>) and, when enabled, adminAuthToken / controllerRaftPassword from the Secret.
+{{- $managed := dict
+    "controllerDLegerGroup" .Values.controller.group
+    "controllerDLegerPeers" (include "mqha.controllerPeers" .)
+    "controllerRaftPortOffset" .Values.controller.raftPortOffset
+    "controllerStorePath" "/var/lib/mqha/controller"
+    "configStorePath" "/var/lib/mqha/controller/controller.properties"
+}}
+{{- include "mqha.properties" $managed }}
+{{- with .Values.controller.config }}
+# from values: controller.config
+{{- include "mqha.properties" . }}
+{{- end }}
+{{ end -}}
+
+{{/* The rendered broker.conf of a group (brokerIP1 and the token are appended by run.sh). */}}
+{{- define "mqha.brokerConf" -}}
+{{- $root := .root -}}
+{{- $group := .group -}}
+# mqha broker config of group {{ $group.name }}, rendered by the chart. At start run.sh appends
+# brokerIP1 (the pod's address) and, when enabled, adminAuthToken from the Secret.
+{{- $managed := dict
+    "brokerClusterName" $root.Values.broker.clusterName
+    "brokerName" $group.name
+    "listenPort" $root.Values.broker.listenPort
+    "haListenPort" $root.Values.broker.haListenPort
+    "enableControllerMode" true
+    "controllerAddr" (include "mqha.controllerAddr" $root)
+    "storePathRootDir" "/var/lib/mqha/store"
+}}
+{{- include "mqha.properties" $managed }}
+{{- $config := dict "totalReplicas" (int $group.replicas) }}
+{{- range $k, $v := $root.Values.broker.config | default dict }}{{ $_ := set $config $k $v }}{{ end }}
+{{- range $k, $v := $group.config | default dict }}{{ $_ := set $config $k $v }}{{ end }}
+# from values: broker.config, brokerGroups[{{ $group.name }}].config (totalReplicas defaults to the replica count)
+{{- include "mqha.properties" $config }}
+{{ end -}}
+
+{{- define "mqha.secretName" -}}
+{{- printf "%s-auth" (include "mqha.fullname" .) -}}
+{{- end -}}
+
+{{/* Env entries for the secrets: dict "root" $ "controller" bool */}}
+{{- define "mqha.secretEnv" -}}
+{{- $auth := .root.Values.auth -}}
+{{- if $auth.adminAuthToken.enabled }}
+- name: MQHA_ADMIN_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $auth.adminAuthToken.existingSecret | default (include "mqha.secretName" .root) }}
+      key: {{ $auth.adminAuthToken.secretKey }}
+{{- end }}
+{{- if and .controller $auth.controllerRaftPassword.enabled }}
+- name: MQHA_RAFT_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $auth.controllerRaftPassword.existingSecret | default (include "mqha.secretName" .root) }}
+      key: {{ $auth.controllerRaftPassword.secretKey }}
+{{- end }}
+{{- end -}}
+
+{{/* Probe timings: a map of probe fields. */}}
+{{- define "mqha.probe" -}}
+httpGet:
+  path: /healthz
+  port: http
+{{- range $key := keys . | sortAlpha }}
+{{ $key }}: {{ get $ $key | int }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod anti-affinity: dict "mode" soft|hard|none "labels" <selector labels map> */}}
+{{- define "mqha.antiAffinity" -}}
+{{- if eq .mode "hard" }}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- toYaml .labels | nindent 10 }}
+{{- else if eq .mode "soft" }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- toYaml .labels | nindent 12 }}
+{{- end }}
+{{- end -}}
+
+{{/* volumeClaimTemplates entry or nothing: a persistence map */}}
+{{- define "mqha.volumeClaim" -}}
+- metadata:
+    name: data
+  spec:
+    accessModes:
+      {{- toYaml .accessModes | nindent 6 }}
+    {{- if .storageClass }}
+    storageClassName: {{ if eq .storageClass "-" }}""{{ else }}{{ .storageClass | quote }}{{ end }}
+    {{- end }}
+    resources:
+      requests:
+        storage: {{ .size | quote }}
+{{- end -}}
