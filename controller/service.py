@@ -57,6 +57,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from analysis.history import HistoryRecorder, controller_observer
 from controller.applier import ControllerApplier
 from controller.config import CONTROLLER_CONFIG, blacklisted_keys, parse_peers
 from controller.election import ElectionPolicy
@@ -227,10 +228,15 @@ class ControllerService:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._scans: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.history: HistoryRecorder | None = None
 
     # ------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        # History (ARCHITECTURE §5): every applied entry, journal replays included (re-inserts of a
+        # known raftIndex are ignored), queued on the tick thread and written off it in batches.
+        self.history = HistoryRecorder.in_store(self.config["controllerStorePath"])
+        self.applier.add_observer(controller_observer(self.history, self.node_id))
         await self.log.start()
         self._scans = [
             asyncio.create_task(self._expiry_scan_loop(), name="heartbeat-expiry-scan"),
@@ -250,6 +256,8 @@ class ControllerService:
                 await task
         await self.sessions.close_all()
         await self.log.stop()
+        if self.history is not None:
+            await asyncio.to_thread(self.history.close, 5.0)
 
     def healthy(self) -> bool:
         return self.log.healthy()

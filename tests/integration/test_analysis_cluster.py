@@ -1,0 +1,155 @@
+"""A real local run through ``mqha export`` -> ``mqha analyze`` (issue 7 "Done when").
+
+3 ``mqcontroller`` + 3 ``mqbroker`` of one set; the test is the client: it records every put answer
+(``acks``) and every message it read (``reads``) through ``ClientHistory``, freezes the slaves to leave
+an unacknowledged tail on the master, kills the master (-9), keeps producing on the new one, restarts
+the old one and lets it catch up. The controllers record ``controller_events`` themselves. Until the
+broker records its own ``final_logs`` (``BrokerHistory.final_log``), the test dumps each replica's
+log through the broker API into a separate database. Every process is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.history import BrokerHistory, ClientHistory, HistoryRecorder, history_path
+from analysis.report import VERDICT_FILE
+from cluster.cli import main as mqha_main
+from tests.helpers.processes import ProcessGroup, wait_until
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not Path(sys.executable).with_name("mqbroker").exists(),
+        reason="mqbroker is not installed yet (issue 4): no broker to run the real-cluster history",
+    ),
+]
+
+ACK_MODE = "allAckInSyncStateSet"  # BROKER_SETTINGS of test_broker_cluster
+
+
+def _broker_id(broker: Any) -> int:
+    return int(broker.status()["controllerBrokerId"])
+
+
+def _put(client: ClientHistory, broker: Any, bodies: list[str]) -> tuple[int, dict[str, Any]]:
+    code, reply = broker.put(bodies)
+    if code == 200:
+        broker_id = _broker_id(broker)
+        for result in reply["results"]:
+            client.ack(
+                msg_id=result.get("msgId"),
+                broker_name="bs1",
+                broker_id=broker_id,
+                offset=result.get("offset"),
+                size=result.get("size"),
+                epoch=result.get("epoch"),
+                status=result["status"],
+                ack_mode=ACK_MODE,
+            )
+    return code, reply
+
+
+def _read(client: ClientHistory, broker: Any) -> int:
+    messages = broker.read_all()
+    broker_id = _broker_id(broker)
+    for offset, msg_id, _ in messages:
+        client.read(msg_id=msg_id, broker_name="bs1", offset=offset, broker_id=broker_id)
+    return len(messages)
+
+
+def test_real_run_export_then_analyze_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.integration.controller_cluster import ControllerCluster
+    from tests.integration.test_broker_cluster import BrokerCluster
+
+    run = tmp_path / "run"
+    with ProcessGroup() as group, HistoryRecorder.in_store(run / "client") as recorder:
+        client = ClientHistory(recorder, "test-client")
+        controllers = ControllerCluster(group, run / "controllers", args=("--log-level", "WARNING"))
+        controllers.start()
+        controllers.leader(timeout=10)
+        cluster = BrokerCluster(group, run, controllers)
+        first, *others = cluster.brokers
+        cluster.start(first)
+        master, _ = cluster.master()
+        for broker in others:
+            cluster.start(broker)
+        cluster.wait_sync_state_set(master, 3)
+        for i in range(10):
+            code, reply = _put(client, master, [f"a{i}-{j}" for j in range(4)])
+            assert code == 200 and reply["status"] == "PUT_OK", reply
+        cluster.wait_caught_up(master, others)
+        assert _read(client, master) == 40
+
+        # Slaves frozen: puts are stored on the master but time out (an unacknowledged tail).
+        for broker in others:
+            broker.proc.pause()
+        threads = [
+            threading.Thread(
+                target=_put, args=(client, master, [f"t{n}-{j}-" + "x" * 1000 for j in range(8)])
+            )
+            for n in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        master.proc.kill()
+        for broker in others:
+            broker.proc.resume()
+
+        new_master, _ = cluster.master(timeout=30, exclude=master)
+        for i in range(10):
+            code, reply = _put(client, new_master, [f"b{i}-{j}" for j in range(4)])
+            assert code == 200 and reply["status"] == "PUT_OK", reply
+        cluster.start(master)
+        wait_until(
+            lambda: (master.try_status() or {}).get("role") == "SLAVE", 30, message="old master rejoins"
+        )
+        cluster.wait_sync_state_set(new_master, 3)
+        cluster.wait_caught_up(new_master, [b for b in cluster.brokers if b is not new_master])
+        assert _read(client, new_master) >= 80
+
+        # Each replica's log, read through its API (the slaves serve up to their confirm offset).
+        def confirmed_everywhere() -> bool:
+            top = new_master.status()["maxOffset"]
+            return all(b.status()["confirmOffset"] >= top for b in cluster.brokers)
+
+        wait_until(confirmed_everywhere, 10, message="confirm offset reaches every replica")
+        dumps = {_broker_id(b): b.read_all() for b in cluster.brokers}
+        group.stop_all()
+
+    broker_dbs = [history_path(b.base / "store") for b in cluster.brokers]
+    brokers_dump_themselves = any(Path(p).exists() and _count(Path(p), "final_logs") > 0 for p in broker_dbs)
+    if not brokers_dump_themselves:
+        with HistoryRecorder.in_store(run / "api-dump") as recorder:
+            for broker_id, messages in dumps.items():
+                rows = [{"offset": o, "size": None, "msgId": m} for o, m, _ in messages]
+                BrokerHistory(recorder, f"api-dump-{broker_id}", "bs1", broker_id).final_log(rows, wait=10)
+
+    out = tmp_path / "export"
+    assert mqha_main(["export", str(run), str(out)]) == 0
+    assert mqha_main(["analyze", str(out), "--master", "local[2]"]) == 0, capsys.readouterr().err
+    verdict = json.loads((out / "report" / VERDICT_FILE).read_text())
+    assert verdict["ok"]
+    tables = verdict["tables"]
+    assert tables["controller_events"] > 0 and tables["acks"] >= 80 and tables["reads"] >= 120
+    assert tables["final_logs"] >= 3 * 80
+    page = (out / "report" / "report.html").read_text()
+    assert "<h3>bs1</h3>" in page and "<svg" in page
+
+
+def _count(path: Path, table: str) -> int:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        try:
+            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0

@@ -1,0 +1,80 @@
+"""``mqha cluster up|status|down`` as a user runs them: separate commands, processes that outlive
+``up``, and ``down`` leaving no process of the run directory behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.processes import proc_start_time
+
+pytestmark = pytest.mark.integration
+
+
+def mqha(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("mqha")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "cluster.cli"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def alive(pid: int, start_time: int | None) -> bool:
+    current = proc_start_time(pid)
+    if current is None or current != start_time:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")
+
+
+def processes_mentioning(text: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args", "-ww"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
+
+
+def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    try:
+        up = mqha(
+            "cluster", "up", "--dir", str(run_dir), "--controllers", "1", "--groups", "2", "--replicas", "2"
+        )
+        assert up.returncode == 0, up.stdout + up.stderr
+        table = up.stdout.splitlines()
+        assert table[0].split()[:3] == ["NODE", "ROLE", "ID"]
+        roles = {line.split()[0]: line.split()[1] for line in table[1:6]}
+        assert roles["n0"] == "LEADER"
+        for group in ("broker-a", "broker-b"):  # one master and one slave per group
+            assert sorted(roles[f"{group}-{i}"] for i in range(2)) == ["MASTER", "SLAVE"]
+
+        state = json.loads((run_dir / "cluster.json").read_text())
+        nodes = state["nodes"]
+        assert len(nodes) == 5 and all(alive(n["pid"], n["start_time"]) for n in nodes)
+        for node in nodes:  # configs and logs in the run directory
+            assert (Path(node["base"]) / f"{node['kind']}.conf").exists()
+            assert (Path(node["base"]) / f"{node['kind']}.log").exists()
+
+        again = mqha("cluster", "up", "--dir", str(run_dir))
+        assert again.returncode == 1 and "running" in again.stderr
+
+        status = mqha("cluster", "status", "--dir", str(run_dir))
+        assert status.returncode == 0 and status.stdout.count("MASTER") == 2, status.stdout
+
+        down = mqha("cluster", "down", "--dir", str(run_dir))
+        assert down.returncode == 0, down.stderr
+        assert "stopped 5 processes" in down.stdout
+        assert not any(alive(n["pid"], n["start_time"]) for n in nodes)
+        assert processes_mentioning(str(run_dir)) == []
+
+        after = mqha("cluster", "status", "--dir", str(run_dir))
+        assert after.returncode == 0 and after.stdout.count("DOWN") == 5
+    finally:
+        if (run_dir / "cluster.json").exists():
+            mqha("cluster", "down", "--dir", str(run_dir))
+
+
+def test_status_of_a_missing_cluster_is_one_line(tmp_path: Path) -> None:
+    result = mqha("cluster", "status", "--dir", str(tmp_path / "nothing"))
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("mqha cluster: no cluster recorded in")
