@@ -1,8 +1,13 @@
 """``mqha``: operator and developer tools (ARCHITECTURE §1). Subcommands are added by their issues."""
 
 import argparse
+import importlib
 import logging
 import sys
+
+SUBCOMMAND_MODULES = ("cluster.commands", "chaos.cli", "bench.cli")
+"""Packages that add their own ``mqha`` subcommands: each has ``add_subcommands(sub)`` and
+``dispatch(args) -> int | None`` (None: not one of its commands)."""
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -72,14 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         default="spark",
         help="spark (default) or python: the pure checker, for small exports without a JVM",
     )
-    from cluster.commands import add_subcommands, dispatch
-
-    add_subcommands(sub)  # cluster up|down|status, demo
+    modules = [importlib.import_module(name) for name in SUBCOMMAND_MODULES]
+    for module in modules:
+        module.add_subcommands(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    handled = dispatch(args)
-    if handled is not None:
-        return handled
+    for module in modules:
+        handled = module.dispatch(args)
+        if handled is not None:
+            return handled
     if args.command == "selfcheck":
         from broker.selfcheck import run_selfcheck
 
