@@ -92,6 +92,7 @@ class Broker:
     """Everything one ``mqbroker`` runs, built from its config; ``start`` and ``stop`` in order."""
 
     def __init__(self, config: dict[str, Any]) -> None:
+        from analysis.history import BrokerHistory, HistoryRecorder
         from autoswitch_ha.service import AutoSwitchHAService, HAConfig
         from broker.hooks_impl import BrokerRuntime
         from broker.membership import BrokerSetMembers
@@ -109,6 +110,9 @@ class Broker:
         )
         self.store.gate = self.ha
         self.runtime = BrokerRuntime(config, self.store, self.ha)
+        # History (ARCHITECTURE §5): epochs, roles and truncations, batched off the event loop.
+        self.recorder = HistoryRecorder.in_store(config["storePathRootDir"])
+        self.store.history = BrokerHistory(self.recorder, self.runtime.address, config["brokerName"])
         self.http = BrokerHttpServer(config, self.runtime, BrokerMetrics(self.runtime))
         self.members = BrokerSetMembers(config["controllerAddr"].split(";"), config["brokerName"])
         # SyncStateSet members are registered by definition; others are checked against the controller.
@@ -155,6 +159,7 @@ class Broker:
         await _bounded("stopping the membership refresh", self.members.stop())
         await _bounded("stopping HA replication", self.ha.stop())
         self.store.close()
+        await asyncio.to_thread(self.recorder.close, STOP_STEP_TIMEOUT_S)
         log.info("broker %s stopped", self.runtime.address)
 
 

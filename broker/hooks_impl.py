@@ -59,6 +59,8 @@ class BrokerRuntime:
             log.warning("controller broker id changes from %s to %d", self.broker_controller_id, broker_id)
         self.broker_controller_id = broker_id
         self.ha.set_local_id(broker_id)
+        if self.store.history is not None:
+            self.store.history.broker_id = broker_id
 
     async def change_to_master(
         self, epoch: int, sync_state_set_epoch: int, sync_state_set: frozenset[int]
@@ -70,6 +72,7 @@ class BrokerRuntime:
             self.master = MasterInfo(self.broker_controller_id, self.address, self.ha_address)
             self.master_epoch = epoch
             self.sync_state_set_epoch = max(self.sync_state_set_epoch, sync_state_set_epoch)
+            self._record_role("MASTER", epoch, self.broker_controller_id)
             return True
 
     async def change_to_slave(self, master: MasterInfo, epoch: int) -> bool:
@@ -83,7 +86,12 @@ class BrokerRuntime:
                 return False
             self.master = master
             self.master_epoch = epoch
+            self._record_role("SLAVE", epoch, master.broker_id)
             return True
+
+    def _record_role(self, role: str, epoch: int, master_broker_id: int) -> None:
+        if self.store.history is not None:
+            self.store.history.role(role, epoch, master_broker_id)
 
     def apply_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
         if sync_state_set_epoch < self.sync_state_set_epoch:

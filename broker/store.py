@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from analysis.history import BrokerHistory
 from autoswitch_ha.ack import AckStatus
 from broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft, StoredMessage
 from broker.protocol import Appended, PutOutcome, PutStatus, ReadRequest, illegal
@@ -142,6 +143,7 @@ class BrokerStore:
         self._confirm = -1
         self.fenced = True  # spec §9: a broker starts fenced until the ReplicasManager registers it
         self.gate: ReplicationGate | None = None
+        self.history: BrokerHistory | None = None  # ARCHITECTURE §5 epochs/truncations, when recording
         self._flush_task: asyncio.Future[None] | None = None
 
     # -- opening -------------------------------------------------------------------------------
@@ -249,6 +251,8 @@ class BrokerStore:
         self.log.truncate(offset)  # NotAlignedError when offset is not a message boundary
         if offset < old_max:
             log.warning("truncated the commit log from %d to %d (divergent tail)", old_max, offset)
+            if self.history is not None:
+                self.history.truncation(old_max, offset, "divergent tail")
 
     def _set_history(self, target: EpochHistory) -> None:
         current = self.epoch_store.history
@@ -263,7 +267,11 @@ class BrokerStore:
         self.epoch_store.truncate_suffix_by_offset(pairs[len(target)][1])
 
     def append_epoch(self, epoch: int, start_offset: int) -> EpochHistory:
-        return self.epoch_store.append(epoch, start_offset)
+        before = self.epoch_store.history.pairs()
+        saved = self.epoch_store.append(epoch, start_offset)
+        if self.history is not None and saved.pairs() != before:
+            self.history.epoch(epoch, start_offset)
+        return saved
 
     async def append_replicated(self, offset: int, data: bytes) -> int:
         """Append bytes received from the master verbatim; returns the new log end once durable as
