@@ -42,7 +42,7 @@ class _StateCollector(Collector):
         ha, store = rt.ha, rt.store
         name = rt.broker_name
         role = GaugeMetricFamily(
-            "mqha_broker_role", "1 for the broker's current role", labels=["brokerName", "role"]
+            "mqha_broker_role", "1 for the broker's current role", labels=["broker_name", "role"]
         )
         for value in ROLES:
             role.add_metric([name, value], 1.0 if ha.role.value == value else 0.0)
@@ -61,13 +61,13 @@ class _StateCollector(Collector):
             ("mqha_broker_max_offset", "commit log max physical offset", store.max_offset),
             ("mqha_broker_confirm_offset", "confirm offset (readers see up to it)", ha.confirm_offset()),
         ):
-            gauge = GaugeMetricFamily(metric, doc, labels=["brokerName"])
+            gauge = GaugeMetricFamily(metric, doc, labels=["broker_name"])
             gauge.add_metric([name], float(value))
             yield gauge
         lag = GaugeMetricFamily(
             "mqha_broker_slave_ack_lag_bytes",
             "bytes the slave has not acknowledged (master only)",
-            labels=["brokerName", "slaveBrokerId"],
+            labels=["broker_name", "slave_broker_id"],
         )
         for slave, behind in sorted(ha.ack_lags().items()):
             lag.add_metric([name, str(slave)], float(behind))
@@ -76,7 +76,7 @@ class _StateCollector(Collector):
             ("mqha_broker_ha_sent_bytes", "HA bytes sent (both roles)", ha.bytes_sent),
             ("mqha_broker_ha_received_bytes", "HA bytes received (both roles)", ha.bytes_received),
         ):
-            counter = CounterMetricFamily(metric, doc, labels=["brokerName"])
+            counter = CounterMetricFamily(metric, doc, labels=["broker_name"])
             counter.add_metric([name], float(value))
             yield counter
 
@@ -100,7 +100,7 @@ class _ReplicationHealthCollector(Collector):
         age = GaugeMetricFamily(
             "mqha_broker_slave_caught_up_age_seconds",
             "seconds since the slave was last caught up with the master (master only)",
-            labels=["brokerName", "slaveBrokerId"],
+            labels=["broker_name", "slave_broker_id"],
         )
         in_sync = ha.in_sync
         if ha.role.value == "MASTER" and in_sync is not None:
@@ -112,19 +112,19 @@ class _ReplicationHealthCollector(Collector):
         minimum = GaugeMetricFamily(
             "mqha_broker_min_in_sync_replicas",
             "configured minInSyncReplicas (alert when the SyncStateSet is smaller)",
-            labels=["brokerName"],
+            labels=["broker_name"],
         )
         minimum.add_metric([name], float(rt.config.get("minInSyncReplicas", 1)))
         yield minimum
         state = GaugeMetricFamily(
             "mqha_broker_controller_session_state",
             "1 for the current state of the broker's session to each controller",
-            labels=["brokerName", "controller", "state"],
+            labels=["broker_name", "controller", "state"],
         )
         connects = CounterMetricFamily(
             "mqha_broker_controller_session_connects",
             "sessions opened to each controller (reconnects included)",
-            labels=["brokerName", "controller"],
+            labels=["broker_name", "controller"],
         )
         sessions = getattr(getattr(ha, "reporter", None), "sessions", None)
         for controller, info in sorted((sessions() if callable(sessions) else {}).items()):
@@ -146,20 +146,20 @@ class BrokerMetrics:
         self.put_latency = Histogram(
             "mqha_broker_put_latency_seconds",
             "put request latency, from the parsed request to the reply",
-            ["brokerName", "ackMode", "status"],
+            ["broker_name", "ack_mode", "status"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.put_requests = Counter(
             "mqha_broker_put_requests",
             "put requests by ack mode and result status",
-            ["brokerName", "ackMode", "status"],
+            ["broker_name", "ack_mode", "status"],
             registry=self.registry,
         )
         self.put_messages = Counter(
             "mqha_broker_put_messages",
             "messages in put requests by result status",
-            ["brokerName", "ackMode", "status"],
+            ["broker_name", "ack_mode", "status"],
             registry=self.registry,
         )
 

@@ -100,8 +100,8 @@ async def test_put_read_epochs_status_and_metrics_on_a_master(tmp_path: Path) ->
 
         status, text = await call("GET", f"{node.url}/metrics")
         assert status == 200
-        assert 'mqha_broker_role{brokerName="broker-a",role="MASTER"} 1.0' in text
-        puts = 'mqha_broker_put_requests_total{ackMode="async",brokerName="broker-a",status="PUT_OK"} 2.0'
+        assert 'mqha_broker_role{broker_name="broker-a",role="MASTER"} 1.0' in text
+        puts = 'mqha_broker_put_requests_total{ack_mode="async",broker_name="broker-a",status="PUT_OK"} 2.0'
         assert puts in text
         assert "mqha_broker_put_latency_seconds_bucket" in text and "mqha_broker_ha_sent_bytes_total" in text
     finally:

@@ -42,8 +42,8 @@ GRAFANA_VARIABLES = {
     "$__rate_interval": "1m",
     "$__interval": "15s",
     "$__range": "1h",
-    "$brokerName": ".*",
-    "${brokerName}": ".*",
+    "$broker_name": ".*",
+    "${broker_name}": ".*",
 }
 
 
@@ -134,4 +134,4 @@ def test_dashboard_has_the_sections_of_issue_6() -> None:
             assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
             assert panel["targets"] and panel["description"], panel["title"]
     assert board["uid"] and board["schemaVersion"] >= 36
-    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "brokerName"]
+    assert [v["name"] for v in board["templating"]["list"]] == ["datasource", "broker_name"]

@@ -43,11 +43,11 @@ CONTROLLER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_controller_elections_total": ("counter", frozenset({"trigger", "result"})),
     "mqha_controller_election_duration_seconds": ("histogram", frozenset({"trigger"})),
 }
-_BROKER = frozenset({"brokerName"})
-_SLAVE = frozenset({"brokerName", "slaveBrokerId"})
-_PUT = frozenset({"brokerName", "ackMode", "status"})
+_BROKER = frozenset({"broker_name"})
+_SLAVE = frozenset({"broker_name", "slave_broker_id"})
+_PUT = frozenset({"broker_name", "ack_mode", "status"})
 BROKER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
-    "mqha_broker_role": ("gauge", frozenset({"brokerName", "role"})),
+    "mqha_broker_role": ("gauge", frozenset({"broker_name", "role"})),
     "mqha_broker_fenced": ("gauge", _BROKER),
     "mqha_broker_master_epoch": ("gauge", _BROKER),
     "mqha_broker_last_epoch": ("gauge", _BROKER),
@@ -64,8 +64,8 @@ BROKER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_broker_put_latency_seconds": ("histogram", _PUT),
     "mqha_broker_put_requests_total": ("counter", _PUT),
     "mqha_broker_put_messages_total": ("counter", _PUT),
-    "mqha_broker_controller_session_state": ("gauge", frozenset({"brokerName", "controller", "state"})),
-    "mqha_broker_controller_session_connects_total": ("counter", frozenset({"brokerName", "controller"})),
+    "mqha_broker_controller_session_state": ("gauge", frozenset({"broker_name", "controller", "state"})),
+    "mqha_broker_controller_session_connects_total": ("counter", frozenset({"broker_name", "controller"})),
 }
 
 
@@ -200,15 +200,15 @@ def test_broker_metrics_on_master_and_slave(scrapes: Scrapes) -> None:
     assert slave.value("mqha_broker_role", role="SLAVE") == 1
     assert master.value("mqha_broker_sync_state_set_size") == 2
     assert master.value("mqha_broker_max_offset") == slave.value("mqha_broker_max_offset") > 0
-    (slave_id,) = {lab["slaveBrokerId"] for lab, _ in master.samples["mqha_broker_slave_ack_lag_bytes"]}
-    assert master.value("mqha_broker_slave_ack_lag_bytes", slaveBrokerId=slave_id) == 0
-    assert master.value("mqha_broker_slave_caught_up_age_seconds", slaveBrokerId=slave_id) >= 0
+    (slave_id,) = {lab["slave_broker_id"] for lab, _ in master.samples["mqha_broker_slave_ack_lag_bytes"]}
+    assert master.value("mqha_broker_slave_ack_lag_bytes", slave_broker_id=slave_id) == 0
+    assert master.value("mqha_broker_slave_caught_up_age_seconds", slave_broker_id=slave_id) >= 0
     assert not slave.samples["mqha_broker_slave_ack_lag_bytes"]  # a slave has no slaves
     assert (
-        master.value("mqha_broker_put_requests_total", ackMode="allAckInSyncStateSet", status="PUT_OK") == 1
+        master.value("mqha_broker_put_requests_total", ack_mode="allAckInSyncStateSet", status="PUT_OK") == 1
     )
     assert (
-        master.value("mqha_broker_put_messages_total", ackMode="allAckInSyncStateSet", status="PUT_OK") == 3
+        master.value("mqha_broker_put_messages_total", ack_mode="allAckInSyncStateSet", status="PUT_OK") == 3
     )
 
 
@@ -228,11 +228,6 @@ def test_promtool_check_metrics_on_controllers(scrapes: Scrapes) -> None:
         assert done.returncode == 0, (node.address, done.stdout + done.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker labels are camelCase (brokerName, ackMode, slaveBrokerId) and promtool's lint wants "
-    "snake_case; renaming them breaks test_broker_api.py, so it is left to the broker owner",
-)
 def test_promtool_check_metrics_on_brokers(scrapes: Scrapes) -> None:
     for node in (scrapes.master, scrapes.slave):
         done = promtool_check_metrics(node.text)
