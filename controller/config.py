@@ -64,6 +64,12 @@ CONTROLLER_CONFIG = ConfigSpec(
         Key("controllerJournalFsync", bool, True, "fsync the Raft journal before a write is acknowledged"),
         Key("maxRequestBodyBytes", int, 1024 * 1024, "larger HTTP bodies are refused with 413"),
         Key("brokerSessionPingMills", int, 1000, "WebSocket ping period of broker sessions"),
+        Key(
+            "consoleAnalysisReportDir",
+            str,
+            "",
+            "an mqha analyze report directory whose verdict.json the web console's violations page shows",
+        ),
     ]
 )
 

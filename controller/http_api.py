@@ -16,15 +16,19 @@ node, so validation comes before the leader check; nothing is decided or changed
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
 from controller import openapi
+from controller.console_view import sse_message
 from controller.metrics import CONTENT_TYPE
 from controller.service import ControllerService
 from mqha.codes import ResponseCode, http_status_for
@@ -47,7 +51,17 @@ log = logging.getLogger(__name__)
 Code = ResponseCode
 SERVICE = web.AppKey("service", ControllerService)
 _CODE = web.RequestKey("mqha_code", str)
-_UNTIMED = frozenset({"brokerSession"})  # a session lasts as long as the broker: no latency sample
+# Sessions and console streams last as long as their peer: no latency sample.
+_UNTIMED = frozenset({"brokerSession", "consoleEvents"})
+
+CONSOLE_ASSETS = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "style.css": "text/css",
+}
+"""The web console's files (``controller/console/``, package data), by name, with their media type."""
+CONSOLE_RECHECK = 0.5  # s: soft state (heartbeat expiry, offsets) changes without an event
+CONSOLE_KEEPALIVE = 15.0  # s: an SSE comment line keeps idle proxies from closing the stream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -238,6 +252,63 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=_service(request).metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
 
+@functools.cache
+def _console_file(name: str) -> bytes:
+    return resources.files("controller").joinpath("console", name).read_bytes()
+
+
+def _console_response(request: web.Request, name: str) -> web.Response:
+    request[_CODE] = Code.SUCCESS.name
+    return web.Response(
+        body=_console_file(name),
+        content_type=CONSOLE_ASSETS[name],
+        charset="utf-8",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+async def console_index(request: web.Request) -> web.Response:
+    return _console_response(request, "index.html")
+
+
+async def console_asset(request: web.Request) -> web.Response:
+    name = request.match_info["asset"]
+    if name not in CONSOLE_ASSETS or name == "index.html":
+        raise HttpError(404, Reply(Code.REQUEST_CODE_NOT_SUPPORTED, f"no console asset {name!r}"))
+    return _console_response(request, name)
+
+
+async def console_events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: a ``snapshot`` event at once and after every change of the document."""
+    service = _service(request)
+    request[_CODE] = Code.SUCCESS.name
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    feed = service.console
+    last: dict[str, Any] | None = None
+    generation = feed.generation
+    written = time.monotonic()
+    try:
+        await response.write(b"retry: 1000\n\n")  # EventSource reconnects after 1 s
+        while not feed.closed:
+            snapshot = service.console_snapshot()
+            if snapshot != last:
+                await response.write(sse_message("snapshot", snapshot))
+                last, written = snapshot, time.monotonic()
+            elif time.monotonic() - written >= CONSOLE_KEEPALIVE:
+                await response.write(b": keepalive\n\n")
+                written = time.monotonic()
+            generation = await feed.wait_change(generation, CONSOLE_RECHECK)
+    except ConnectionResetError:  # the browser went away
+        pass
+    return response
+
+
+async def console_analysis(request: web.Request) -> web.Response:
+    _query(request, ())
+    return respond(request, await asyncio.to_thread(_service(request).console_analysis))
+
+
 async def openapi_json(request: web.Request) -> web.Response:
     request[_CODE] = Code.SUCCESS.name
     return web.json_response(openapi.document())
@@ -263,6 +334,10 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/metrics", "metrics", metrics),
     ("GET", "/healthz", "healthz", healthz),
     ("GET", "/openapi.json", "openapi", openapi_json),
+    ("GET", "/", "consoleIndex", console_index),
+    ("GET", "/console/{asset}", "consoleAsset", console_asset),
+    ("GET", "/v1/console/events", "consoleEvents", console_events),
+    ("GET", "/v1/console/analysis", "consoleAnalysis", console_analysis),
 )
 
 

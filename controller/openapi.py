@@ -124,6 +124,7 @@ def _query_param(name: str, description: str, required: bool = False, many: bool
 
 
 _BROKER_NAME_PATH = {"name": "brokerName", "in": "path", "required": True, "schema": {"type": "string"}}
+_ASSET_PATH = {"name": "asset", "in": "path", "required": True, "schema": {"type": "string"}}
 _BEARER = [{"adminToken": []}]
 
 
@@ -328,6 +329,58 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/openapi.json",
             "openapi",
             {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1 JSON"}}},
+        ),
+        (
+            "GET",
+            "/",
+            "consoleIndex",
+            {
+                "summary": "The web console (any node): a single page reading /v1/console/events; admin "
+                "actions call electMaster and cleanBrokerData with the bearer token the user types",
+                "responses": {"200": {"description": "HTML page", "content": {"text/html": {}}}},
+            },
+        ),
+        (
+            "GET",
+            "/console/{asset}",
+            "consoleAsset",
+            {
+                "summary": "The console's script and style sheet (app.js, style.css); others 404 code 3",
+                "parameters": [_ASSET_PATH],
+                "responses": {
+                    "200": {"description": "the file", "content": {"text/javascript": {}, "text/css": {}}},
+                    **_responses(("404",)),
+                },
+            },
+        ),
+        (
+            "GET",
+            "/v1/console/events",
+            "consoleEvents",
+            {
+                "summary": "Server-sent events, any node: a 'snapshot' event at once and after each change "
+                "(applied record, leadership, broker session closed; soft state re-checked every 0.5 s). "
+                "Data: {node: {nodeId, address, isLeader, leaderId, leaderAddress, term, commitIndex, "
+                "lastApplied, healthy}, controllers: [{nodeId, address, isSelf, isLeader, reachable}], "
+                "appliedIndex, clusters: {clusterName: [brokerName]}, groups: [{clusterName, brokerName, "
+                "masterBrokerId, masterAddress, masterEpoch, syncStateSet, syncStateSetEpoch, replicas: "
+                "[{brokerId, brokerAddress, haAddress, isMaster, inSync, alive, epoch, maxOffset, "
+                "confirmOffset, lag}]}], timeline: [{raftIndex, ts, type, brokerName, accepted, codeName, "
+                "remark, unclean, masterBrokerId, masterEpoch, syncStateSet, syncStateSetEpoch}]}. "
+                "Liveness and offsets are the serving node's heartbeat table.",
+                "responses": {"200": {"description": "event stream", "content": {"text/event-stream": {}}}},
+            },
+        ),
+        (
+            "GET",
+            "/v1/console/analysis",
+            "consoleAnalysis",
+            {
+                "summary": "Any node: {configured, reportDir, report, error}; report is the verdict.json of "
+                "consoleAnalysisReportDir as {ok, failed, source, engine, tables, checks: [{name, failure, "
+                "description, count, rows}]} (violated checks first)",
+                "responses": _responses(("200", "400")),
+            },
         ),
     ]
 

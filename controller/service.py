@@ -55,11 +55,15 @@ import os
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from analysis.history import HistoryRecorder, controller_observer
+from analysis.report import VERDICT_FILE
 from controller.applier import ControllerApplier
 from controller.config import CONTROLLER_CONFIG, blacklisted_keys, parse_peers
+from controller.console_feed import ConsoleFeed
+from controller.console_view import PeerView, ServingNode, build_snapshot, summarize_verdict
 from controller.election import ElectionPolicy
 from controller.liveness import HeartbeatTable, LivenessView
 from controller.metrics import ControllerMetrics, GroupGauge, NodeView
@@ -140,6 +144,7 @@ LIVE_KEYS = frozenset(
         "adminAuthToken",
         "maxRequestBodyBytes",
         "brokerSessionPingMills",
+        "consoleAnalysisReportDir",
     }
 )
 SECRET_KEYS = ("adminAuthToken", "controllerRaftPassword")
@@ -229,6 +234,7 @@ class ControllerService:
         self._scans: list[asyncio.Task[None]] = []
         self._stopping = False
         self.history: HistoryRecorder | None = None
+        self.console = ConsoleFeed()
 
     # ------------------------------------------------------------------------------- lifecycle
 
@@ -237,6 +243,9 @@ class ControllerService:
         # known raftIndex are ignored), queued on the tick thread and written off it in batches.
         self.history = HistoryRecorder.in_store(self.config["controllerStorePath"])
         self.applier.add_observer(controller_observer(self.history, self.node_id))
+        self.console.bind(asyncio.get_running_loop())
+        self.applier.add_observer(self.console.on_applied)
+        self.log.add_leadership_listener(lambda _change: self.console.notify())
         await self.log.start()
         self._scans = [
             asyncio.create_task(self._expiry_scan_loop(), name="heartbeat-expiry-scan"),
@@ -246,6 +255,7 @@ class ControllerService:
     def begin_stop(self) -> None:
         """Stop deciding: no more scans or triggered elections (sessions closing is not a crash)."""
         self._stopping = True
+        self.console.close()
         for task in [*self._scans, *self._tasks]:
             task.cancel()
 
@@ -469,6 +479,8 @@ class ControllerService:
         gone = self.heartbeats.remove_session(session)
         if self._stopping:
             return
+        if gone:
+            self.console.notify()
         for info in gone:
             self._on_broker_inactive(info.broker_name, info.broker_id, "its session closed")
 
@@ -684,6 +696,51 @@ class ControllerService:
             ],
             "sessions": len(self.sessions),
         }
+        return Reply(Code.SUCCESS, "", payload)
+
+    # ----------------------------------------------------------------------------- web console
+
+    def _serving_node(self) -> ServingNode:
+        raft: dict[str, Any] = {}
+        with contextlib.suppress(ReplicationError):
+            raft = self.log.status()
+        partners = raft.get("partners") or {}
+        offset = self.config["controllerRaftPortOffset"]
+        leader_id, leader_address = self.leader()
+        return ServingNode(
+            node_id=self.node_id,
+            address=self.self_peer.api_address,
+            is_serving_leader=self.log.is_serving_leader(),
+            leader_id=leader_id,
+            leader_address=leader_address,
+            term=raft.get("term"),
+            commit_index=raft.get("commit_index"),
+            last_applied=raft.get("last_applied"),
+            healthy=self.log.healthy(),
+            peers=tuple(
+                PeerView(p.node_id, p.api_address, partners.get(p.raft_address(offset), {}).get("connected"))
+                for p in self.peers
+            ),
+        )
+
+    def console_snapshot(self) -> dict[str, Any]:
+        """The console's document (any node): replicated state, this node's liveness and Raft view."""
+        view = self.heartbeats.view(self.clock.now_ms())
+        return build_snapshot(self.applier.state, view, self._serving_node(), self.console.timeline())
+
+    def console_analysis(self) -> Reply:
+        """The violations page (any node): the verdict of the ``consoleAnalysisReportDir`` report."""
+        report_dir = self.config["consoleAnalysisReportDir"]
+        payload: dict[str, Any] = {"configured": bool(report_dir), "reportDir": report_dir or None}
+        payload["report"] = payload["error"] = None
+        if report_dir:
+            path = Path(report_dir) / VERDICT_FILE
+            try:
+                payload["report"] = summarize_verdict(json.loads(path.read_text(encoding="utf-8")))
+            except FileNotFoundError:
+                payload["error"] = f"no {VERDICT_FILE} in {report_dir} (run mqha analyze --report-dir there)"
+            except (OSError, ValueError) as exc:  # unreadable, not JSON, or not a verdict
+                payload["error"] = f"cannot use {path}: {exc}"
         return Reply(Code.SUCCESS, "", payload)
 
 
