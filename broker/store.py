@@ -45,6 +45,10 @@ from mqha.errors import CorruptFileError, NotAlignedError, StorageError
 log = logging.getLogger(__name__)
 
 CONFIRM_CHECKPOINT_NAME = "confirmOffsetCheckpoint"
+DEBUG_ACK_BEFORE_REPLICATION_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_REPLICATION"
+"""TEST ONLY, a planted bug: ``=1`` in a broker's environment makes its put path answer before any
+replica acked, whatever the ack policy. It exists so the chaos harness can show it catches lost
+acknowledged messages (``mqha chaos --plant-ack-before-replication``); never set it anywhere else."""
 
 
 class ReplicationGate(Protocol):
@@ -116,6 +120,7 @@ class StoreSettings:
     max_message_size: int
     sync_flush_timeout_ms: int
     read_uncommitted: bool
+    debug_ack_before_replication: bool = False  # DEBUG_ACK_BEFORE_REPLICATION_ENV: a planted bug
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> StoreSettings:
@@ -129,6 +134,7 @@ class StoreSettings:
             max_message_size=config["maxMessageSize"],
             sync_flush_timeout_ms=config["syncFlushTimeout"],
             read_uncommitted=config["readUnCommitted"],
+            debug_ack_before_replication=os.environ.get(DEBUG_ACK_BEFORE_REPLICATION_ENV) == "1",
         )
 
 
@@ -332,6 +338,8 @@ class BrokerStore:
                     await self.flush_to(end)
             except TimeoutError:
                 status = PutStatus.FLUSH_DISK_TIMEOUT
+        if self.settings.debug_ack_before_replication:
+            return PutOutcome(status, appended, epoch=epoch)  # the planted bug: no wait for replicas
         replica = await gate.wait_for_replicas(end)
         if replica is not AckStatus.OK:  # a non-OK replica status overrides the flush status (§15.4)
             status = PutStatus.FLUSH_SLAVE_TIMEOUT
