@@ -13,10 +13,7 @@ says so; the run directory stays for inspection.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,9 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from cluster.checking import (
+    ToolChild,
+    adopt_final_log_dump,
+    analysis_engine,
+    dump_final_logs,
+    export_and_analyze,
+)
 from cluster.failover import FailoverReport, distribution, kill_master, ms, rejoin
 from cluster.local import LocalCluster
-from cluster.processes import kill_session
 from cluster.workload import ProduceWorkload
 
 GROUP = "broker-a"
@@ -204,64 +207,6 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def dump_final_logs(cluster: LocalCluster, database: Path) -> int:
-    """Write every live replica's log (read through its API) as ``final_logs`` rows into
-    ``database``, for brokers that do not record their own. Returns the number of replicas dumped."""
-    import json
-    import urllib.request
-    import zlib
-
-    from analysis.history import BrokerHistory, HistoryRecorder
-
-    dumped = 0
-    with HistoryRecorder(database) as recorder:
-        for node in cluster.group_brokers(GROUP):
-            status = cluster.broker_status(node)
-            if status is None or status.get("controllerBrokerId") is None:
-                continue
-            rows, offset = [], 0
-            while True:
-                url = f"{node.url}/v1/messages?offset={offset}&maxMessages=1024"
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    body = json.loads(response.read())
-                for m in body["messages"]:
-                    data = m["body"].encode() if m.get("body") is not None else b""
-                    rows.append(
-                        {
-                            "offset": m["offset"],
-                            "size": m["size"],
-                            "msgId": m["msgId"],
-                            "crc": zlib.crc32(data),
-                        }
-                    )
-                if not body["messages"]:
-                    break
-                offset = body["nextOffset"]
-            history = BrokerHistory(
-                recorder, f"{node.name} (read API)", GROUP, int(status["controllerBrokerId"])
-            )
-            history.final_log(rows)
-            dumped += 1
-    return dumped
-
-
-def _brokers_record_final_logs(cluster: LocalCluster) -> bool:
-    """Whether any broker wrote ``final_logs`` rows into its own history database."""
-    import sqlite3
-
-    for broker in cluster.brokers:
-        path = broker.store / "history.db"
-        if not path.exists():
-            continue
-        with (
-            contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db,
-            contextlib.suppress(sqlite3.Error),
-        ):
-            if db.execute("SELECT 1 FROM final_logs LIMIT 1").fetchone():
-                return True
-    return False
-
-
 @contextlib.contextmanager
 def _signals_raise() -> Iterator[None]:
     """SIGTERM / SIGHUP behave like Ctrl-C: the ``finally`` blocks stop everything."""
@@ -290,70 +235,6 @@ def _uninterruptible() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _mqha_command() -> list[str]:
-    script = Path(sys.executable).with_name("mqha")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "cluster.cli"]
-
-
-class _Child:
-    """A tool subprocess in its own session; stopping it also kills what it spawned (Spark's JVM)."""
-
-    def __init__(self) -> None:
-        self.popen: subprocess.Popen[str] | None = None
-
-    def run(self, args: list[str], timeout: float) -> tuple[int, str]:
-        self.popen = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        try:
-            out, _ = self.popen.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            return 124, f"timed out after {timeout:g} s"
-        code = self.popen.returncode
-        kill_session(self.popen.pid)  # anything it left behind in its session
-        self.popen = None
-        return code, out
-
-    def stop(self) -> None:
-        popen = self.popen
-        if popen is None:
-            return
-        if popen.poll() is None:
-            popen.terminate()
-            try:
-                popen.wait(5)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait(5)
-        kill_session(popen.pid)
-        self.popen = None
-
-
-def analysis_engine(choice: str) -> str | None:
-    if choice == "off":
-        return None
-    if choice == "auto":
-        has_java = shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
-        try:
-            import pyspark  # noqa: F401
-        except ImportError:
-            has_java = False
-        return "spark" if has_java else "python"
-    return choice
-
-
-_EVIDENCE_PREFIX = " " * 6
-
-
-def _analysis_lines(text: str) -> list[str]:
-    """The analyzer's verdict and one line per invariant (no JVM chatter, no evidence rows)."""
-    lines = text.strip().splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("mqha analyze")), 0)
-    kept = [line for line in lines[start:] if line.startswith(("mqha analyze", "tables:", "  "))]
-    return [line for line in kept if not line.startswith(_EVIDENCE_PREFIX)][:14]
-
-
 class Demo:
     """The demo's steps; ``run`` sequences them and always cleans up (see the module docstring)."""
 
@@ -366,7 +247,7 @@ class Demo:
         self.result = DemoResult(ok=False, run_dir=self.run_dir)
         self.cluster = LocalCluster(self.run_dir, controllers=3, groups=1, replicas=3)
         self.workload: ProduceWorkload | None = None
-        self.child = _Child()
+        self.child = ToolChild()
         self.reports: list[FailoverReport] = []
         self.started = time.monotonic()
 
@@ -496,30 +377,26 @@ class Demo:
         # Brokers that do not dump their own log at shutdown get it read through their API first;
         # the dump is named so that ``mqha export`` only sees it when it is actually used.
         staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
-        dumped = dump_final_logs(self.cluster, staging)
+        dumped = dump_final_logs(self.cluster, staging, [GROUP])
         self.cluster.stop()  # nodes flush their histories on the way out
-        if not _brokers_record_final_logs(self.cluster):
-            for suffix in ("", "-wal", "-shm"):  # a WAL database may leave sidecar files
-                part = staging.with_name(staging.name + suffix)
-                if part.exists():
-                    part.rename(staging.with_name("history.db" + suffix))
+        if adopt_final_log_dump(self.cluster, staging):
             self.screen.line(
-                f"    brokers keep no final log of their own: using {dumped} replica logs read via the API"
+                f"    brokers keep no final log of their own: using {len(dumped)} replica logs "
+                "read via the API"
             )
-        export_dir = self.run_dir / "export"
-        code, text = self.child.run([*_mqha_command(), "export", str(self.run_dir), str(export_dir)], 120)
-        self.screen.line("    " + (text.strip().splitlines() or ["(no output)"])[-1])
+        result = export_and_analyze(self.run_dir, engine, self.child)
+        self.screen.line("    " + result.export_line)
         if engine is None:
             return
-        if code != 0:
-            self.result.analysis = f"export failed (exit {code})"
+        if result.analyze_code is None:
+            self.result.analysis = f"export failed (exit {result.export_code})"
             return
-        t0 = time.monotonic()
-        code, text = self.child.run([*_mqha_command(), "analyze", str(export_dir), "--engine", engine], 300)
-        for line in _analysis_lines(text):
+        for line in result.lines:
             self.screen.line("    " + line)
-        self.screen.line(f"    ({time.monotonic() - t0:.0f} s; reports in {export_dir / 'report'})")
-        self.result.analysis = "all invariants hold" if code == 0 else f"VIOLATIONS (exit {code})"
+        self.screen.line(f"    ({result.seconds:.0f} s; reports in {result.export_dir / 'report'})")
+        self.result.analysis = (
+            "all invariants hold" if result.analyze_code == 0 else f"VIOLATIONS (exit {result.analyze_code})"
+        )
 
     def verdict(self) -> None:
         r = self.result

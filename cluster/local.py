@@ -186,6 +186,10 @@ class LocalCluster:
         self.cluster_name = cluster_name
         self.controller_settings = {**CONTROLLER_DEFAULTS, **(controller_settings or {})}
         self.broker_settings = {**BROKER_DEFAULTS, **(broker_settings or {})}
+        # Per-node keys over everything else, set before ``start`` (node ports are known from here on);
+        # chaos gives each broker a controllerAddr through its own links.
+        self.node_settings: dict[str, dict[str, str]] = {}
+        self.env: dict[str, str] = {}  # extra environment of every node process
         self.log_level = log_level
         self.die_with_parent = die_with_parent
         self.replicas = replicas
@@ -216,6 +220,8 @@ class LocalCluster:
         self.cluster_name = data["clusterName"]
         self.controller_settings = data["controllerSettings"]
         self.broker_settings = data["brokerSettings"]
+        self.node_settings = data.get("nodeSettings", {})
+        self.env = data.get("env", {})
         self.log_level = data.get("logLevel", "INFO")
         self.die_with_parent = False  # processes started from here must outlive this shell
         self.replicas = data["replicas"]
@@ -238,6 +244,8 @@ class LocalCluster:
             "replicas": self.replicas,
             "controllerSettings": self.controller_settings,
             "brokerSettings": self.broker_settings,
+            "nodeSettings": self.node_settings,
+            "env": self.env,
             "logLevel": self.log_level,
             "nodes": [asdict(n) for n in self.nodes.values()],
         }
@@ -299,6 +307,7 @@ class LocalCluster:
                 "storePathRootDir": str(node.store),
                 "totalReplicas": str(self.replicas),
             }
+        values.update(self.node_settings.get(node.name, {}))
         node.conf.write_text(
             f"# written by mqha cluster for {node.name}\n" + "".join(f"{k}={v}\n" for k, v in values.items())
         )
@@ -338,7 +347,9 @@ class LocalCluster:
             if node.kind == CONTROLLER
             else [*_command("mqbroker", "broker"), "-c", str(node.conf), "--log-level", self.log_level]
         )
-        self._procs[node.name] = NodeProcess.spawn(args, node.log, die_with_parent=self.die_with_parent)
+        self._procs[node.name] = NodeProcess.spawn(
+            args, node.log, env=self.env, die_with_parent=self.die_with_parent
+        )
         self.save()
         if wait:
             self._wait_healthy(node, timeout)

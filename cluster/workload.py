@@ -216,3 +216,73 @@ class ProduceWorkload:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"only {self.acked} of {count} sends acknowledged within {timeout:g} s")
             time.sleep(0.01)
+
+
+class ConsumeWorkload:
+    """Reads ``broker_name`` from offset 0 on its own event loop thread until stopped, recording every
+    delivered message (``reads``) when ``record_to`` is given; read errors during a failover are
+    waited out, not raised."""
+
+    def __init__(
+        self,
+        controllers: str | Sequence[str],
+        broker_name: str,
+        *,
+        record_to: RecordTarget | None = None,
+        client_id: str | None = None,
+        batch: int = 256,
+    ) -> None:
+        self.controllers = controllers
+        self.broker_name = broker_name
+        self.record_to = record_to
+        self.client_id = client_id
+        self.batch = batch
+        self.delivered = 0
+        self.offset = 0
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> ConsumeWorkload:
+        self._thread = threading.Thread(target=self._run, name=f"consumer-{self.broker_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._error is not None:
+            raise RuntimeError(f"consumer failed: {self._error!r}") from self._error
+
+    def catch_up(self, end_offset: int, timeout: float = 30.0) -> bool:
+        """Wait (bounded) until everything before ``end_offset`` was delivered."""
+        deadline = time.monotonic() + timeout
+        while self.offset < end_offset and time.monotonic() < deadline and self._error is None:
+            time.sleep(0.05)
+        return self.offset >= end_offset
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # surfaced by stop()
+            self._error = exc
+
+    async def _main(self) -> None:
+        from client.consumer import Consumer
+        from client.results import ReadError
+
+        async with Consumer(
+            self.controllers, self.broker_name, record_to=self.record_to, client_id=self.client_id
+        ) as consumer:
+            while not self._stop.is_set():
+                try:
+                    messages = await consumer.poll(self.batch, timeout=2.0)
+                except ReadError:
+                    self.errors += 1
+                    messages = []
+                self.delivered += len(messages)
+                self.offset = consumer.offset
+                if not messages:
+                    await asyncio.sleep(0.05)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from cluster.checking import analysis_lines
 from cluster.commands import _settings
-from cluster.demo import _analysis_lines, _bar
+from cluster.demo import _bar
 from cluster.failover import Distribution, ms
 from cluster.local import NodeStatus, format_status_table, group_names
 
@@ -91,7 +92,7 @@ def test_analysis_lines_keep_verdict_and_invariants_only() -> None:
             "INFO py4j.clientserver: Closing down clientserver connection",
         ]
     )
-    assert _analysis_lines(text) == [
+    assert analysis_lines(text) == [
         "mqha analyze: OK -- every invariant holds",
         "tables: acks=3",
         "  lost_ack               ok -- ...",
