@@ -83,42 +83,62 @@ async def _checked(call: Awaitable[tuple[int, Any]], what: str) -> Any:
     return body
 
 
+def heartbeat_body(name: str, broker_id: int, address: str, timeout_ms: int) -> dict[str, Any]:
+    """A broker heartbeat (``POST /v1/brokers/heartbeat`` or one session message)."""
+    return {
+        "clusterName": CLUSTER,
+        "brokerName": name,
+        "brokerAddr": address,
+        "brokerId": broker_id,
+        "epoch": 0,
+        "maxOffset": 0,
+        "confirmOffset": 0,
+        "heartbeatTimeoutMills": timeout_ms,
+    }
+
+
+async def register_replica(http: aiohttp.ClientSession, leader: str, name: str, port: int) -> tuple[int, str]:
+    """One replica of ``name`` registered as a broker does it (next-id, apply-id, register);
+    returns its id and (never connected) address."""
+    query = f"{leader}/v1/brokers/next-id?clusterName={CLUSTER}&brokerName={name}"
+    broker_id = (await _checked(get_json(http, query), "next-id"))["nextBrokerId"]
+    address = f"127.0.0.1:{port}"
+    apply = {
+        "clusterName": CLUSTER,
+        "brokerName": name,
+        "appliedBrokerId": broker_id,
+        "registerCheckCode": f"{address};{time.time_ns() // 1_000_000}",
+    }
+    await _checked(post_json(http, f"{leader}/v1/brokers/apply-id", apply), "apply-id")
+    register = {
+        "clusterName": CLUSTER,
+        "brokerName": name,
+        "brokerId": broker_id,
+        "brokerAddress": address,
+        "haAddress": f"127.0.0.1:{port + 1}",
+    }
+    await _checked(post_json(http, f"{leader}/v1/brokers/register", register), "register")
+    return broker_id, address
+
+
+async def elect(http: aiohttp.ClientSession, leader: str, name: str, broker_id: int) -> dict[str, Any]:
+    """Ask the controller to make ``broker_id`` the master of ``name`` (a broker's own request)."""
+    body = {"clusterName": CLUSTER, "brokerId": broker_id}
+    result: dict[str, Any] = await _checked(
+        post_json(http, f"{leader}/v1/groups/{name}/elect", body), "elect"
+    )
+    return result
+
+
 async def register_set(http: aiohttp.ClientSession, leader: str, urls: list[str], name: str) -> None:
-    """Two replicas of ``name`` as a broker registers them (next-id, apply-id, register), alive on
-    every controller (heartbeats with a long timeout), replica 1 elected master."""
-    for _ in range(2):
-        query = f"{leader}/v1/brokers/next-id?clusterName={CLUSTER}&brokerName={name}"
-        broker_id = (await _checked(get_json(http, query), "next-id"))["nextBrokerId"]
-        address = f"127.0.0.1:{10900 + broker_id}"
-        apply = {
-            "clusterName": CLUSTER,
-            "brokerName": name,
-            "appliedBrokerId": broker_id,
-            "registerCheckCode": f"{address};{time.time_ns() // 1_000_000}",
-        }
-        await _checked(post_json(http, f"{leader}/v1/brokers/apply-id", apply), "apply-id")
-        register = {
-            "clusterName": CLUSTER,
-            "brokerName": name,
-            "brokerId": broker_id,
-            "brokerAddress": address,
-            "haAddress": f"127.0.0.1:{20900 + broker_id}",
-        }
-        await _checked(post_json(http, f"{leader}/v1/brokers/register", register), "register")
-        beat = {
-            "clusterName": CLUSTER,
-            "brokerName": name,
-            "brokerAddr": address,
-            "brokerId": broker_id,
-            "epoch": 0,
-            "maxOffset": 0,
-            "confirmOffset": 0,
-            "heartbeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
-        }
+    """Two replicas of ``name``, alive on every controller (heartbeats with a long timeout),
+    replica 1 elected master."""
+    for port in (10901, 10903):
+        broker_id, address = await register_replica(http, leader, name, port)
+        beat = heartbeat_body(name, broker_id, address, HEARTBEAT_TIMEOUT_MS)
         for url in urls:
             await _checked(post_json(http, f"{url}/v1/brokers/heartbeat", beat), "heartbeat")
-    elect = {"clusterName": CLUSTER, "brokerId": 1}
-    await _checked(post_json(http, f"{leader}/v1/groups/{name}/elect", elect), "elect")
+    await elect(http, leader, name, 1)
 
 
 async def kill_to_commit(
@@ -146,12 +166,14 @@ async def kill_to_commit(
     return elapsed
 
 
-class Ours:
-    """The 3-node controller side."""
+class Controllers:
+    """3 ``mqcontroller`` processes of a :class:`LocalCluster`, no brokers."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, settings: dict[str, str] | None = None) -> None:
         # One group of one replica is declared but never started: only the controllers run.
-        self.cluster = LocalCluster(base, controllers=3, groups=1, replicas=1, log_level="WARNING")
+        self.cluster = LocalCluster(
+            base, controllers=3, groups=1, replicas=1, controller_settings=settings, log_level="WARNING"
+        )
 
     def start(self) -> None:
         for node in self.cluster.controllers:
@@ -178,7 +200,7 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
     cfg = settings(quick)
     most = max(cfg["clients"])
     names = [f"set{i}" for i in range(most)]
-    ours = Ours(base / "controllers")
+    ours = Controllers(base / "controllers")
     etcd: EtcdCluster | None = None
     skipped: str | None = None
     data: dict[str, Any] = {"settings": cfg, "ours": {}, "etcd": {}, "etcd_skipped": None}
@@ -241,7 +263,7 @@ def _median_of(results: list[LoadResult]) -> dict[str, Any]:
 
 
 async def _kills_ours(
-    ours: Ours, http: aiohttp.ClientSession, client: AlterClient, repeats: int
+    ours: Controllers, http: aiohttp.ClientSession, client: AlterClient, repeats: int
 ) -> list[float]:
     times = []
     for _ in range(repeats):
