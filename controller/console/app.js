@@ -143,7 +143,7 @@ function followerBanner(node) {
   return h("div", { class: "message warn", testid: "follower-banner" },
     h("strong", {}, `This controller (${node.nodeId}) is not the leader.`),
     leader, " ",
-    h("span", { class: "small" }, `Shown here: the replicated state as applied on this node (raft index ${dash(node.lastApplied)}) `
+    h("span", { class: "detail" }, `Shown here: the replicated state as applied on this node (raft index ${dash(node.lastApplied)}) `
       + "and this node's own view of broker liveness. Admin actions are decided by the leader only."));
 }
 
@@ -220,10 +220,11 @@ function groupPage(route) {
   const name = route.name;
   const live = h("div");
   const actions = adminPanel(name);
+  const history = h("div", { class: "card", hidden: true });
   const update = (snap) => {
     if (!snap) return live.replaceChildren(waiting());
     const group = snap.groups.find((g) => g.brokerName === name);
-    actions.el.hidden = !group;
+    actions.el.hidden = history.hidden = !group;
     if (!group) {
       const known = snap.groups.map((g) => g.brokerName);
       return live.replaceChildren(message("error", `Unknown broker group "${name}"`,
@@ -243,11 +244,11 @@ function groupPage(route) {
           group.syncStateSet.join(",")),
         stat("Replicas alive", `${group.replicas.filter((r) => r.alive).length} / ${group.replicas.length}`,
           "heartbeats seen by this node")),
-      h("div", { class: "card" }, h("h2", {}, "Replicas"), replicaTable(group)),
-      h("div", { class: "card" }, h("h2", {}, "Recent elections of this group"),
-        timelineTable(snap.timeline.filter((row) => row.brokerName === name).slice(-10), false)));
+      h("div", { class: "card" }, h("h2", {}, "Replicas"), replicaTable(group)));
+    history.replaceChildren(h("h2", {}, "Recent elections of this group"),
+      timelineTable(snap.timeline.filter((row) => row.brokerName === name).slice(-10), false));
   };
-  return { el: h("div", {}, live, actions.el), update };
+  return { el: h("div", {}, live, actions.el, history), update };
 }
 
 function stat(label, value, sub, testid, dataValue) {
