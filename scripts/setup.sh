@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+:
-# Java 17 for Spark and promtool (Debian package prometheus) when missing, a virtualenv in .venv, mqha
-# installed with its test extras.
+# Java 17 for Spark, promtool (Debian package prometheus) and headless Chromium with its driver (the
+# console's browser test) when missing, a virtualenv in .venv, mqha installed with its test extras.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,10 @@ fi
 if ! command -v promtool >/dev/null 2>&1; then
     echo "setup: installing promtool (Debian package prometheus; metrics and alert-rule tests use it)"
     apt_install prometheus
+fi
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "setup: installing chromium and chromium-driver (the web console's browser test drives them)"
+    apt_install chromium chromium-driver
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv 2>/dev/null || { apt_install python3-venv && "$PYTHON" -m venv .venv; }
