@@ -25,22 +25,23 @@ each get a process on the 2-core machine. No controller processes: they do not t
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.put import message_payload, put_load
+from bench.replication import raw_copy
+from bench.report import summarize
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -52,7 +53,6 @@ CONCURRENCY = 8
 PUT_SECONDS = 4.0
 LATENCY_SECONDS = 2.0
 BODY = 1024
-BODY_B64 = base64.b64encode(os.urandom(BODY)).decode()
 
 
 # -- node mode: one broker in this process --------------------------------------------------------
@@ -227,50 +227,6 @@ def cluster(base: Path, config: dict[str, Any], preload_bytes: int = 0, preload_
 # -- measurements --------------------------------------------------------------------------------
 
 
-def raw_copy(files: list[Path], target: Path, limit: int) -> tuple[int, float]:
-    """Python sender process → loopback socket → Python receiver writing a file: the first ``limit``
-    bytes of ``files`` (segment files are preallocated, so their size is not the data's). (bytes, s)"""
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    total = min(limit, sum(p.stat().st_size for p in files))
-    received = [0]
-
-    def receive() -> None:
-        conn, _ = server.accept()
-        buffer = bytearray(MIB)
-        view = memoryview(buffer)
-        with conn, target.open("wb") as out:
-            while True:
-                n = conn.recv_into(buffer)
-                if not n:
-                    break
-                out.write(view[:n])
-                received[0] += n
-
-    sender_code = (
-        "import socket,sys\n"
-        f"s=socket.create_connection(('127.0.0.1',{port}))\n"
-        f"left={total}\n"
-        "for p in sys.argv[1:]:\n"
-        "    with open(p,'rb') as f:\n"
-        "        while left > 0:\n"
-        "            b=f.read(min(1<<20, left))\n"
-        "            if not b: break\n"
-        "            s.sendall(b)\n"
-        "            left -= len(b)\n"
-        "s.close()\n"
-    )
-    thread = threading.Thread(target=receive)
-    thread.start()
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", sender_code, *map(str, files)], check=True, timeout=300)
-    thread.join(300)
-    elapsed = time.perf_counter() - started
-    server.close()
-    assert received[0] == total
-    return total, elapsed
-
-
 def replicate(base: Path, body: int, batch: int | None = None) -> dict[str, Any]:
     config = {"haTransferBatchSize": batch} if batch else {}
     with cluster(base, config, preload_bytes=REPLICATION_BYTES, preload_body=body) as (master, slave):
@@ -300,40 +256,17 @@ def replicate(base: Path, body: int, batch: int | None = None) -> dict[str, Any]
 
 
 async def _load(url: str, batch: int, concurrency: int, seconds: float) -> dict[str, Any]:
-    import aiohttp
-
-    message = {"topic": "BenchTopic", "bodyBase64": BODY_B64}
-    payload = json.dumps({"messages": [message] * batch} if batch > 1 else message).encode()
-    latencies: list[float] = []
-    statuses: dict[str, int] = {}
-    deadline = time.perf_counter() + seconds
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
-
-        async def worker() -> None:
-            while time.perf_counter() < deadline:
-                started = time.perf_counter()
-                async with session.post(url, data=payload, headers={"Content-Type": "application/json"}) as r:
-                    body = await r.json()
-                latencies.append(time.perf_counter() - started)
-                status = body.get("status", body.get("codeName"))
-                statuses[status] = statuses.get(status, 0) + 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    requests = len(latencies)
-    latencies.sort()
+    result = await put_load(url, message_payload(BODY, batch), concurrency, seconds)
+    requests, stats = len(result.latencies), summarize(result.latencies)
     return {
         "requests": requests,
         "messages": requests * batch,
-        "seconds": elapsed,
-        "msgs/s": requests * batch / elapsed,
-        "MiB/s": requests * batch * BODY / MIB / elapsed,
-        "p50 ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
-        "p99 ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-        if latencies
-        else None,
-        "statuses": statuses,
+        "seconds": result.seconds,
+        "msgs/s": requests * batch / result.seconds,
+        "MiB/s": requests * batch * BODY / MIB / result.seconds,
+        "p50 ms": stats["p50_ms"],
+        "p99 ms": stats["p99_ms"],
+        "statuses": {"PUT_OK": requests, **result.errors},
     }
 
 
