@@ -13,7 +13,9 @@ How a send proceeds (within ``send_timeout``, default 10 s):
    retried message stored twice is recognisable as one (``duplicate`` in the history checks);
 3. POST ``/v1/messages`` to the master:
 
-   * ``PUT_OK`` / ``FLUSH_*_TIMEOUT`` → done: the broker stored it; the status says how safely;
+   * ``PUT_OK`` / ``FLUSH_*_TIMEOUT`` → done: the broker stored it; the status says how safely
+     (after ``FLUSH_SLAVE_TIMEOUT`` the next send asks the controllers for the route again: a
+     master that cannot reach its slaves may have been replaced);
    * refused before anything was stored -- a slave's or fenced broker's 503 SERVICE_NOT_AVAILABLE,
      IN_SYNC_REPLICAS_NOT_ENOUGH, a refused connection -- → the route is refreshed at once and the
      send retried (a short doubling pause only while the route stays the same);
@@ -292,6 +294,10 @@ class Producer:
                 attempt = await self._post(route, payload, deadline)
                 if attempt.kind == "done":
                     results = self._results(route, attempt.body, track)
+                    if any(r.status is SendStatus.FLUSH_SLAVE_TIMEOUT for r in results):
+                        # Stored but not replicated: this master may be cut off or deposed already.
+                        # Ask the controllers again before the next send.
+                        self._invalidate(route)
                     await self._record(results, route)
                     return results
                 track.failed(attempt)
