@@ -2,12 +2,14 @@
 
 Routes and JSON shapes are ARCHITECTURE §3's; ``controller.openapi`` describes each one and a test
 checks that both list the same routes. Every answer (errors included, also 404/405 of unknown routes)
-is a JSON object ``{"code", "codeName", "remark", ...payload}``. HTTP status from the code
-(``mqha.codes.http_status_for``): 200 success; 400 invalid request (2005); 404 unknown broker set
-(2008, 2010); 409 fenced or rejected; 421 not leader (2007, with ``leaderAddress``); 503 no quorum
-(14); 500 system error (1). The HTTP layer adds: 401/403 (code 16) for admin calls without / with a
-wrong bearer token, 413 (code 2005) for a body over ``maxRequestBodyBytes``, 404/405 (code 3) for
-unknown routes and methods.
+is a JSON object ``{"code", "codeName", "remark", ...payload}``, except the bodies that are not API
+answers: ``/metrics`` (Prometheus text), the web console's page and assets (``/``, ``/console/*``)
+and its event stream (``/v1/console/events``, server-sent events of ``controller.console_view``).
+HTTP status from the code (``mqha.codes.http_status_for``): 200 success; 400 invalid request (2005);
+404 unknown broker set (2008, 2010); 409 fenced or rejected; 421 not leader (2007, with
+``leaderAddress``); 503 no quorum (14); 500 system error (1). The HTTP layer adds: 401/403 (code 16)
+for admin calls without / with a wrong bearer token, 413 (code 2005) for a body over
+``maxRequestBodyBytes``, 404/405 (code 3) for unknown routes and methods.
 
 Order of checks per request: body size -> JSON syntax -> fields (strict: types, required, unknown
 -> 400 naming the field) -> admin token -> leadership -> the decision. A bad request is bad on any
@@ -290,7 +292,7 @@ async def console_events(request: web.Request) -> web.StreamResponse:
     written = time.monotonic()
     try:
         await response.write(b"retry: 1000\n\n")  # EventSource reconnects after 1 s
-        while not feed.closed:
+        while not feed.closed and request.transport is not None and not request.transport.is_closing():
             snapshot = service.console_snapshot()
             if snapshot != last:
                 await response.write(sse_message("snapshot", snapshot))

@@ -38,6 +38,11 @@ reference retries any failure, which for "no candidate" bumps masterEpoch once p
 After a SUCCESS election of any trigger, with ``notifyBrokerRoleChanged``, every member of the set
 that is alive in this node's table and has a session here gets a ``roleChanged`` push (spec §7.4).
 
+Web console. ``console_snapshot`` builds the console's document from this node's applied state,
+heartbeat table and Raft status (any node: a follower shows its own replicated view and says it is
+not the leader); ``self.console`` (``ConsoleFeed``) keeps the election timeline from applied records
+and wakes the event streams on applied records, leadership changes and closed sessions.
+
 Config. ``self.config`` is replaced as a whole on ``PUT /v1/controller/config`` (after the blacklist
 check, typing, validation and persisting to ``configStorePath``). Keys in ``LIVE_KEYS`` take effect
 at once (each use reads ``self.config``); the others are persisted and take effect at the next start.

@@ -245,3 +245,9 @@ def test_a_follower_says_it_is_not_the_leader_and_links_to_it(
         lambda d: _value(d, f"master-{GROUP}") not in (None, "–"),
     )
     _shot(browser, "11-follower")
+    # An admin action sent to a follower: refused with 421, pointing at the leader's console.
+    browser.get(follower.url + f"/#/group/{GROUP}")
+    _wait(browser, "the follower's group page", lambda d: _value(d, f"master-{GROUP}") not in (None, "–"))
+    _set_token(browser, TOKEN)
+    status, text = _elect(browser, int(_value(browser, f"master-{GROUP}") or 0))
+    assert status == "421" and "CONTROLLER_NOT_LEADER" in text and "Open the leader's console" in text, text
