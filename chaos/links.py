@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from chaos.schedule import ALL_LINKS, CONTROLLER_LINKS, REPLICATION_LINKS, Topology
 
 HOST = "127.0.0.1"
+RTO_MIN = 0.2  # Linux TCP_RTO_MIN: a lost segment is resent after this long
+RTO_MAX = 3.2
 
 
 @dataclass(frozen=True)
@@ -125,3 +127,9 @@ class Translator:
                     best = n
                     break
         return best
+
+
+def retransmit_delay(consecutive_losses: int) -> float:
+    """How late a chunk arrives after ``consecutive_losses`` losses in a row: TCP resends a lost
+    segment after its retransmission timeout, doubling while losses repeat."""
+    return min(RTO_MAX, RTO_MIN * 2 ** max(0, consecutive_losses - 1)) if consecutive_losses else 0.0

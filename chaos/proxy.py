@@ -27,21 +27,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.links import Link, Translator
+from chaos.links import Link, Translator, retransmit_delay
 
 PASS = "pass"
 BLOCK = "block"
 LOSS = "loss"
 
 CHUNK = 64 * 1024
-RTO_MIN = 0.2  # Linux TCP_RTO_MIN
-RTO_MAX = 3.2
 FLUSH_AFTER = 0.02  # forward a held-back partial address once the stream is quiet this long
-
-
-def retransmit_delay(consecutive_losses: int) -> float:
-    """How late a chunk arrives after ``consecutive_losses`` losses in a row (exponential backoff)."""
-    return min(RTO_MAX, RTO_MIN * 2 ** max(0, consecutive_losses - 1)) if consecutive_losses else 0.0
 
 
 @dataclass

@@ -1,0 +1,128 @@
+"""The fault schedule is a pure function of seed, kinds, duration and topology."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.schedule import (
+    BROKER,
+    CONTROLLER,
+    CONTROLLER_MAJORITY,
+    FAULT_KINDS,
+    HOLD_RANGES,
+    KILL,
+    LOSS,
+    MASTER,
+    MASTER_AND_LEADER,
+    PARTITION,
+    PAUSE,
+    SETTLE_ESTIMATE,
+    FaultStep,
+    Topology,
+    parse_kinds,
+    plan,
+    schedule_text,
+)
+
+TOPO = Topology.local(3, ["broker-a", "broker-b"], 3)
+
+
+def test_local_topology_names_match_the_local_cluster() -> None:
+    assert TOPO.controllers == ("n0", "n1", "n2")
+    assert TOPO.brokers == (
+        "broker-a-0",
+        "broker-a-1",
+        "broker-a-2",
+        "broker-b-0",
+        "broker-b-1",
+        "broker-b-2",
+    )
+    assert TOPO.group_of("broker-b-1") == "broker-b"
+
+
+def test_same_seed_same_schedule_other_seed_other_schedule() -> None:
+    a = plan(1, FAULT_KINDS, 600, TOPO)
+    assert a == plan(1, FAULT_KINDS, 600, TOPO)
+    assert schedule_text(a) == schedule_text(plan(1, FAULT_KINDS, 600, TOPO))
+    assert a != plan(2, FAULT_KINDS, 600, TOPO)
+
+
+def test_kinds_are_taken_in_turn() -> None:
+    steps = plan(7, (KILL, PARTITION), 300, TOPO)
+    assert [s.kind for s in steps[:4]] == [KILL, PARTITION, KILL, PARTITION]
+    assert [s.index for s in steps] == list(range(1, len(steps) + 1))
+
+
+def test_schedule_fits_the_duration_and_never_is_empty() -> None:
+    for seed in range(20):
+        steps = plan(seed, FAULT_KINDS, 120, TOPO)
+        planned = sum(s.hold + s.gap + SETTLE_ESTIMATE[s.kind] for s in steps)
+        assert planned <= 120
+        assert steps
+    assert len(plan(0, (KILL,), 0.1, TOPO)) == 1  # a tiny duration still gets one step
+
+
+def test_a_30_minute_run_plans_at_least_100_faults() -> None:
+    assert len(plan(1, FAULT_KINDS, 1800, TOPO)) >= 100
+
+
+def test_steps_are_well_formed() -> None:
+    steps = plan(3, FAULT_KINDS, 3600, TOPO)
+    assert {s.kind for s in steps} == set(FAULT_KINDS)
+    for s in steps:
+        low, high = HOLD_RANGES[s.kind]
+        assert low <= s.hold <= high
+        assert (s.links != "") == (s.kind in (PARTITION, LOSS))
+        assert (s.fraction > 0) == (s.kind == LOSS)
+        if s.target == BROKER:
+            assert len(s.nodes) == 1 and s.group == TOPO.group_of(s.nodes[0])
+        if s.target in (MASTER, MASTER_AND_LEADER):
+            assert s.nodes == () and s.group in ("broker-a", "broker-b")
+        if s.target == CONTROLLER:
+            assert len(s.nodes) == 1 and s.nodes[0] in TOPO.controllers
+        if s.target == CONTROLLER_MAJORITY:
+            assert len(s.nodes) == 2 and set(s.nodes) <= set(TOPO.controllers)
+    # every menu entry shows up over a long run
+    assert {(s.kind, s.target, s.links) for s in steps} >= {
+        (KILL, MASTER, ""),
+        (KILL, CONTROLLER_MAJORITY, ""),
+        (PAUSE, MASTER_AND_LEADER, ""),
+        (PARTITION, MASTER, "replication"),
+        (PARTITION, BROKER, "all"),
+        (LOSS, BROKER, "controller"),
+    }
+
+
+def test_majority_of_one_controller_is_that_controller() -> None:
+    topo = Topology.local(1, ["broker-a"], 2)
+    majorities = [s for s in plan(5, (KILL, PAUSE), 3600, topo) if s.target == CONTROLLER_MAJORITY]
+    assert majorities and all(s.nodes == ("n0",) for s in majorities)
+
+
+def test_parse_kinds() -> None:
+    assert parse_kinds("kill, pause,kill") == (KILL, PAUSE)
+    with pytest.raises(ValueError, match=r"unknown fault kind.*flood"):
+        parse_kinds("kill,flood")
+    with pytest.raises(ValueError, match="none given"):
+        parse_kinds(" , ")
+
+
+def test_plan_rejects_empty_inputs() -> None:
+    with pytest.raises(ValueError):
+        plan(1, (), 60, TOPO)
+    with pytest.raises(ValueError):
+        plan(1, (KILL,), 60, Topology((), ()))
+
+
+def test_describe_and_category() -> None:
+    step = FaultStep(2, LOSS, MASTER, 4.0, 1.5, group="broker-a", links="replication", fraction=0.2)
+    assert step.category == "loss master[replication]"
+    assert step.describe() == (
+        "#2   drop 20% of chunks of master(broker-a) [replication links] for 4.0 s; then 1.5 s quiet"
+    )
+    kill = FaultStep(1, KILL, CONTROLLER_MAJORITY, 1.0, 2.0, nodes=("n0", "n2"))
+    assert kill.category == "kill controller-majority"
+    assert kill.hits_controllers
+    assert "kill -9 controller-majority(n0,n2), restart after 1.0 s" in kill.describe()
+    assert not FaultStep(1, PAUSE, MASTER, 1.0, 1.0, group="broker-a").hits_controllers
+    assert FaultStep(1, PAUSE, MASTER_AND_LEADER, 1.0, 1.0, group="broker-a").hits_controllers

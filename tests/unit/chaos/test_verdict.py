@@ -1,0 +1,195 @@
+"""Counts, recovery times, targets, the verdict table and the exit decision of a chaos run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
+from chaos.verdict import (
+    FaultOutcome,
+    RunFacts,
+    duplicated,
+    failed_during,
+    judge,
+    lost_messages,
+    percentile,
+    recovery_time,
+)
+from client.results import SendResult, SendStatus
+
+G = "broker-a"
+INVARIANTS = {
+    "lost_ack": 0,
+    "replica_divergence": 0,
+    "two_masters_in_epoch": 0,
+    "read_uncommitted": 0,
+    "duplicate": 1,
+}
+
+
+def send(
+    msg: str,
+    status: SendStatus = SendStatus.PUT_OK,
+    *,
+    offset: int | None = None,
+    started: float = 0.0,
+    done: float = 0.0,
+    first_error: float | None = None,
+    group: str = G,
+) -> SendResult:
+    return SendResult(
+        msg, status, group, offset=offset, started_at=started, completed_at=done, first_error_at=first_error
+    )
+
+
+def test_percentile_nearest_rank() -> None:
+    assert percentile([3.0], 50) == 3.0
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([2.0, 1.0], 99) == 2.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_recovery_counts_only_sends_that_started_or_failed_after_the_fault() -> None:
+    sends = [
+        send("in-flight", started=9.9, done=10.01),  # only crossed the instant: proves nothing
+        send("retried", started=9.95, first_error=10.1, done=11.2),  # failed after it, then acked
+        send("new", started=10.5, done=11.5),
+        send("failed", SendStatus.UNKNOWN, started=10.2, done=10.3),
+    ]
+    assert recovery_time(10.0, sends) == pytest.approx(1.2)
+    assert recovery_time(10.0, sends[:1]) is None
+    assert recovery_time(12.0, sends) is None
+
+
+def test_failed_during_counts_overlapping_failures() -> None:
+    sends = [
+        send("a", SendStatus.FLUSH_SLAVE_TIMEOUT, started=1.0, done=2.5),
+        send("b", SendStatus.UNKNOWN, started=4.0, done=6.0),
+        send("c", SendStatus.FAILED, started=7.0, done=8.0),
+        send("d", started=2.0, done=3.0),
+    ]
+    assert failed_during(2.0, 5.0, sends) == 2
+    assert failed_during(8.5, 9.0, sends) == 0
+
+
+def test_lost_and_duplicated() -> None:
+    logs = {G: {0: "m1", 100: "m2", 200: "m2"}, "broker-b": {0: "x"}}
+    sends = [
+        send("m1", offset=0),
+        send("m2", offset=100),
+        send("m3", offset=300),  # acked, not in the log: lost
+        send("m4", offset=0),  # another message at its offset: lost
+        send("m5", SendStatus.FLUSH_SLAVE_TIMEOUT, offset=400),  # not acknowledged: never lost
+        send("x", offset=0, group="broker-b"),
+        send("y", offset=0, group="broker-c"),  # a group without a final log: lost
+    ]
+    assert [s.msg_id for s in lost_messages(sends, logs)] == ["m3", "m4", "y"]
+    assert duplicated(logs) == 1
+
+
+def outcome(step: FaultStep, at: float, healed: float, whole: float | None) -> FaultOutcome:
+    return FaultOutcome(step, ("broker-a-0",), (G,), at, healed, whole)
+
+
+def facts(**changes: object) -> RunFacts:
+    kill = FaultStep(1, KILL, MASTER, 1.0, 1.0, group=G)
+    pause = FaultStep(2, PAUSE, MASTER, 3.0, 1.0, group=G)
+    leader = FaultStep(3, PAUSE, CONTROLLER_LEADER, 3.0, 1.0)
+    base = RunFacts(
+        title="mqha chaos: test",
+        planned=4,
+        faults=(
+            outcome(kill, 10.0, 11.0, 12.0),
+            outcome(pause, 20.0, 23.0, 24.0),
+            outcome(leader, 30.0, 33.0, 33.5),
+        ),
+        sends=(
+            send("m1", offset=0, started=1.0, done=1.1),
+            send("m2", offset=100, started=10.2, done=10.6),  # kill -> 0.6 s
+            send("m3", SendStatus.UNKNOWN, started=19.0, done=22.0),
+            send("m4", offset=200, started=21.0, done=23.1),  # pause -> 3.1 s
+            send("m5", offset=300, started=30.5, done=30.6),  # leader pause -> 0.6 s, no failure
+        ),
+        reads=3,
+        final_logs={G: {0: "m1", 100: "m2", 200: "m4", 300: "m5"}},
+        engine="python",
+        invariants=dict(INVARIANTS),
+        check_problem=None,
+        settled=True,
+        heartbeat_timeout=1.5,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_a_clean_run_passes_with_the_table() -> None:
+    verdict = judge(facts())
+    assert verdict.ok and verdict.exit_code == 0 and verdict.reasons == ()
+    text = verdict.text
+    assert "faults injected: 3 of 4 planned (kill 1, pause 2)" in text
+    assert "messages: sent 5  acked 4  unknown 1  failed 0  not-replicated 0  lost 0  duplicated 0" in text
+    assert "reads: 3 delivered to consumers; read-uncommitted 0" in text
+    lines = text.splitlines()
+    kill = next(line for line in lines if line.strip().startswith("kill master"))
+    assert kill.split()[2:6] == ["1", "0.60s", "0.60s", "0.60s"]
+    assert kill.endswith("p50<=1s p99<=2s: met")
+    pause = next(line for line in lines if line.strip().startswith("pause master"))
+    assert "3.10s" in pause and pause.endswith("max<=3.5s: met")
+    assert next(line for line in lines if "controller-leader" in line).endswith("no failed put: met")
+    total = next(line for line in lines if line.strip().startswith("all "))
+    assert total.split()[1:5] == ["3", "0.60s", "3.10s", "3.10s"]
+    assert "  duplicate              counted 1 (not a failure)" in text
+    assert text.rstrip().endswith("verdict: PASS")
+
+
+def test_a_lost_message_fails_the_run() -> None:
+    verdict = judge(facts(final_logs={G: {0: "m1", 100: "m2", 200: "m4"}}))
+    assert not verdict.ok and verdict.exit_code == 1 and verdict.lost == 1
+    assert verdict.reasons == ("1 acknowledged message(s) lost",)
+    assert "verdict: FAIL -- 1 acknowledged message(s) lost" in verdict.text
+
+
+def test_invariant_violations_fail_the_run_but_duplicates_do_not() -> None:
+    assert judge(facts(invariants={**INVARIANTS, "duplicate": 7})).ok
+    verdict = judge(facts(invariants={**INVARIANTS, "replica_divergence": 2}))
+    assert verdict.reasons == ("invariant replica_divergence: 2 violation(s)",)
+    assert "  replica_divergence     FAIL 2" in verdict.text
+
+
+def test_a_missing_check_or_an_unsettled_cluster_fails_the_run() -> None:
+    verdict = judge(facts(invariants=None, check_problem="export failed (exit 1)"))
+    assert verdict.reasons == ("no invariant check: export failed (exit 1)",)
+    assert judge(facts(invariants=None, engine="off")).ok  # asked not to check
+    assert judge(facts(settled=False)).reasons == ("the cluster was not whole again after the final heal",)
+    assert "no final master log could be read" in judge(facts(final_logs={})).reasons
+
+
+def test_targets_missed_are_reported_not_failed() -> None:
+    slow = facts(
+        sends=(
+            send("m1", offset=0, started=1.0, done=1.1),
+            send("m2", offset=100, started=10.2, done=12.5),  # kill -> 2.5 s
+            send("m4", offset=200, started=21.0, done=26.0),  # pause -> 6 s
+            send("m5", SendStatus.FLUSH_SLAVE_TIMEOUT, started=30.5, done=32.0),
+            send("m6", offset=300, started=33.0, done=33.1),
+        ),
+        final_logs={G: {0: "m1", 100: "m2", 200: "m4", 300: "m6"}},
+    )
+    verdict = judge(slow)
+    assert verdict.ok
+    assert "p50<=1s p99<=2s: MISSED" in verdict.text
+    assert "max<=3.5s: MISSED" in verdict.text
+    assert "no failed put: MISSED" in verdict.text
+
+
+def test_a_fault_with_no_later_ack_is_unrecovered() -> None:
+    partition = FaultStep(4, PARTITION, MASTER, 3.0, 1.0, group=G, links="all")
+    verdict = judge(facts(faults=(outcome(partition, 50.0, 53.0, None),)))
+    line = next(line for line in verdict.text.splitlines() if "partition master[all]" in line)
+    assert line.split()[2:8] == ["1", "-", "-", "-", "1", "0"]
+    assert line.endswith("MISSED")
