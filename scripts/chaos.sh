@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs a long chaos configuration (not part of the default test run):
+#   scripts/chaos.sh            the 120 s run: kill, pause, partition; seed 1
+#   scripts/chaos.sh 30min      30 minutes, every fault kind (at least 100 faults); seed 1
+#   scripts/chaos.sh -- ARGS    mqha chaos ARGS as given
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+case "${1:-120s}" in
+  120s) exec .venv/bin/mqha chaos --duration 120 --faults kill,pause,partition --seed 1 ;;
+  30min) exec .venv/bin/mqha chaos --duration 1800 --faults kill,pause,partition,loss --seed 1 ;;
+  --) shift; exec .venv/bin/mqha chaos "$@" ;;
+  *) echo "usage: scripts/chaos.sh [120s|30min|-- mqha-chaos-args...]" >&2; exit 2 ;;
+esac
