@@ -10,6 +10,7 @@ the error logged. Every body carries ``{code, codeName, remark}``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RUNTIME = web.AppKey("runtime", BrokerRuntime)
+
+FINAL_LOG_WAIT_S = 30.0
+"""How long a final-log dump waits for its rows to be committed to the history database."""
 
 _HTTP_OF_CODE = {
     BrokerCode.SUCCESS: 200,
@@ -89,6 +93,7 @@ class BrokerHttpServer:
         app.router.add_get("/v1/status", self.get_status)
         app.router.add_get("/metrics", self.get_metrics)
         app.router.add_get("/healthz", self.get_healthz)
+        app.router.add_post("/v1/history/final-log", self.post_final_log)
         return app
 
     async def start(self) -> None:
@@ -234,6 +239,14 @@ class BrokerHttpServer:
 
     async def get_metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def post_final_log(self, request: web.Request) -> web.Response:
+        """Write this replica's log index as ``final_logs`` rows into its own history database
+        (ARCHITECTURE §5), for the no-loss check after a run; answers once the rows are committed."""
+        if self.store.history is None or self.store.history.broker_id is None:
+            return _error(BrokerCode.SERVICE_NOT_AVAILABLE, "no history yet: the broker is not registered")
+        rows = await asyncio.to_thread(self.store.dump_final_log, FINAL_LOG_WAIT_S)
+        return _json(200, envelope(BrokerCode.SUCCESS, "", rows=rows))
 
     async def get_healthz(self, request: web.Request) -> web.Response:
         return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.ha.role.value))

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from analysis.history import BrokerHistory
+from analysis.history import BrokerHistory, commit_log_entries
 from autoswitch_ha.ack import AckStatus
 from broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft, StoredMessage
 from broker.protocol import Appended, PutOutcome, PutStatus, ReadRequest, illegal
@@ -271,6 +271,16 @@ class BrokerStore:
                 f"truncation asked for epochs {target.pairs()}, not a prefix of the file's {pairs}",
             )
         self.epoch_store.truncate_suffix_by_offset(pairs[len(target)][1])
+
+    def dump_final_log(self, wait: float) -> int:
+        """Record every stored message as this replica's ``final_logs`` (blocking: run it off the event
+        loop). Returns the number of rows; raises ``TimeoutError`` if they were not committed in ``wait``."""
+        if self.history is None:
+            raise RuntimeError("this broker records no history")
+        entries = list(commit_log_entries(self.log))
+        if not self.history.final_log(entries, wait=wait):
+            raise TimeoutError(f"final log of {len(entries)} rows not committed within {wait:g} s")
+        return len(entries)
 
     def append_epoch(self, epoch: int, start_offset: int) -> EpochHistory:
         before = self.epoch_store.history.pairs()

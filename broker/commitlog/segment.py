@@ -108,6 +108,18 @@ class Segment:
         assert self._mm is not None
         self._mm.madvise(advice)
 
+    @property
+    def mapped(self) -> bool:
+        return self._mm is not None
+
+    def release(self, stop: int) -> None:
+        """Drop this process's mappings of ``[0, stop)`` (rounded down to a page). The data stays in the
+        page cache (dirty pages stay dirty: the kernel keeps a shared mapping's writes) and the next
+        access faults it back in, so RSS follows what is touched, not the size of the log."""
+        stop -= stop % mmap.PAGESIZE
+        if self._mm is not None and stop > 0:
+            self._mm.madvise(mmap.MADV_DONTNEED, 0, stop)
+
     def write(self, pos: int, data: bytes) -> None:
         view = self._view if self._view is not None else self.view  # hot path: skip the property
         view[pos : pos + len(data)] = data

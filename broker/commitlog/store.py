@@ -683,8 +683,20 @@ class CommitLog:
                         self._flush_locked()
                     if self._flushed != self._checkpointed:
                         self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
+                self._release_flushed_pages()
             except OSError:
                 log.exception("commit log flush failed in %s; will retry", self.directory)
+
+    def _release_flushed_pages(self) -> None:
+        """Unmap the pages of flushed data from this process (they stay in the page cache), so the
+        broker's RSS is bounded by what it wrote or read in one flush interval, not by the log size."""
+        with self._lock:
+            if self._closed:
+                return
+            flushed = self._flushed
+            for segment in self._segments:
+                if segment.mapped and segment.base < flushed:
+                    segment.release(min(segment.end, flushed) - segment.base)
 
     def close(self) -> None:
         """Flush, mark the shutdown clean in the checkpoint, release files. Idempotent."""

@@ -351,3 +351,33 @@ def test_records_on_disk_decode_with_the_codec(tmp_path: Path) -> None:
         result = log.append(draft(7))
     data = (tmp_path / segment_name(0)).read_bytes()
     assert decode_message(data, result.offset, base_offset=0).msg_id == result.msg_id
+
+
+def _mapped_rss_kib(directory: Path) -> int:
+    """This process's resident KiB of mappings of files in ``directory`` (from /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            inside = len(fields) >= 6 and fields[5].startswith(str(directory))
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+def test_flushed_pages_leave_the_process_rss(tmp_path: Path) -> None:
+    """RSS does not grow with the log: the flusher unmaps what it flushed (the page cache keeps it)."""
+    segment = 8 * 1024 * 1024
+    with open_log(tmp_path, segment, flush_interval_ms=20) as log:
+        body = MessageDraft("t", b"x" * 4000)
+        while log.max_offset < 3 * segment:
+            log.append_batch([body] * 64)
+        touched = _mapped_rss_kib(tmp_path)
+        assert touched > 8 * 1024  # the appends did map the segments in
+        deadline = time.monotonic() + 10
+        while _mapped_rss_kib(tmp_path) > 1024 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _mapped_rss_kib(tmp_path) <= 1024
+        # The data is intact and reads fault it back in.
+        assert log.read(0).body == b"x" * 4000
+        assert log.read_raw(segment, 4096)
