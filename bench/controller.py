@@ -130,14 +130,24 @@ async def elect(http: aiohttp.ClientSession, leader: str, name: str, broker_id: 
     return result
 
 
+SET_PORTS = (10901, 10903)  # the (never connected) addresses of a set's replicas 1 and 2
+
+
+async def heartbeat_set(http: aiohttp.ClientSession, urls: list[str], name: str) -> None:
+    """Both replicas of ``name`` alive on every controller in ``urls`` (liveness is soft state per
+    node: a restarted controller needs them again)."""
+    for broker_id, port in enumerate(SET_PORTS, start=1):
+        beat = heartbeat_body(name, broker_id, f"127.0.0.1:{port}", HEARTBEAT_TIMEOUT_MS)
+        for url in urls:
+            await _checked(post_json(http, f"{url}/v1/brokers/heartbeat", beat), "heartbeat")
+
+
 async def register_set(http: aiohttp.ClientSession, leader: str, urls: list[str], name: str) -> None:
     """Two replicas of ``name``, alive on every controller (heartbeats with a long timeout),
     replica 1 elected master."""
-    for port in (10901, 10903):
-        broker_id, address = await register_replica(http, leader, name, port)
-        beat = heartbeat_body(name, broker_id, address, HEARTBEAT_TIMEOUT_MS)
-        for url in urls:
-            await _checked(post_json(http, f"{url}/v1/brokers/heartbeat", beat), "heartbeat")
+    for port in SET_PORTS:
+        await register_replica(http, leader, name, port)
+    await heartbeat_set(http, urls, name)
     await elect(http, leader, name, 1)
 
 
@@ -277,6 +287,7 @@ async def _kills_ours(
 
         times.append(await kill_to_commit(kill, client))
         await asyncio.to_thread(ours.restart, leader.name)
+        await heartbeat_set(http, [leader.url], client.name)
         client.url = ours.leader_url()
         await asyncio.sleep(1.0)  # the restarted node catches up from its journal and the leader
         await client.sync()
