@@ -153,6 +153,8 @@ class FaultProxy:
         """Put the named links in ``mode`` (PASS, BLOCK, LOSS with ``fraction``)."""
         if mode not in (PASS, BLOCK, LOSS):
             raise ValueError(f"unknown link mode {mode!r}")
+        if not 0.0 <= fraction < 1.0:
+            raise ValueError(f"loss fraction {fraction} outside [0, 1)")
         self._call(self._set_mode, list(names), mode, fraction)
 
     def _set_mode(self, names: list[str], mode: str, fraction: float) -> None:
