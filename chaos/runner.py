@@ -190,6 +190,7 @@ class ChaosRun:
             if time.monotonic() - self.started > self.options.duration:
                 self.say(f"duration reached: {len(self.outcomes)} of {len(self.steps)} steps injected")
                 return
+            self._start_stopped(list(self.cluster.nodes))  # a restart that failed before
             outcome = self.inject(step)
             if outcome is not None:
                 self.outcomes.append(outcome)
@@ -223,9 +224,10 @@ class ChaosRun:
         if not nodes:
             self.say(f"{step.describe()}: skipped, no {step.target} found")
             return None
-        own_group = step.target in (MASTER, BROKER) and step.group is not None
-        groups = (step.group,) if own_group and step.group else tuple(self.cluster.groups)
+        own = step.target in (MASTER, BROKER) and step.group
+        groups = (step.group,) if own and step.group else tuple(self.cluster.groups)
         names = self._link_names(step, nodes) if step.kind in (PARTITION, LOSS) else []
+        marks = {g: len(self.producers[g].results) for g in groups}
         injected_at = time.monotonic()
         if step.kind == KILL:
             for node in nodes:
@@ -237,8 +239,7 @@ class ChaosRun:
             self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
         time.sleep(max(0.0, injected_at + step.hold - time.monotonic()))
         if step.kind == KILL:
-            for node in nodes:
-                self.cluster.start_node(node, timeout=30)
+            self._start_stopped(nodes)
         elif step.kind == PAUSE:
             for node in nodes:
                 self.cluster.resume(node)
@@ -253,10 +254,10 @@ class ChaosRun:
             first_line = str(exc).splitlines()[0]
             self.say(f"    not whole again within {self.options.settle_timeout:g} s: {first_line}")
         outcome = FaultOutcome(step, nodes, groups, injected_at, healed_at, whole_at)
-        recovered = [
-            recovery_time(injected_at, self.producers[g].snapshot()) for g in groups if g in self.producers
-        ]
-        shown = "-" if None in recovered or not recovered else f"{max(r or 0.0 for r in recovered):.2f} s"
+        # Results are appended as sends complete: only those after the mark can follow the fault.
+        recovered = [recovery_time(injected_at, self.producers[g].results[marks[g] :]) for g in groups]
+        known = [r for r in recovered if r is not None]
+        shown = f"{max(known):.2f} s" if known and len(known) == len(recovered) else "-"
         whole = "-" if whole_at is None else f"{whole_at - healed_at:.1f} s"
         self.say(
             f"{step.describe()} -> hit {','.join(nodes)}; recovery {shown}; "
@@ -264,13 +265,23 @@ class ChaosRun:
         )
         return outcome
 
+    def _start_stopped(self, nodes: Sequence[str]) -> None:
+        """Start those of ``nodes`` that are not running; a failed start is reported, and the next
+        step or the final heal tries again."""
+        for node in nodes:
+            if self.cluster.is_running(node):
+                continue
+            try:
+                self.cluster.start_node(node, timeout=30)
+            except ClusterError as exc:
+                self.say(f"    restart of {node} failed: {str(exc).splitlines()[0]}")
+
     def heal_all(self) -> bool:
         """Every link open, every node resumed and running; True when every group is whole again."""
         self.proxy.heal()
         for node in self.cluster.nodes.values():
             self.cluster.resume(node)
-            if not self.cluster.is_running(node):
-                self.cluster.start_node(node, timeout=30)
+        self._start_stopped(list(self.cluster.nodes))
         try:
             self.cluster.wait_ready(60)
         except ClusterError as exc:
