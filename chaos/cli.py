@@ -55,29 +55,32 @@ def dispatch(args: argparse.Namespace) -> int | None:
         print("mqha chaos: --groups, --replicas, --controllers, --duration must be positive", file=sys.stderr)
         return 2
     if args.plan:
-        from chaos.runner import topology_of
-        from chaos.schedule import plan, schedule_text
-        from cluster.local import LocalCluster
+        from chaos.schedule import Topology, plan, schedule_text
+        from cluster.local import group_names
 
-        cluster = LocalCluster(
-            Path("/nonexistent"), controllers=args.controllers, groups=args.groups, replicas=args.replicas
-        )
-        sys.stdout.write(schedule_text(plan(args.seed, kinds, args.duration, topology_of(cluster))))
+        topology = Topology.local(args.controllers, group_names(args.groups), args.replicas)
+        sys.stdout.write(schedule_text(plan(args.seed, kinds, args.duration, topology)))
         return 0
     from chaos.runner import ChaosOptions, run_chaos
+    from cluster.local import ClusterError
 
-    verdict = run_chaos(
-        ChaosOptions(
-            duration=args.duration,
-            kinds=kinds,
-            seed=args.seed,
-            controllers=args.controllers,
-            groups=args.groups,
-            replicas=args.replicas,
-            run_dir=Path(args.dir) if args.dir else None,
-            check=args.check,
-            concurrency=max(1, args.concurrency),
-            plant_ack_before_replication=args.plant_ack_before_replication,
-        )
+    options = ChaosOptions(
+        duration=args.duration,
+        kinds=kinds,
+        seed=args.seed,
+        controllers=args.controllers,
+        groups=args.groups,
+        replicas=args.replicas,
+        run_dir=Path(args.dir) if args.dir else None,
+        check=args.check,
+        concurrency=max(1, args.concurrency),
+        plant_ack_before_replication=args.plant_ack_before_replication,
     )
-    return verdict.exit_code
+    try:
+        return run_chaos(options).exit_code
+    except ClusterError as exc:  # everything started was stopped on the way out
+        print(f"mqha chaos: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mqha chaos: interrupted; everything it started was stopped", file=sys.stderr)
+        return 130

@@ -47,7 +47,6 @@ class _LinkState:
     open: asyncio.Event = field(default_factory=asyncio.Event)
     server: asyncio.Server | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    connections: int = 0
 
 
 class FaultProxy:
@@ -183,7 +182,6 @@ class FaultProxy:
     async def _connection(
         self, state: _LinkState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        state.connections += 1
         upstream_writer: asyncio.StreamWriter | None = None
         try:
             await state.open.wait()  # a blocked link never reaches the upstream

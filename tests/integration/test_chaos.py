@@ -18,8 +18,10 @@ import pytest
 
 from chaos.links import Link
 from chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
+from chaos.runner import topology_of
+from chaos.schedule import Topology
 from cluster.checking import mqha_command
-from cluster.local import LocalCluster
+from cluster.local import LocalCluster, group_names
 from tests.helpers.processes import free_port
 
 pytestmark = pytest.mark.integration
@@ -98,6 +100,11 @@ def test_proxy_passes_freezes_heals_and_delays(echo: int) -> None:
         assert proxy.modes() == {link.name: PASS}
         old.close()
         new.close()
+
+
+def test_planned_names_are_the_local_cluster_names(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, controllers=3, groups=2, replicas=3)  # ports only, nothing started
+    assert topology_of(cluster) == Topology.local(3, group_names(2), 3)
 
 
 def _chaos(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[int, str, float]:
