@@ -25,7 +25,7 @@ import aiohttp
 
 from bench.etcd import CasClient, EtcdCluster, EtcdUnavailable, etcd_binary
 from bench.loadgen import LoadResult, OpFailed, closed_loop, first_success, get_json, http_session, post_json
-from bench.report import Outcome, Target, fmt, format_table, ratio, summarize
+from bench.report import Outcome, Target, fmt, format_table, median, ratio, summarize
 from cluster.local import LocalCluster
 
 CLUSTER = "bench"
@@ -267,9 +267,12 @@ def _median_of(results: list[LoadResult]) -> dict[str, Any]:
     """Median of each figure over the rounds; the rounds themselves kept for the JSON."""
     rounds = [r.as_json() for r in results]
     keys = ("ops_per_s", "p50_ms", "p99_ms")
-    summary = {k: statistics.median(r[k] for r in rounds if r[k] is not None) for k in keys}
-    summary["errors"] = sum(sum(r["errors"].values()) for r in rounds)
-    return {**summary, "rounds": rounds}
+    summary: dict[str, Any] = {k: median([r[k] for r in rounds]) for k in keys}
+    errors: dict[str, int] = {}
+    for r in rounds:
+        for kind, count in r["errors"].items():
+            errors[kind] = errors.get(kind, 0) + count
+    return {**summary, "errors": errors, "rounds": rounds}
 
 
 async def _kills_ours(
@@ -329,6 +332,7 @@ def _report(data: dict[str, Any]) -> Outcome:
                 fmt(ours["p99_ms"], ".2f"),
                 fmt(theirs.get("p99_ms"), ".2f"),
                 fmt(ratio(ours["p99_ms"], theirs.get("p99_ms")), ".2f"),
+                f"{sum(ours['errors'].values())} / {sum(theirs.get('errors', {}).values())}",
             )
         )
     cfg = data["settings"]
@@ -349,6 +353,7 @@ def _report(data: dict[str, Any]) -> Outcome:
         "ours p99 ms",
         "etcd p99 ms",
         "ratio",
+        "errors ours / etcd",
     )
     tables = [format_table(title, header, rows)]
     kill_rows = []

@@ -15,14 +15,13 @@ import base64
 import contextlib
 import json
 import os
-import statistics
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from bench.loadgen import LoadResult, OpFailed, closed_loop, http_session
-from bench.report import Outcome, Target, fmt, format_table, ratio
+from bench.report import Outcome, Target, fmt, format_table, median, ratio
 from cluster.local import LocalCluster
 
 MODES: dict[str, dict[str, str]] = {
@@ -97,10 +96,7 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
     for mode, results in runs.items():
         rounds = [r.as_json() for r in results]
         data["modes"][mode] = {
-            **{
-                k: statistics.median(r[k] for r in rounds if r[k] is not None)
-                for k in ("ops_per_s", "p50_ms", "p99_ms")
-            },
+            **{k: median([r[k] for r in rounds]) for k in ("ops_per_s", "p50_ms", "p99_ms")},
             "errors": sum(sum(r["errors"].values()) for r in rounds),
             "rounds": rounds,
         }

@@ -8,6 +8,7 @@ reports ratios of two things measured in the same run; these helpers keep that a
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,12 @@ def percentile(values: Iterable[float], q: float) -> float | None:
         return None
     rank = math.ceil(q * len(ordered) - 1e-9)  # nearest rank; the epsilon absorbs float error
     return ordered[min(len(ordered), max(1, rank)) - 1]
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the values that are there (a round without a success has no latency)."""
+    present = sorted(v for v in values if v is not None)
+    return statistics.median(present) if present else None
 
 
 def summarize(seconds: Sequence[float]) -> dict[str, Any]:
