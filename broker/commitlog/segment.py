@@ -112,13 +112,14 @@ class Segment:
     def mapped(self) -> bool:
         return self._mm is not None
 
-    def release(self, stop: int) -> None:
-        """Drop this process's mappings of ``[0, stop)`` (rounded down to a page). The data stays in the
-        page cache (dirty pages stay dirty: the kernel keeps a shared mapping's writes) and the next
+    def release(self, start: int, stop: int) -> None:
+        """Drop this process's mappings of ``[start, stop)`` (whole pages inside it). The data stays in
+        the page cache (dirty pages stay dirty: the kernel keeps a shared mapping's writes) and the next
         access faults it back in, so RSS follows what is touched, not the size of the log."""
+        start += -start % mmap.PAGESIZE
         stop -= stop % mmap.PAGESIZE
-        if self._mm is not None and stop > 0:
-            self._mm.madvise(mmap.MADV_DONTNEED, 0, stop)
+        if self._mm is not None and stop > start:
+            self._mm.madvise(mmap.MADV_DONTNEED, start, stop - start)
 
     def write(self, pos: int, data: bytes) -> None:
         view = self._view if self._view is not None else self.view  # hot path: skip the property

@@ -567,7 +567,10 @@ class CommitLog:
                     view, rel, min(valid_end, rel + max_bytes), segment.base, segment.end, verify_crc=False
                 )
                 stop = max(stop, more.end)
-            return bytes(view[rel:stop])
+            data = bytes(view[rel:stop])
+            if segment.base + stop <= self._flushed:  # a slave catching up: keep old data out of RSS
+                segment.release(rel, stop)
+            return data
 
     def is_boundary(self, offset: int) -> bool:
         """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the
@@ -696,7 +699,7 @@ class CommitLog:
             flushed = self._flushed
             for segment in self._segments:
                 if segment.mapped and segment.base < flushed:
-                    segment.release(min(segment.end, flushed) - segment.base)
+                    segment.release(0, min(segment.end, flushed) - segment.base)
 
     def close(self) -> None:
         """Flush, mark the shutdown clean in the checkpoint, release files. Idempotent."""
