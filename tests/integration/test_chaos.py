@@ -150,3 +150,11 @@ def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:
     assert lost > 0, out
     assert "lost_ack               FAIL" in out
     assert "verdict: FAIL" in out
+
+
+@pytest.mark.slow
+def test_the_120_second_run_passes_with_spark(tmp_path: Path) -> None:
+    args = ("--duration", "120", "--faults", "kill,pause,partition", "--seed", "1", "--check", "spark")
+    code, out, _ = _chaos(tmp_path, *args, timeout=600)
+    assert code == 0, out
+    assert "verdict: PASS" in out and "invariants (spark):" in out
