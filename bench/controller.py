@@ -76,8 +76,19 @@ class AlterClient:
         self.sss_epoch, self.expanded = reply["newSyncStateSetEpoch"], not self.expanded
 
 
+class NotLeader(RuntimeError):
+    """421: the node asked is not the serving leader; ``leader`` is the URL it named, if any."""
+
+    def __init__(self, leader: str | None) -> None:
+        super().__init__(f"not the leader (leader: {leader})")
+        self.leader = leader
+
+
 async def _checked(call: Awaitable[tuple[int, Any]], what: str) -> Any:
     status, body = await call
+    if status == 421:
+        address = body.get("leaderAddress") if isinstance(body, dict) else None
+        raise NotLeader(f"http://{address}" if address else None)
     if status != 200:
         raise RuntimeError(f"{what}: HTTP {status} {body}")
     return body

@@ -17,19 +17,21 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
-from bench.controller import Controllers, _checked, elect, heartbeat_body, register_replica
+from bench.controller import Controllers, NotLeader, _checked, elect, heartbeat_body, register_replica
 from bench.loadgen import get_json, http_session, post_json
 from bench.report import Outcome, Target, fmt, format_table, summarize
 
 REPLICAS = 3
 HEARTBEAT_INTERVAL = 1.0
 HEARTBEAT_TIMEOUT_MS = 10_000
+T = TypeVar("T")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -78,17 +80,34 @@ async def _drain(ws: aiohttp.ClientWebSocketResponse) -> None:
 class Swarm:
     """Every simulated broker of the run."""
 
-    def __init__(self, http: aiohttp.ClientSession, ws: aiohttp.ClientSession, urls: list[str]) -> None:
-        self.http, self.ws, self.urls = http, ws, urls
+    def __init__(
+        self, http: aiohttp.ClientSession, ws: aiohttp.ClientSession, urls: list[str], leader: str
+    ) -> None:
+        self.http, self.ws, self.urls, self.leader = http, ws, urls, leader
         self.brokers: list[SimBroker] = []
         self.sent = 0
+        self.leader_changes = 0
 
-    async def add_group(self, leader: str, index: int) -> list[SimBroker]:
+    async def on_leader(self, call: Callable[[str], Awaitable[T]], attempts: int = 50) -> T:
+        """``call(leader URL)``, following the leader when it moves (a loaded leader may lose its
+        leadership); a replica whose registration is retried simply gets a new id."""
+        for _ in range(attempts - 1):
+            try:
+                return await call(self.leader)
+            except (NotLeader, aiohttp.ClientError, TimeoutError) as exc:
+                if isinstance(exc, NotLeader) and exc.leader and exc.leader != self.leader:
+                    self.leader, self.leader_changes = exc.leader, self.leader_changes + 1
+                await asyncio.sleep(0.2)
+        return await call(self.leader)
+
+    async def add_group(self, index: int) -> list[SimBroker]:
         name = f"g{index:04d}"
         members = []
         for replica in range(REPLICAS):
             port = 20000 + 2 * (REPLICAS * index + replica)
-            broker_id, address = await register_replica(self.http, leader, name, port)
+            broker_id, address = await self.on_leader(
+                lambda leader, p=port: register_replica(self.http, leader, name, p)
+            )
             body = heartbeat_body(name, broker_id, address, HEARTBEAT_TIMEOUT_MS)
             members.append(SimBroker(name, broker_id, json.dumps({"type": "heartbeat", **body})))
         for broker in members:
@@ -105,18 +124,27 @@ class Swarm:
         self.brokers += members
         return members
 
-    async def start_group(self, leader: str, members: list[SimBroker]) -> None:
-        """Replica 1 becomes master, then widens the SyncStateSet to every replica."""
-        reply = await elect(self.http, leader, members[0].name, members[0].broker_id)
-        alter = {
-            "masterBrokerId": reply["masterBrokerId"],
-            "masterEpoch": reply["masterEpoch"],
-            "syncStateSet": [m.broker_id for m in members],
-            "syncStateSetEpoch": reply["syncStateSetEpoch"],
-        }
-        await _checked(
-            post_json(self.http, f"{leader}/v1/groups/{members[0].name}/sync-state-set", alter), "alter"
-        )
+    async def start_group(self, members: list[SimBroker]) -> None:
+        """The first replica becomes master, then widens the SyncStateSet to every replica."""
+        first = members[0]
+
+        async def widen(leader: str) -> None:
+            info = await _checked(
+                get_json(self.http, f"{leader}/v1/groups/{first.name}/replica-info"), "info"
+            )
+            if info["masterBrokerId"] != first.broker_id:
+                info = await elect(self.http, leader, first.name, first.broker_id)
+            alter = {
+                "masterBrokerId": info["masterBrokerId"],
+                "masterEpoch": info["masterEpoch"],
+                "syncStateSet": [m.broker_id for m in members],
+                "syncStateSetEpoch": info["syncStateSetEpoch"],
+            }
+            await _checked(
+                post_json(self.http, f"{leader}/v1/groups/{first.name}/sync-state-set", alter), "alter"
+            )
+
+        await self.on_leader(widen)
 
     async def heartbeats(self, stop: asyncio.Event) -> None:
         """Every live broker's heartbeat on each of its sessions, spread evenly over the interval."""
@@ -157,32 +185,34 @@ async def _bounded(limit: int, coros: list[Any]) -> list[Any]:
     return await asyncio.gather(*(one(c) for c in coros))
 
 
-async def _masters(http: aiohttp.ClientSession, url: str, names: list[str]) -> dict[str, int | None]:
+async def _masters(http: aiohttp.ClientSession, urls: list[str], names: list[str]) -> dict[str, int | None]:
+    """Each group's master as the first controller that answers sees it (any node serves it)."""
     query = "&".join(f"brokerName={n}" for n in names)
-    status, body = await get_json(http, f"{url}/v1/sync-state-data?{query}", 5.0)
-    if status != 200:
-        return {}
-    table = body.get("replicasInfoTable") or {}
-    return {name: (table.get(name) or {}).get("masterBrokerId") for name in names}
+    for url in urls:
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            status, body = await get_json(http, f"{url}/v1/sync-state-data?{query}", 2.0)
+            if status == 200:
+                table = body.get("replicasInfoTable") or {}
+                return {name: (table.get(name) or {}).get("masterBrokerId") for name in names}
+    return {}
 
 
 async def _measure_async(controllers: Controllers, cfg: dict[str, Any]) -> dict[str, Any]:
     cluster = controllers.cluster
     leader = controllers.leader_url()
-    leader_node = next(n for n in cluster.controllers if n.url == leader)
     data: dict[str, Any] = {"settings": cfg}
     # Sessions hold their connection for good: they get their own pool, without a limit.
     async with (
         http_session(32, timeout=30) as http,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as sessions,
     ):
-        swarm = Swarm(http, sessions, [n.url for n in cluster.controllers])
+        swarm = Swarm(http, sessions, [n.url for n in cluster.controllers], leader)
         stop = asyncio.Event()
         beats = asyncio.create_task(swarm.heartbeats(stop))
         try:
             started = time.monotonic()
-            groups = await _bounded(32, [swarm.add_group(leader, i) for i in range(cfg["groups"])])
-            await _bounded(32, [swarm.start_group(leader, members) for members in groups])
+            groups = await _bounded(32, [swarm.add_group(i) for i in range(cfg["groups"])])
+            await _bounded(32, [swarm.start_group(members) for members in groups])
             data["setup_s"] = time.monotonic() - started
             await asyncio.sleep(2 * HEARTBEAT_INTERVAL)  # settle into the steady heartbeat rhythm
             pids = {n.name: cluster.pid(n) for n in cluster.controllers}
@@ -190,9 +220,10 @@ async def _measure_async(controllers: Controllers, cfg: dict[str, Any]) -> dict[
             own_before, sent_before, t0 = time.process_time(), swarm.sent, time.monotonic()
             await asyncio.sleep(cfg["window"])
             elapsed = time.monotonic() - t0
+            leader_name = next(n.name for n in cluster.controllers if n.url == swarm.leader)
             data["controllers"] = {
                 name: {
-                    "leader": name == leader_node.name,
+                    "leader": name == leader_name,
                     "cpu_cores": (_cpu_seconds(pid) - before[name]) / elapsed,
                     "rss_mib": rss_bytes(Path(f"/proc/{pid}/status").read_text()) / (1 << 20),
                 }
@@ -203,17 +234,19 @@ async def _measure_async(controllers: Controllers, cfg: dict[str, Any]) -> dict[
             data["heartbeats_per_s"] = (swarm.sent - sent_before) / elapsed
             data["heartbeats_per_s_per_controller"] = data["heartbeats_per_s"] / len(pids)
             data["sessions"] = sum(len(b.sessions) for b in swarm.brokers)
+            data["leader_changes_during_setup"] = swarm.leader_changes
 
             victims = [members[0] for members in groups[: cfg["kill"]]]
             names = [v.name for v in victims]
             killed_at = time.monotonic()
             await swarm.kill(victims)
             elected: dict[str, float] = {}
+            dead = {v.name: v.broker_id for v in victims}
             while len(elected) < len(names) and time.monotonic() - killed_at < 60:
-                masters = await _masters(http, leader, [n for n in names if n not in elected])
+                masters = await _masters(http, swarm.urls, [n for n in names if n not in elected])
                 now = time.monotonic() - killed_at
                 for name, master in masters.items():
-                    if master is not None and master != 1:
+                    if master is not None and master != dead[name]:
                         elected[name] = now
                 await asyncio.sleep(0.02)
             data["failovers"] = {
