@@ -80,6 +80,10 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
 SETTLE_ESTIMATE = {KILL: 4.0, PAUSE: 3.0, PARTITION: 3.0, LOSS: 1.0}  # planning only: heal -> whole
+PLAN_HEADROOM = 1.5
+"""The plan holds steps for this many times the duration (by the estimates above): settling is often
+quicker than estimated, and the runner, which starts no step after the duration, must not run out of
+steps before it. A run injects a prefix of the plan, so the same seed still replays the same faults."""
 
 
 @dataclass(frozen=True)
@@ -162,9 +166,9 @@ def _round(value: float) -> float:
 
 
 def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -> list[FaultStep]:
-    """The steps that fit in ``duration`` seconds (by each step's hold, gap and an estimate of the
-    settling time), kinds taken in turn so every listed kind is exercised, everything else drawn
-    from ``random.Random(seed)``."""
+    """The steps that fit in ``PLAN_HEADROOM`` x ``duration`` seconds (by each step's hold, gap and an
+    estimate of the settling time), kinds taken in turn so every listed kind is exercised, everything
+    else drawn from ``random.Random(seed)``."""
     if not kinds:
         raise ValueError("at least one fault kind")
     if not topology.controllers or not topology.brokers:
@@ -173,6 +177,7 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
     majority = len(topology.controllers) // 2 + 1
     steps: list[FaultStep] = []
     spent = 0.0
+    budget = duration * PLAN_HEADROOM
     while True:
         kind = kinds[len(steps) % len(kinds)]
         target, links = rng.choice(_MENU[kind])
@@ -191,10 +196,10 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
             nodes = tuple(sorted(rng.sample(topology.controllers, majority)))
         fraction = rng.choice(LOSS_FRACTIONS) if kind == LOSS else 0.0
         spent += hold + gap + SETTLE_ESTIMATE[kind]
-        if spent > duration and steps:
+        if spent > budget and steps:
             return steps
         steps.append(FaultStep(len(steps) + 1, kind, target, hold, gap, nodes, group, links, fraction))
-        if spent > duration:
+        if spent > budget:
             return steps
 
 

@@ -16,6 +16,7 @@ from chaos.schedule import (
     MASTER_AND_LEADER,
     PARTITION,
     PAUSE,
+    PLAN_HEADROOM,
     SETTLE_ESTIMATE,
     FaultStep,
     Topology,
@@ -53,11 +54,11 @@ def test_kinds_are_taken_in_turn() -> None:
     assert [s.index for s in steps] == list(range(1, len(steps) + 1))
 
 
-def test_schedule_fits_the_duration_and_never_is_empty() -> None:
+def test_schedule_fills_the_duration_with_headroom_and_never_is_empty() -> None:
     for seed in range(20):
         steps = plan(seed, FAULT_KINDS, 120, TOPO)
         planned = sum(s.hold + s.gap + SETTLE_ESTIMATE[s.kind] for s in steps)
-        assert planned <= 120
+        assert 120 < planned <= 120 * PLAN_HEADROOM  # the runner stops at the duration, never short of steps
         assert steps
     assert len(plan(0, (KILL,), 0.1, TOPO)) == 1  # a tiny duration still gets one step
 
