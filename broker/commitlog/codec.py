@@ -40,12 +40,13 @@ never rejects a record for its size alone, so lowering the setting cannot make a
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from enum import Enum
 from struct import Struct
 from struct import error as struct_error
 from typing import NamedTuple
+
+from isal import isal_zlib
 
 from mqha.errors import LocalProtocolError
 
@@ -92,7 +93,9 @@ _SCAN = Struct(">IIIIq16xI")
 _SCAN_SIZE = _SCAN.size
 _LENGTHS = Struct(">IHHHH")  # bodyLength .. propertiesLength
 _BLANK = Struct(">II")
-_crc32 = zlib.crc32
+# ISA-L's CRC32 is zlib's (same polynomial, same running seed) at about twice the speed for a 1 KiB
+# body: it is most of what recovery and the slave's batch check cost per message.
+_crc32 = isal_zlib.crc32
 _pack_tail = _HEADER_TAIL.pack  # bound once: encode_message runs once per stored message
 _pack_head = _HEADER_HEAD.pack
 _join = b"".join
