@@ -5,13 +5,13 @@ A segment is a fixed-size file named by the global offset of its first byte, 20 
 (``posix_fallocate``), so a full disk fails the creation with ``OSError`` instead of a ``SIGBUS`` on a
 later write through the map, and unwritten bytes read as zeros.
 
-Writes go through ``os.pwrite`` and reads through a shared memory map of the same file (one page
-cache, so a read sees every write at once). Writing through the map faults in each fresh page of a
-preallocated file one by one; ``pwrite`` fills the page cache without those faults and measured
-1.1-4x faster for 1 KiB records and batches alike (``tests/bench/test_commitlog_bench.py`` prints
-both), and it leaves written pages out of this process's RSS. Either way the bytes are in the page
-cache before ``append`` returns, so a killed process loses nothing. ``sync`` (``fdatasync`` on the
-file) makes them durable.
+Reads go through a shared memory map of the file; writes go through the same map when small and
+through ``os.pwrite`` from ``PWRITE_MIN_BYTES`` up (one page cache either way, so a read sees every
+write at once). A small copy into the map is cheaper than a system call, but a large one faults in
+each fresh page of the preallocated file one by one, which ``pwrite`` avoids (batched appends and
+replicated batches got faster with it; ``tests/bench/test_commitlog_bench.py`` prints both
+mechanisms). Either way the bytes are in the page cache before ``append`` returns, so a killed
+process loses nothing. ``sync`` (``fdatasync`` on the file) makes them durable.
 
 The file and the map are opened lazily: recovery after a clean shutdown never touches old segments.
 """
@@ -25,6 +25,8 @@ import os
 
 SEGMENT_NAME_DIGITS = 20
 _ZERO_CHUNK = 1 << 20
+PWRITE_MIN_BYTES = 16 * 1024
+"""Writes of at least this many bytes use ``os.pwrite``; smaller ones are copied into the map."""
 
 
 def segment_name(base: int) -> str:
@@ -125,7 +127,11 @@ class Segment:
             self._mm.madvise(mmap.MADV_DONTNEED, start, stop - start)
 
     def write(self, pos: int, data: bytes) -> None:
-        fd = self._fd if self._fd >= 0 else self._open_fd()  # hot path: one call when nothing is short
+        if len(data) < PWRITE_MIN_BYTES:
+            view = self._view if self._view is not None else self.view  # hot path: skip the property
+            view[pos : pos + len(data)] = data
+            return
+        fd = self._fd if self._fd >= 0 else self._open_fd()
         written = os.pwrite(fd, data, pos)
         while written < len(data):  # a short write (interrupted): finish it, never leave a torn unit
             written += os.pwrite(fd, memoryview(data)[written:], pos + written)

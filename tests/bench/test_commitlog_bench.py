@@ -266,8 +266,8 @@ def test_commitlog_bench() -> None:
         write_cases: list[tuple[str, Callable[[], Run]]] = [
             (raw, lambda: raw_python_write(root / "raw", WRITE_BYTES)),
             ("raw write: dd bs=1M conv=fdatasync", lambda: raw_dd_write(root / "dd", WRITE_BYTES)),
-            (f"{mech} os.pwrite (chosen)", lambda: mechanism(root / "mech", WRITE_BYTES, use_mmap=False)),
-            (f"{mech} mmap slice", lambda: mechanism(root / "mech", WRITE_BYTES, use_mmap=True)),
+            (f"{mech} os.pwrite", lambda: mechanism(root / "mech", WRITE_BYTES, use_mmap=False)),
+            (f"{mech} mmap slice (chosen)", lambda: mechanism(root / "mech", WRITE_BYTES, use_mmap=True)),
             ("CommitLog ASYNC_FLUSH single appends", lambda: appends(root / "log", WRITE_BYTES, ASYNC, 1)),
             (
                 f"CommitLog ASYNC_FLUSH batches of {BATCH}",
