@@ -218,17 +218,20 @@ class HistoryRecorder:
     # -- writer thread ----------------------------------------------------------------------------
 
     def _take_batch(self) -> tuple[list[Any], bool]:
-        """Block for the first item, then gather until ``batch_max`` rows or ``interval`` passed."""
+        """Block for the first item, let ``interval`` pass, then take what came (up to ``batch_max``
+        rows). Sleeping instead of waking for every row keeps this thread off the GIL while a busy
+        producer (the Raft tick thread, the event loop) records thousands of rows a second."""
         first = self._queue.get()
         items = [first]
         if first is _STOP:
             return items, True
-        deadline = time.monotonic() + self.interval
+        if not isinstance(first, _Barrier):  # somebody waits on a barrier: commit at once
+            time.sleep(self.interval)
+        take = self._queue.get_nowait
         rows = 0
         while rows < self.batch_max:
-            remaining = deadline - time.monotonic()
             try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                item = take()
             except queue.Empty:
                 break
             items.append(item)
