@@ -92,7 +92,6 @@ Durability (``durable=True``, the default; config key ``controllerJournalFsync``
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import enum
@@ -606,10 +605,6 @@ class ReplicatedLog:
         self._sync: SyncObj | None = None
         self._consumer = _RecordConsumer(applier)
         self._pending: set[asyncio.Future[object]] = set()
-        # Completions from the tick thread, resolved on the loop in batches: one cross-thread wake-up
-        # per batch, not per proposal (under load one tick commits many entries).
-        self._completions: collections.deque[tuple[asyncio.Future[object], object, int]] = collections.deque()
-        self._drain_scheduled = False  # set only by the tick thread, cleared only by the loop
         self._listeners: list[Callable[[LeadershipChange], None]] = []
         self._serving_term: int | None = None
         self._barrier_task: asyncio.Task[None] | None = None
@@ -720,11 +715,8 @@ class ReplicatedLog:
 
         def on_done(result: object, error: int) -> None:
             # Tick thread. If this raised, PySyncObj would apply the entry again here (P4): never raise.
-            self._completions.append((fut, result, error))
-            if not self._drain_scheduled:
-                self._drain_scheduled = True
-                with contextlib.suppress(Exception):  # a closed loop: nobody is waiting any more
-                    loop.call_soon_threadsafe(self._drain_completions)
+            with contextlib.suppress(Exception):  # a closed loop: nobody is waiting any more
+                loop.call_soon_threadsafe(self._resolve, fut, result, error)
 
         try:
             self._consumer.apply_record(data, callback=on_done)
@@ -733,14 +725,6 @@ class ReplicatedLog:
             raise ProposalTimeout(timeout) from None
         finally:
             self._pending.discard(fut)
-
-    def _drain_completions(self) -> None:
-        # Cleared before popping: a completion appended after this line schedules another drain, one
-        # appended before it is popped below, so none is left behind.
-        self._drain_scheduled = False
-        completions = self._completions
-        while completions:
-            self._resolve(*completions.popleft())
 
     def _resolve(self, fut: asyncio.Future[object], result: object, error: int) -> None:
         if fut.done():  # timed out or stopped meanwhile
