@@ -366,8 +366,8 @@ def _mapped_rss_kib(directory: Path) -> int:
 
 
 def test_flushed_pages_leave_the_process_rss(tmp_path: Path) -> None:
-    """RSS does not grow with the log: appends write around the map (pwrite), and the flusher unmaps
-    the flushed pages that reads mapped in (the page cache keeps them)."""
+    """RSS does not grow with the log: large appends (these 256 KB batches) write around the map
+    (pwrite), and the flusher unmaps the flushed pages that reads mapped in (the page cache keeps them)."""
     segment = 8 * 1024 * 1024
     with open_log(tmp_path, segment, flush_interval_ms=300) as log:  # reads outpace the first release
         body = MessageDraft("t", b"x" * 4000)
