@@ -1,13 +1,16 @@
 """``mqha bench controller``: our 3-node controller vs a 3-member etcd, same load generator, same run.
 
-Ours: 3 ``mqcontroller`` processes (journal fsync on, the default). Each client owns one broker set
-with two live replicas and loops alter-SyncStateSet {m} -> {m, o} -> {m}: every call is one committed
-Raft entry, fsynced on a majority before the answer. etcd: 3 members (fsync on, the default), each
-client compare-and-swaps its own key (``POST /v3/kv/txn``, compare mod_revision, put) with a value as
-long as our alter request body. Both run in interleaved rounds at 1, 8 and 32 clients so the shared
-machine's drift hits both alike; the figures are the medians of the rounds and the ratio ours/etcd.
+Ours: 3 ``mqcontroller`` processes (journal fsync on, the default). Two write workloads, each client
+on its own broker set with two live replicas: *alter* loops alter-SyncStateSet {m} -> {m, o} -> {m};
+*elect* loops a designated electMaster that moves the master to the other replica (the controllers
+run with ``enableElectUncleanMaster=true``: an election leaves only the new master in the
+SyncStateSet, so the old one is designated back from outside it). Every call is one committed Raft
+entry, fsynced on a majority before the answer. etcd: 3 members (fsync on, the default), each client
+compare-and-swaps its own key (``POST /v3/kv/txn``, compare mod_revision, put) with a value as long as
+our alter request body. All run in interleaved rounds at 1, 8 and 32 clients so the shared machine's
+drift hits them alike; the figures are the medians of the rounds and the ratio ours/etcd.
 
-Leader kill: SIGKILL of the leader, then one client retries its write on the survivors (0.2 s per
+Leader kill: SIGKILL of the leader, then one client retries its alter on the survivors (0.2 s per
 request) until one commits; the killed member restarts and catches up between repeats.
 """
 
@@ -31,13 +34,17 @@ from cluster.local import LocalCluster
 CLUSTER = "bench"
 PROBE_TIMEOUT = 0.2  # per request while a leader is being replaced (as in notes/etcd-baseline.md)
 HEARTBEAT_TIMEOUT_MS = 3_600_000  # the replicas stay alive for the whole run
+CONTROLLER_SETTINGS = {"enableElectUncleanMaster": "true"}  # the elect loop designates the old master back
+WRITE_P50_MS = 5.0  # targets of the controller issue: p50 at 1 client, writes/s at 32, kill -> commit
+WRITES_PER_S = 2000.0
+KILL_MEDIAN_S = 1.0
 
 
 def settings(quick: bool) -> dict[str, Any]:
     """Sizes: ``--quick`` is a smoke test (one short round), the full run gives stable medians."""
     if quick:
         return {"clients": (1, 8, 32), "window": 1.0, "rounds": 1, "kills": 1}
-    return {"clients": (1, 8, 32), "window": 5.0, "rounds": 3, "kills": 5}
+    return {"clients": (1, 8, 32), "window": 5.0, "rounds": 3, "kills": 10}
 
 
 class AlterClient:
@@ -74,6 +81,29 @@ class AlterClient:
             await self.sync()
             raise OpFailed(str(reply.get("codeName") if isinstance(reply, dict) else status))
         self.sss_epoch, self.expanded = reply["newSyncStateSetEpoch"], not self.expanded
+
+
+class ElectClient:
+    """One client's designated-electMaster loop on its own broker set: the master moves to the other
+    replica at each call."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, name: str) -> None:
+        self.http, self.url, self.name = http, url, name
+        self.master = 1
+
+    async def sync(self) -> None:
+        status, info = await get_json(self.http, f"{self.url}/v1/groups/{self.name}/replica-info")
+        if status == 200:
+            self.master = info["masterBrokerId"]
+
+    async def __call__(self) -> None:
+        target = 2 if self.master == 1 else 1
+        body = {"clusterName": CLUSTER, "brokerId": target, "designateElect": True}
+        status, reply = await post_json(self.http, f"{self.url}/v1/groups/{self.name}/elect", body)
+        if status != 200:
+            await self.sync()
+            raise OpFailed(str(reply.get("codeName") if isinstance(reply, dict) else status))
+        self.master = target
 
 
 class NotLeader(RuntimeError):
@@ -221,10 +251,11 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
     cfg = settings(quick)
     most = max(cfg["clients"])
     names = [f"set{i}" for i in range(most)]
-    ours = Controllers(base / "controllers")
+    elect_names = [f"elect{i}" for i in range(most)]
+    ours = Controllers(base / "controllers", CONTROLLER_SETTINGS)
     etcd: EtcdCluster | None = None
     skipped: str | None = None
-    data: dict[str, Any] = {"settings": cfg, "ours": {}, "etcd": {}, "etcd_skipped": None}
+    data: dict[str, Any] = {"settings": cfg, "ours": {}, "ours_elect": {}, "etcd": {}, "etcd_skipped": None}
     try:
         ours.start()
         try:
@@ -236,10 +267,11 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
         async with http_session(most) as http:
             leader = ours.leader_url()
             urls = [n.url for n in ours.cluster.controllers]
-            await asyncio.gather(*(register_set(http, leader, urls, name) for name in names))
+            await asyncio.gather(*(register_set(http, leader, urls, name) for name in names + elect_names))
             alters = [AlterClient(http, leader, name) for name in names]
             for client in alters:
                 await client.sync()
+            elects = [ElectClient(http, leader, name) for name in elect_names]
             value_size = len(json.dumps(alters[0].body()))
             data["request_bytes"] = value_size
             cas: list[CasClient] = []
@@ -249,13 +281,17 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
                 for client in cas:
                     await client.sync()
             await closed_loop(alters[:4], 0.5)  # warm-up: connections, code paths
+            await closed_loop(elects[:4], 0.5)
             if cas:
                 await closed_loop(cas[:4], 0.5)
-            rounds: dict[str, dict[int, list[LoadResult]]] = {"ours": {}, "etcd": {}}
+            rounds: dict[str, dict[int, list[LoadResult]]] = {"ours": {}, "ours_elect": {}, "etcd": {}}
             for _ in range(cfg["rounds"]):
                 for clients in cfg["clients"]:
                     rounds["ours"].setdefault(clients, []).append(
                         await closed_loop(alters[:clients], cfg["window"])
+                    )
+                    rounds["ours_elect"].setdefault(clients, []).append(
+                        await closed_loop(elects[:clients], cfg["window"])
                     )
                     if cas:
                         rounds["etcd"].setdefault(clients, []).append(
@@ -366,7 +402,7 @@ def _report(data: dict[str, Any]) -> Outcome:
         "ratio",
         "errors ours / etcd",
     )
-    tables = [format_table(title, header, rows)]
+    tables = [format_table(title, header, rows), _workload_table(data)]
     kill_rows = []
     for side in ("ours", "etcd"):
         times = data[side].get("leader_kill_s")
@@ -390,7 +426,23 @@ def _report(data: dict[str, Any]) -> Outcome:
         )
     )
     top, one = str(max(cfg["clients"])), str(min(cfg["clients"]))
+    kills = data["ours"].get("leader_kill_s")
     targets = [
+        *(
+            Target(f"{label} p50 at {one} client", data[side][one]["p50_ms"], WRITE_P50_MS, False, " ms")
+            for side, label in _WORKLOADS
+        ),
+        *(
+            Target(f"{label} writes/s at {top} clients", data[side][top]["ops_per_s"], WRITES_PER_S, True)
+            for side, label in _WORKLOADS
+        ),
+        Target(
+            "leader SIGKILL -> next commit, median",
+            statistics.median(kills) if kills else None,
+            KILL_MEDIAN_S,
+            False,
+            " s",
+        ),
         Target(
             f"write ops/s ours/etcd at {top} clients",
             ratio(data["ours"][top]["ops_per_s"], data["etcd"].get(top, {}).get("ops_per_s")),
@@ -405,6 +457,28 @@ def _report(data: dict[str, Any]) -> Outcome:
         ),
     ]
     return Outcome("controller", tables, targets, data)
+
+
+_WORKLOADS = (("ours", "alter"), ("ours_elect", "elect"))  # (key in the JSON, label)
+_COLUMNS = ("ops/s", "p50 ms", "p99 ms", "errors")
+
+
+def _workload_table(data: dict[str, Any]) -> str:
+    """Our two write workloads side by side (every call one committed, fsynced Raft entry)."""
+    rows = []
+    for clients in data["settings"]["clients"]:
+        row: list[Any] = [clients]
+        for side, _ in _WORKLOADS:
+            figures = data[side][str(clients)]
+            row += [
+                fmt(figures["ops_per_s"], ".0f"),
+                fmt(figures["p50_ms"], ".2f"),
+                fmt(figures["p99_ms"], ".2f"),
+                sum(figures["errors"].values()),
+            ]
+        rows.append(tuple(row))
+    header = ("clients", *(f"{label} {column}" for _, label in _WORKLOADS for column in _COLUMNS))
+    return format_table("ours: committed writes through HTTP, per workload", header, rows)
 
 
 def run(base: Path, quick: bool) -> Outcome:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from controller import openapi
@@ -83,7 +83,12 @@ def _bad_request(remark: str, status: int = 400) -> HttpError:
 
 def respond(request: web.Request, reply: Reply, status: int | None = None) -> web.Response:
     request[_CODE] = reply.code.name
-    return web.json_response(reply.to_json(), status=status or http_status_for(reply.code))
+    # orjson: the stdlib encoder was 4 % of the leader's GIL time at 2,000 writes/s.
+    return web.Response(
+        body=orjson.dumps(reply.to_json()),
+        status=status or http_status_for(reply.code),
+        content_type="application/json",
+    )
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -109,10 +114,10 @@ async def _read_json(request: web.Request) -> Any:
     if not raw.strip():
         raise _bad_request("request body is empty; expected a JSON object")
     try:
-        return json.loads(raw.decode("utf-8"))
+        return orjson.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise _bad_request("request body is not UTF-8") from None
-    except (ValueError, RecursionError) as exc:
+    except orjson.JSONDecodeError as exc:
         raise _bad_request(f"malformed JSON: {exc}") from None
 
 

@@ -261,7 +261,10 @@ class RaftTuning:
     connection_timeout: float = 3.5
     log_compaction_min_entries: int = 5000
     log_compaction_min_time: float = 300.0
-    log_compaction_split: bool = True  # stagger members' snapshots (each snapshot forks)
+    # PySyncObj's split lets each member compact only in 30 % of its third of every
+    # log_compaction_min_time: under load the journal grows for minutes and a restarted member stalls
+    # its tick (and so its votes) for seconds replaying it. Our snapshot is small; compact on count.
+    log_compaction_split: bool = False
     bind_retries: int = 5  # then start() fails instead of retrying forever (P13)
     bind_retry_time: float = 0.5
     barrier_timeout: float = 2.0  # per attempt of the leader's no-op; retried while still leader
@@ -505,6 +508,28 @@ def _durable_journal_during_construction(dump_file: str) -> Iterator[None]:
             _syncobj_module.createJournal = original
 
 
+class _PipelinedSyncObj(SyncObj):
+    """PySyncObj's ``SyncObj`` whose leader does not rewind a follower's ``nextIndex`` on an ack.
+
+    Stock 0.3.17 sets ``nextIndex`` to the acked index + 1 on every successful reply, although newer
+    entries are already in flight; the next send repeats them and the follower truncates and re-adds
+    entries it already holds (logged as "truncating already-applied log entries"). Under 32 concurrent
+    writers that doubled the work of every member. TCP delivers in order, so the leader keeps its own,
+    further ``nextIndex``; a follower missing entries (a lost connection) answers ``reset`` and the stock
+    code rewinds as before.
+    """
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        sent_up_to = None
+        if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
+            sent_up_to = self._SyncObj__raftNextIndex.get(node)
+        SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
+        if sent_up_to is not None and self._isLeader():
+            next_index = self._SyncObj__raftNextIndex
+            if next_index.get(node, sent_up_to) < sent_up_to:
+                next_index[node] = sent_up_to
+
+
 # ----------------------------------------------------------------------------- tick-thread side
 
 
@@ -636,7 +661,7 @@ class ReplicatedLog:
         patch = _durable_journal_during_construction(dump_file) if self._durable else contextlib.nullcontext()
         transport = _GroupCommitTransport if self._durable else TCPTransport
         with patch:
-            sync = SyncObj(
+            sync = _PipelinedSyncObj(
                 self._self_address, self._partners, conf, consumers=[self._consumer], transportClass=transport
             )
         self._sync = sync
