@@ -251,7 +251,7 @@ def main() -> None:
     parser.add_argument("--min-timeout", type=float, default=0.2)
     parser.add_argument("--max-timeout", type=float, default=0.4)
     parser.add_argument("--compaction-min-entries", type=int, default=5000)
-    parser.add_argument("--compaction-split", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--compaction-split", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

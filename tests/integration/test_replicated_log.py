@@ -72,6 +72,19 @@ def test_commit_applies_on_all_members_and_follower_names_the_leader(
     assert roles.index(("leader", term)) < roles.index(("serving", term))
 
 
+def test_pipelined_writes_are_sent_once(group: ProcessGroup, tmp_path: Path) -> None:
+    """Stock PySyncObj rewinds a follower's nextIndex at each ack and re-sends entries in flight; the
+    follower then truncates and re-adds entries it has applied (and logs it as CRITICAL)."""
+    cluster = RaftCluster(group, tmp_path)
+    cluster.start()
+    leader = cluster.serving_leader(timeout=5)
+    status, load = leader.post("/load", {"count": 1500, "concurrency": 32, "prefix": "p"}, timeout=60)
+    assert status == 200 and load["ok"] == 1500, load
+    cluster.wait_applied_everywhere(cluster.members, timeout=5)
+    for m in cluster.members:
+        assert "truncating already-applied" not in m.log_path.read_text(), m.log_path
+
+
 def test_kill9_of_the_leader_gives_a_serving_leader_within_3s(group: ProcessGroup, tmp_path: Path) -> None:
     cluster = RaftCluster(group, tmp_path)
     cluster.start()
