@@ -16,16 +16,18 @@ The first two never touch an epoch, so they do not carry any: fencing them on ep
 reject a registration that raced with an unrelated election.
 
 Encoding (our own, readable without PySyncObj): UTF-8 JSON object with ``"record"`` (type name),
-``"version"`` (schema version of that type) and the fields in camelCase, keys sorted. A decoder reads
-every version up to the one it knows and rejects newer ones (``RecordFormatError``).
+``"version"`` (schema version of that type) and the fields in camelCase, keys sorted, no spaces
+(orjson; non-ASCII text as UTF-8, where earlier journals hold ``\\u`` escapes: both decode alike).
+A decoder reads every version up to the one it knows and rejects newer ones (``RecordFormatError``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import orjson
 
 from mqha.errors import ProtocolError
 
@@ -240,7 +242,7 @@ def encode_record(record: Record) -> bytes:
     doc: dict[str, Any] = {"record": record.TYPE, "version": record.VERSION}
     for attr, name, kind in fields:
         doc[name] = _dump(kind, getattr(record, attr))
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
 
 def record_from_json(doc: Mapping[str, Any]) -> Record:
@@ -276,8 +278,8 @@ def decode_record(data: bytes) -> Record:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise RecordFormatError(f"expected bytes, got {type(data).__name__}")
     try:
-        doc = json.loads(bytes(data).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        doc = orjson.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
         raise RecordFormatError(f"record is not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise RecordFormatError("record must be a JSON object")

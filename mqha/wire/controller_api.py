@@ -17,6 +17,7 @@ as body fields, so the HTTP layer can merge the path into the body before parsin
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any, ClassVar, Self
@@ -243,10 +244,17 @@ class _Message:
         return cls._decode(obj)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            f.metadata["json"]: f.metadata["kind"].dump(getattr(self, f.name))
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-        }
+        return {name: dump(getattr(self, attr)) for name, attr, dump in _dump_plan(type(self))}
+
+
+@functools.cache
+def _dump_plan(cls: type[_Message]) -> tuple[tuple[str, str, Callable[[Any], Any]], ...]:
+    """(json name, attribute, dump) per field of ``cls``, computed once: replies are built on the
+    controller's write path, and ``dataclasses.fields`` per reply showed in the leader's profile."""
+    return tuple(
+        (f.metadata["json"], f.name, f.metadata["kind"].dump)
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+    )
 
 
 class _Request(_Message):
