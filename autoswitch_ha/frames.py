@@ -255,7 +255,9 @@ class FrameReader:
             )
         if size is None or len(buf) < size:
             return None
-        # Copy the frame out before consuming: a bytearray cannot shrink while a view exports it.
-        chunk = bytes(buf[:size])
+        # Decode in place (a TRANSFER body is copied out once, by _decode_complete); both views are
+        # released before the buffer shrinks: a bytearray cannot resize while a view exports it.
+        with memoryview(buf) as whole, whole[:size] as frame_view:
+            frame = _decode_complete(self.sender, code, frame_view)
         del buf[:size]
-        return _decode_complete(self.sender, code, memoryview(chunk))
+        return frame
