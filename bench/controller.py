@@ -27,7 +27,17 @@ from typing import Any
 import aiohttp
 
 from bench.etcd import CasClient, EtcdCluster, EtcdUnavailable, etcd_binary
-from bench.loadgen import LoadResult, OpFailed, closed_loop, first_success, get_json, http_session, post_json
+from bench.loadgen import (
+    Http,
+    LeanHttp,
+    LoadResult,
+    OpFailed,
+    closed_loop,
+    first_success,
+    get_json,
+    http_session,
+    post_json,
+)
 from bench.report import Outcome, Target, fmt, format_table, median, ratio, summarize
 from cluster.local import LocalCluster
 
@@ -50,7 +60,7 @@ def settings(quick: bool) -> dict[str, Any]:
 class AlterClient:
     """One client's alter-SyncStateSet loop on its own broker set ({m} <-> {m, o})."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, name: str) -> None:
+    def __init__(self, http: Http, url: str, name: str) -> None:
         self.http, self.url, self.name = http, url, name
         self.master, self.other, self.master_epoch, self.sss_epoch = 1, 2, 0, 0
         self.expanded = False
@@ -87,7 +97,7 @@ class ElectClient:
     """One client's designated-electMaster loop on its own broker set: the master moves to the other
     replica at each call."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, name: str) -> None:
+    def __init__(self, http: Http, url: str, name: str) -> None:
         self.http, self.url, self.name = http, url, name
         self.master = 1
 
@@ -268,46 +278,57 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
             leader = ours.leader_url()
             urls = [n.url for n in ours.cluster.controllers]
             await asyncio.gather(*(register_set(http, leader, urls, name) for name in names + elect_names))
-            alters = [AlterClient(http, leader, name) for name in names]
+            # One lean keep-alive connection per load client (bench.loadgen.LeanHttp), on both sides.
+            connections: list[LeanHttp] = []
+
+            def connection() -> LeanHttp:
+                connections.append(LeanHttp())
+                return connections[-1]
+
+            alters = [AlterClient(connection(), leader, name) for name in names]
             for client in alters:
                 await client.sync()
-            elects = [ElectClient(http, leader, name) for name in elect_names]
+            elects = [ElectClient(connection(), leader, name) for name in elect_names]
             value_size = len(json.dumps(alters[0].body()))
             data["request_bytes"] = value_size
             cas: list[CasClient] = []
             if etcd is not None:
                 etcd_leader = etcd.url(await etcd.leader(http))
-                cas = [CasClient(http, etcd_leader, f"bench/{i}", value_size) for i in range(most)]
+                cas = [CasClient(connection(), etcd_leader, f"bench/{i}", value_size) for i in range(most)]
                 for client in cas:
                     await client.sync()
             await closed_loop(alters[:4], 0.5)  # warm-up: connections, code paths
             await closed_loop(elects[:4], 0.5)
             if cas:
                 await closed_loop(cas[:4], 0.5)
-            rounds: dict[str, dict[int, list[LoadResult]]] = {"ours": {}, "ours_elect": {}, "etcd": {}}
-            for _ in range(cfg["rounds"]):
-                for clients in cfg["clients"]:
-                    rounds["ours"].setdefault(clients, []).append(
-                        await closed_loop(alters[:clients], cfg["window"])
-                    )
-                    rounds["ours_elect"].setdefault(clients, []).append(
-                        await closed_loop(elects[:clients], cfg["window"])
-                    )
-                    if cas:
-                        rounds["etcd"].setdefault(clients, []).append(
-                            await closed_loop(cas[:clients], cfg["window"])
-                        )
-            for side, by_clients in rounds.items():
-                for clients, results in by_clients.items():
-                    data[side][str(clients)] = _median_of(results)
+            workloads = {"ours": alters, "ours_elect": elects, "etcd": cas}
+            for side, figures in (await _interleaved_rounds(cfg, workloads)).items():
+                data[side].update(figures)
             data["ours"]["leader_kill_s"] = await _kills_ours(ours, http, alters[0], cfg["kills"])
             if etcd is not None:
                 data["etcd"]["leader_kill_s"] = await _kills_etcd(etcd, http, cas[0], cfg["kills"])
+            for conn in connections:
+                conn.close()
     finally:
         ours.stop()
         if etcd is not None:
             etcd.stop()
     return data
+
+
+async def _interleaved_rounds(cfg: dict[str, Any], workloads: dict[str, list[Any]]) -> dict[str, Any]:
+    """Per workload and client count, the median figures of ``cfg["rounds"]`` rounds; within a round
+    every workload runs at one client count before the next count (an empty workload is skipped)."""
+    rounds: dict[str, dict[int, list[LoadResult]]] = {side: {} for side, ops in workloads.items() if ops}
+    for _ in range(cfg["rounds"]):
+        for clients in cfg["clients"]:
+            for side, by_clients in rounds.items():
+                result = await closed_loop(workloads[side][:clients], cfg["window"])
+                by_clients.setdefault(clients, []).append(result)
+    return {
+        side: {str(clients): _median_of(results) for clients, results in by_clients.items()}
+        for side, by_clients in rounds.items()
+    }
 
 
 def _median_of(results: list[LoadResult]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.loadgen import OpFailed, post_json
+from bench.loadgen import Http, OpFailed, post_json
 from cluster.local import http_get
 from cluster.processes import LOCALHOST, NodeProcess, free_port_pair, stop_all
 
@@ -149,7 +149,7 @@ class CasClient:
     """One client's compare-and-swap loop on its own key: read the mod revision once, then
     ``txn(compare mod_revision == last, put value)``; the reply's revision is the next ``last``."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, key: str, value_size: int) -> None:
+    def __init__(self, http: Http, url: str, key: str, value_size: int) -> None:
         self.http, self.url, self.key = http, url, b64(key)
         self.value = b64("v" * value_size)
         self.revision = 0
