@@ -23,12 +23,15 @@ from collections.abc import Callable
 from typing import Protocol
 
 from autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
-from autoswitch_ha.server import READ_CHUNK, TICK_MS, RateMeter, cancel_and_wait, drain_within, wait_event
+from autoswitch_ha.server import TICK_MS, RateMeter, cancel_and_wait, wait_event
 from autoswitch_ha.slave import SlaveConfig, SlaveConnection
 from epoch.history import EpochHistory
 from mqha.clock import wall_ms
 
 log = logging.getLogger(__name__)
+
+RECEIVE_MIN_BYTES = 256 * 1024
+"""Free receive-buffer space offered to each ``recv_into``: a read takes up to this much at once."""
 
 
 class SlaveSide(Protocol):
@@ -120,20 +123,18 @@ class HAClient:
                 await self._changed.wait()
                 continue
             try:
-                host, port = split_address(address)
-                async with asyncio.timeout(self.connect_timeout_ms / 1000):
-                    reader, writer = await asyncio.open_connection(host, port)
+                link = await self._connect(address)
             except (OSError, TimeoutError, ValueError) as exc:
                 # One line per outage, not one per retry.
                 level = logging.INFO if failures == 0 else logging.DEBUG
-                log.log(
-                    level, "HA client: cannot connect to master %s: %s", address, exc or type(exc).__name__
-                )
+                reason = exc or type(exc).__name__
+                log.log(level, "HA client: cannot connect to master %s: %s", address, reason)
                 failures += 1
             else:
                 failures = 0
                 try:
-                    await self._session(address, reader, writer)
+                    if link is not None:
+                        await self._session(address, link)
                 except (ConnectionError, OSError) as exc:
                     log.info("HA client: connection to %s lost: %s", address, exc)
                 except Exception:
@@ -141,20 +142,19 @@ class HAClient:
                     log.exception("HA client: session with %s failed", address)
                 finally:
                     self.conn = None
-                    # abort: a finished connection's unsent bytes are useless, and a peer that stopped reading
-                    # would otherwise keep the transport (and its buffer) alive.
-                    writer.transport.abort()
+                    if link is not None:
+                        link.abort()
             if self.master_address == address:
                 self._changed.clear()
                 await wait_event(self._changed, self.reconnect_delay_ms / 1000)
 
-    async def _session(
-        self, address: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _connect(self, address: str) -> _Link | None:
+        """A connected link with a fresh machine; None (logged) while this broker has no id yet."""
         broker_id = self.side.local_broker_id()
         if broker_id is None:
             log.warning("HA client: no controller broker id yet; not connecting to %s", address)
-            return
+            return None
+        # The machine starts from the replica as it is now: only this task changes the log.
         epochs, max_offset, min_offset = self.side.replica_snapshot()
         conn = SlaveConnection(
             broker_id=broker_id,
@@ -162,66 +162,56 @@ class HAClient:
             max_offset=max_offset,
             min_offset=min_offset,
             config=self.config,
+            borrow=True,
         )
+        link = _Link(conn, self._clock, self._count_received)
+        host, port = split_address(address)
+        async with asyncio.timeout(self.connect_timeout_ms / 1000):
+            await asyncio.get_running_loop().create_connection(lambda: link, host, port)
+        return link
+
+    def _count_received(self, count: int) -> None:
+        self.received.add(count)
+        self.last_read_wall_ms = wall_ms()
+        if self._on_bytes is not None:
+            self._on_bytes(0, count)
+
+    async def _session(self, address: str, link: _Link) -> None:
+        conn = link.conn
         self.conn = conn
         self.sessions += 1
-        wake = asyncio.Event()
         conn.connection_made(self._clock())
         log.info(
-            "HA client: connected to master %s as broker %d (log ends at %d)", address, broker_id, max_offset
-        )
-
-        reader_task = asyncio.create_task(
-            self._read_loop(conn, reader, wake), name=f"ha-client-read:{address}"
+            "HA client: connected to master %s as broker %d (log ends at %d)",
+            address,
+            conn.broker_id,
+            conn.expected_offset,
         )
         last_tick = self._clock()
-        try:
-            while True:
-                if await self._run_actions(conn):
-                    return
-                out = conn.data_to_send()
-                if out:
-                    writer.write(out)
-                    self.sent.add(len(out))
-                    self.last_write_wall_ms = wall_ms()
-                    if self._on_bytes is not None:
-                        self._on_bytes(len(out), 0)
-                    if not await drain_within(writer, self.config.housekeeping_interval_ms):
-                        conn.close(
-                            "the master stopped reading (send buffer full for the housekeeping interval)"
-                        )
-                now = self._clock()
-                wait_ms = TICK_MS - (now - last_tick)
-                if wait_ms > 0 and not wake.is_set():
-                    await wait_event(wake, wait_ms / 1000)
-                wake.clear()
-                now = self._clock()
-                if now - last_tick >= TICK_MS:
-                    last_tick = now
-                    self.received.roll()
-                    self.sent.roll()
-                    conn.tick(now)
-        finally:
-            await cancel_and_wait(reader_task)
-
-    async def _read_loop(
-        self, conn: SlaveConnection, reader: asyncio.StreamReader, wake: asyncio.Event
-    ) -> None:
-        try:
-            while True:
-                data = await reader.read(READ_CHUNK)
-                if data:
-                    self.received.add(len(data))
-                    self.last_read_wall_ms = wall_ms()
-                    if self._on_bytes is not None:
-                        self._on_bytes(0, len(data))
-                conn.receive_data(data, self._clock())
-                wake.set()
-                if not data:
-                    return
-        except (ConnectionError, OSError):
-            conn.receive_data(b"", self._clock())
-            wake.set()
+        while True:
+            if await self._run_actions(conn):
+                return
+            link.resume_reading()  # every borrowed batch is written: the buffer may be reused
+            out = conn.data_to_send()
+            if out:
+                link.write(out)
+                self.sent.add(len(out))
+                self.last_write_wall_ms = wall_ms()
+                if self._on_bytes is not None:
+                    self._on_bytes(len(out), 0)
+                if not await wait_event(link.writable, self.config.housekeeping_interval_ms / 1000):
+                    conn.close("the master stopped reading (send buffer full for the housekeeping interval)")
+            now = self._clock()
+            wait_ms = TICK_MS - (now - last_tick)
+            if wait_ms > 0 and not link.wake.is_set():
+                await wait_event(link.wake, wait_ms / 1000)
+            link.wake.clear()
+            now = self._clock()
+            if now - last_tick >= TICK_MS:
+                last_tick = now
+                self.received.roll()
+                self.sent.roll()
+                conn.tick(now)
 
     async def _run_actions(self, conn: SlaveConnection) -> bool:
         """Execute every pending action in order; True when the connection is over."""
@@ -260,3 +250,66 @@ class HAClient:
                 log.log(level, "HA client: connection to %s closed: %s", self.master_address, event.reason)
                 return True
         return False
+
+
+class _Link(asyncio.BufferedProtocol):
+    """The socket of one connection to the master. Received bytes land directly in the machine's
+    buffer (``recv_into``: no copy on the way); reading then pauses until the session has executed
+    the actions they produced, because those borrow the buffer (:class:`SlaveConnection` ``borrow``)."""
+
+    def __init__(self, conn: SlaveConnection, clock: Callable[[], int], on_received: Callable[[int], None]):
+        self.conn = conn
+        self._clock = clock
+        self._on_received = on_received
+        self._transport: asyncio.Transport | None = None
+        self.wake = asyncio.Event()  # something for the session to do
+        self.writable = asyncio.Event()  # the transport's send buffer is below its high-water mark
+        self.writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.receive_buffer(RECEIVE_MIN_BYTES)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._on_received(nbytes)
+        self.conn.buffer_updated(nbytes, self._clock())
+        assert self._transport is not None
+        self._transport.pause_reading()
+        self.wake.set()
+
+    def eof_received(self) -> bool:
+        self._closed()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.info("HA client: connection lost: %s", exc)
+        self._closed()
+        self.writable.set()  # a session waiting to send must not wait for a dead socket
+
+    def _closed(self) -> None:
+        self.conn.receive_data(b"", self._clock())
+        self.wake.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def resume_reading(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def write(self, data: bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def abort(self) -> None:
+        # abort, not close: a finished connection's unsent bytes are useless, and a peer that stopped
+        # reading would otherwise keep the transport (and its buffer) alive.
+        if self._transport is not None:
+            self._transport.abort()

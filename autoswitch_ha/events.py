@@ -136,10 +136,10 @@ class TransferBatch:
     epoch: int
     epoch_start_offset: int
     confirm_offset: int
-    data: bytes = field(default=b"", repr=False)
+    data: bytes | memoryview = field(default=b"", repr=False)  # a view: borrowed, see FrameReader
 
     def __post_init__(self) -> None:
-        if not isinstance(self.data, bytes):
+        if not isinstance(self.data, bytes | memoryview):
             object.__setattr__(self, "data", bytes(self.data))
         if len(self.data) > INT32_MAX:  # the body size is an int32 on the wire
             raise LocalProtocolError(f"batch of {len(self.data)} bytes is too large for one frame")
@@ -241,11 +241,12 @@ class AppendEpoch:
 @dataclass(frozen=True, kw_only=True)
 class AppendData:
     """Action: append ``data`` (whole messages of ``epoch``) at ``offset``; then report the new log end
-    with ``SlaveConnection.log_appended(max_offset, now_ms)``, which triggers the ACK."""
+    with ``SlaveConnection.log_appended(max_offset, now_ms)``, which triggers the ACK. ``data`` is a
+    view of the connection's receive buffer when it borrows (valid until more bytes are received)."""
 
     offset: int
     epoch: int
-    data: bytes = field(repr=False)
+    data: bytes | memoryview = field(repr=False)
 
     @property
     def end_offset(self) -> int:

@@ -72,6 +72,9 @@ BODY_SIZE_OFFSET = 4
 MAX_HANDSHAKE_ENTRIES = 1000
 """The reference master's handshake buffer holds at most this many epoch entries."""
 
+INITIAL_BUFFER_SIZE = 64 * 1024
+"""A reader's buffer to begin with; it grows to hold the largest frame met (plus one read)."""
+
 DEFAULT_MAX_BODY_SIZE = 16 * 1024 * 1024
 """Largest TRANSFER body a reader accepts: a batch is ~haTransferBatchSize (32 KiB) but may be one
 whole message larger than that (RocketMQ's maxMessageSize is 4 MiB); anything beyond is corrupt."""
@@ -103,16 +106,27 @@ def encode_frame(frame: Frame) -> bytes:
         )
         return header + b"".join(EPOCH_ENTRY.pack(epoch, start) for epoch, start in frame.entries)
     if isinstance(frame, TransferBatch):
-        header = TRANSFER_HEADER.pack(
-            CODE_TRANSFER,
-            len(frame.data),
-            frame.offset,
-            frame.epoch,
-            frame.epoch_start_offset,
-            frame.confirm_offset,
-        )
-        return header + frame.data
+        return transfer_header(frame) + frame.data
     raise LocalProtocolError(f"not an HA frame: {frame!r}")
+
+
+def encode_frame_parts(frame: Frame) -> tuple[bytes | memoryview, ...]:
+    """:func:`encode_frame` as pieces to write in order: a TRANSFER frame's data is not copied."""
+    if isinstance(frame, TransferBatch) and frame.data:
+        return transfer_header(frame), frame.data
+    return (encode_frame(frame),)
+
+
+def transfer_header(batch: TransferBatch) -> bytes:
+    """The 36-byte header of ``batch``."""
+    return TRANSFER_HEADER.pack(
+        CODE_TRANSFER,
+        len(batch.data),
+        batch.offset,
+        batch.epoch,
+        batch.epoch_start_offset,
+        batch.confirm_offset,
+    )
 
 
 # -- decoding -----------------------------------------------------------------------------------
@@ -123,7 +137,9 @@ def _remote(exc: LocalProtocolError) -> RemoteProtocolError:
     return RemoteProtocolError(f"corrupt frame: {exc}")
 
 
-def _frame_size(sender: Role, code: int, buf: bytes | bytearray, max_body_size: int) -> int | None:
+def _frame_size(
+    sender: Role, code: int, buf: bytes | bytearray | memoryview, max_body_size: int
+) -> int | None:
     """Total size of the frame starting at ``buf[0]`` with state ``code``; None if more bytes are needed
     to tell. Raises on a bad code or an impossible body size."""
     if sender is Role.SLAVE:
@@ -152,8 +168,9 @@ def _frame_size(sender: Role, code: int, buf: bytes | bytearray, max_body_size: 
     return header + body_size
 
 
-def _decode_complete(sender: Role, code: int, view: memoryview) -> Frame:
-    """Decode exactly one complete frame (sizes already checked by :func:`_frame_size`)."""
+def _decode_complete(sender: Role, code: int, view: memoryview, *, borrow: bool = False) -> Frame:
+    """Decode exactly one complete frame (sizes already checked by :func:`_frame_size`). ``borrow``: a
+    TRANSFER frame's data is a read-only slice of ``view`` instead of a copy."""
     try:
         if sender is Role.SLAVE:
             if code == CODE_HANDSHAKE:
@@ -173,7 +190,8 @@ def _decode_complete(sender: Role, code: int, view: memoryview) -> Frame:
             )
             return EpochHistoryOffer(max_offset=max_offset, last_epoch=last_epoch, entries=entries)
         _, body_size, offset, epoch, epoch_start, confirm = TRANSFER_HEADER.unpack_from(view)
-        data = bytes(view[TRANSFER_HEADER_SIZE : TRANSFER_HEADER_SIZE + body_size])
+        body = view[TRANSFER_HEADER_SIZE : TRANSFER_HEADER_SIZE + body_size]
+        data = body.toreadonly() if borrow else bytes(body)
         return TransferBatch(
             offset=offset, epoch=epoch, epoch_start_offset=epoch_start, confirm_offset=confirm, data=data
         )
@@ -210,23 +228,66 @@ class FrameReader:
     ``feed(data)`` buffers bytes; ``next_frame()`` returns the next complete frame or ``None`` when
     more bytes are needed. ``expected`` (wire state codes) rejects a well-formed frame that the
     connection's current state cannot accept, as soon as its first four bytes are in.
+
+    A socket can also fill the buffer directly: ``receive_buffer()`` is writable free space, and
+    ``buffer_updated(n)`` says how much of it was filled (``recv_into``: one copy, kernel to here).
+
+    With ``borrow=True`` a TRANSFER frame's data is a read-only view of this buffer, not a copy. It
+    stays valid until the next ``feed`` or ``receive_buffer`` call, which may overwrite it: a caller
+    must be done with every borrowed batch before it passes in more bytes.
     """
 
-    def __init__(self, sender: Role, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+    def __init__(
+        self, sender: Role, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE, borrow: bool = False
+    ) -> None:
         self.sender = sender
         self.max_body_size = max_body_size
-        self._buffer = bytearray()
+        self.borrow = borrow
+        # Bytes [_start, _end) are received but not decoded. The buffer never resizes in place (a
+        # borrowed view would forbid it): it is compacted by copying within, or replaced when too small.
+        self._buf = bytearray(INITIAL_BUFFER_SIZE)
+        self._start = 0
+        self._end = 0
         self._error: RemoteProtocolError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet decoded."""
-        return len(self._buffer)
+        return self._end - self._start
+
+    def receive_buffer(self, min_size: int = 1) -> memoryview:
+        """Writable space of at least ``min_size`` bytes for the next received bytes; report how many
+        were written with :meth:`buffer_updated`. Invalidates borrowed batches (see the class doc)."""
+        if self._error is not None:
+            raise self._error
+        buf, start, end = self._buf, self._start, self._end
+        if start == end:
+            start = end = self._start = self._end = 0
+        if len(buf) - end < min_size:
+            pending = end - start
+            if pending + min_size <= len(buf):
+                buf[:pending] = buf[start:end]  # move the partial frame to the front
+            else:
+                grown = bytearray(max(pending + min_size, 2 * len(buf)))
+                grown[:pending] = buf[start:end]
+                self._buf = buf = grown
+            self._start, self._end = 0, pending
+            end = pending
+        return memoryview(buf)[end:]
+
+    def buffer_updated(self, count: int) -> None:
+        """``count`` bytes were written at the start of the last :meth:`receive_buffer`."""
+        if not 0 <= count <= len(self._buf) - self._end:
+            raise ValueError(f"{count} bytes cannot have been written into the receive buffer")
+        self._end += count
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._error is not None:
             raise self._error
-        self._buffer += data
+        size = len(data)
+        if size:
+            self.receive_buffer(size)[:size] = data
+            self._end += size
 
     def next_frame(self, expected: Collection[int] | None = None) -> Frame | None:
         if self._error is not None:
@@ -243,21 +304,19 @@ class FrameReader:
             yield frame
 
     def _next_frame(self, expected: Collection[int] | None) -> Frame | None:
-        buf = self._buffer
-        if len(buf) < STATE_CODE.size:
+        start, available = self._start, self._end - self._start
+        if available < STATE_CODE.size:
             return None
-        (code,) = STATE_CODE.unpack_from(buf)
-        size = _frame_size(self.sender, code, buf, self.max_body_size)
+        view = memoryview(self._buf)[start : self._end]
+        (code,) = STATE_CODE.unpack_from(view)
+        size = _frame_size(self.sender, code, view, self.max_body_size)
         if expected is not None and code not in expected:
             wanted = " or ".join(CODE_NAMES.get(c, str(c)) for c in sorted(expected)) or "no frame"
             raise RemoteProtocolError(
                 f"out-of-order {CODE_NAMES[code]} frame from the {self.sender.value}: expected {wanted}"
             )
-        if size is None or len(buf) < size:
+        if size is None or available < size:
             return None
-        # Decode in place (a TRANSFER body is copied out once, by _decode_complete); both views are
-        # released before the buffer shrinks: a bytearray cannot resize while a view exports it.
-        with memoryview(buf) as whole, whole[:size] as frame_view:
-            frame = _decode_complete(self.sender, code, frame_view)
-        del buf[:size]
+        frame = _decode_complete(self.sender, code, view[:size], borrow=self.borrow)
+        self._start = start + size
         return frame

@@ -126,11 +126,14 @@ class SlaveConnection:
         max_offset: int,
         min_offset: int = 0,
         config: SlaveConfig | None = None,
+        borrow: bool = False,
     ) -> None:
+        """``borrow``: :class:`AppendData` carries views of the receive buffer instead of copies; the
+        shell must execute them before it passes in more bytes (:meth:`receive_buffer`)."""
         self.config = config or SlaveConfig()
         self.broker_id = broker_id
         self._machine = ConnectionStateMachine(Role.SLAVE)
-        self._reader = FrameReader(Role.MASTER, max_body_size=self.config.max_body_size)
+        self._reader = FrameReader(Role.MASTER, max_body_size=self.config.max_body_size, borrow=borrow)
         self._events: deque[SlaveEvent] = deque()
         self._outbound = bytearray()
         # The replica as it will be once every returned action is executed.
@@ -186,9 +189,29 @@ class SlaveConnection:
         if not data:
             self._end(Trigger.CLOSE, "the master closed the connection")
             return
-        self._last_read_ms = now_ms
         try:
             self._reader.feed(data)
+        except ProtocolError as exc:
+            self._fail(exc)
+            return
+        self._decode(now_ms)
+
+    def receive_buffer(self, min_size: int = 1) -> memoryview:
+        """Writable space for bytes from the master (``recv_into``); then :meth:`buffer_updated`."""
+        if not self._machine.is_open:  # bytes after the end are dropped: a scratch buffer takes them
+            return memoryview(bytearray(min_size))
+        return self._reader.receive_buffer(min_size)
+
+    def buffer_updated(self, count: int, now_ms: int) -> None:
+        """``count`` bytes from the master were written into :meth:`receive_buffer`'s space."""
+        if not self._machine.is_open:
+            return
+        self._reader.buffer_updated(count)
+        self._decode(now_ms)
+
+    def _decode(self, now_ms: int) -> None:
+        self._last_read_ms = now_ms
+        try:
             while self._machine.is_open:
                 codes = {_TRIGGER_CODES[t] for t in expected_frames(Role.SLAVE, self.state)}
                 frame = self._reader.next_frame(codes)

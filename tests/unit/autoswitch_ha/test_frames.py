@@ -1,5 +1,6 @@
 """HA wire codec (spec §11.1): exact byte layouts, round trips, rejections, incremental reading."""
 
+import dataclasses
 import struct
 
 import pytest
@@ -14,6 +15,7 @@ from autoswitch_ha.frames import (
     FrameReader,
     decode_frame,
     encode_frame,
+    encode_frame_parts,
 )
 from autoswitch_ha.state import Role
 from epoch.history import EpochHistory
@@ -390,3 +392,67 @@ def check_stream(sender: Role, frames: list, cuts: list[int]) -> None:
         i += 1
     assert got == frames
     assert reader.buffered == 0
+
+
+# -- receiving into the reader's own buffer (recv_into) and borrowed batch data -----------------
+
+
+def receive_in_place(reader: FrameReader, wire: bytes, cuts: list[int]) -> list:
+    """Fill the reader as a socket would (``recv_into`` its free space), taking each frame's copy
+    before the next receive: what the HA client does with borrowed batches."""
+    got, position, i = [], 0, 0
+    while position < len(wire):
+        space = reader.receive_buffer(1)
+        step = min(cuts[i % len(cuts)], len(space), len(wire) - position)
+        space[:step] = wire[position : position + step]
+        reader.buffer_updated(step)
+        for frame in reader.frames():
+            if isinstance(frame, TransferBatch) and isinstance(frame.data, memoryview):
+                assert frame.data.readonly
+                got.append(dataclasses.replace(frame, data=bytes(frame.data)))
+            else:
+                got.append(frame)
+        position += step
+        i += 1
+    return got
+
+
+@given(
+    st.lists(master_frames, max_size=8),
+    st.lists(st.integers(1, 200), min_size=1, max_size=20),
+    st.booleans(),
+)
+def test_receiving_in_place_gives_the_same_frames(frames, cuts, borrow) -> None:
+    wire = b"".join(encode_frame(f) for f in frames)
+    reader = FrameReader(MASTER, borrow=borrow)
+    assert receive_in_place(reader, wire, cuts) == frames
+    assert reader.buffered == 0
+
+
+def test_borrowed_batch_is_a_view_of_the_buffer_and_frames_larger_than_it_grow_it() -> None:
+    big = TransferBatch(
+        offset=0, epoch=1, epoch_start_offset=0, confirm_offset=-1, data=bytes(range(256)) * 1024
+    )
+    wire = encode_frame(BATCH) + encode_frame(big) + encode_frame(BATCH)
+    reader = FrameReader(MASTER, borrow=True)
+    got = receive_in_place(reader, wire, [50_000])  # the 256 KiB frame exceeds the 64 KiB start size
+    assert got == [BATCH, big, BATCH]
+    reader.feed(encode_frame(BATCH))
+    frame = reader.next_frame()
+    assert isinstance(frame, TransferBatch) and isinstance(frame.data, memoryview)
+    assert frame == BATCH
+
+
+def test_buffer_updated_refuses_more_than_the_free_space() -> None:
+    reader = FrameReader(MASTER)
+    space = reader.receive_buffer(10)
+    with pytest.raises(ValueError, match="cannot have been written"):
+        reader.buffer_updated(len(space) + 1)
+
+
+def test_encode_frame_parts_join_to_the_frame() -> None:
+    for frame, wire, _, _ in LAYOUTS:
+        parts = encode_frame_parts(frame)
+        assert b"".join(parts) == wire
+    header, data = encode_frame_parts(BATCH)
+    assert data is BATCH.data and len(header) == 36  # the data itself, not a copy
