@@ -46,7 +46,7 @@ from autoswitch_ha.frames import (
     CODE_TRANSFER,
     MAX_HANDSHAKE_ENTRIES,
     FrameReader,
-    encode_frame,
+    encode_frame_parts,
 )
 from autoswitch_ha.state import (
     HANDSHAKE,
@@ -100,7 +100,7 @@ class MasterConnection:
         self._reader = FrameReader(Role.SLAVE)
         self._log = log
         self._events: deque[MasterEvent] = deque()
-        self._outbound = bytearray()
+        self._outbound: list[bytes | memoryview] = []  # frames, a TRANSFER as header + data
 
         self.slave_id: int | None = None
         self.sync_from_last_file = False
@@ -227,9 +227,12 @@ class MasterConnection:
 
     def data_to_send(self) -> bytes:
         """Drain the outbound buffer."""
-        data = bytes(self._outbound)
-        self._outbound.clear()
-        return data
+        return b"".join(self.chunks_to_send())
+
+    def chunks_to_send(self) -> list[bytes | memoryview]:
+        """Drain the outbound buffer as pieces to write in order (no copy of the batches' data)."""
+        chunks, self._outbound = self._outbound, []
+        return chunks
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -347,7 +350,7 @@ class MasterConnection:
         )
 
     def _send(self, frame: Frame, now_ms: int) -> None:
-        self._outbound += encode_frame(frame)
+        self._outbound.extend(encode_frame_parts(frame))
         self._last_write_ms = now_ms
         if isinstance(frame, TransferBatch):
             self._confirm_unsent = False  # every transfer header carries the current confirm offset

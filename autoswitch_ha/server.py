@@ -154,12 +154,15 @@ class MasterLink:
             await self._pump()
             if self.closed is not None:
                 return
-            out = self.conn.data_to_send()
-            if out:
-                self._writer.write(out)
-                self.sent.add(len(out))
+            chunks = self.conn.chunks_to_send()
+            if chunks:
+                sent = 0
+                for chunk in chunks:
+                    self._writer.write(chunk)
+                    sent += len(chunk)
+                self.sent.add(sent)
                 if self._on_bytes is not None:
-                    self._on_bytes(len(out), 0)
+                    self._on_bytes(sent, 0)
                 if not await drain_within(self._writer, self.conn.config.housekeeping_interval_ms):
                     # A peer that stopped reading (SIGSTOP, dead host) must not pin this task:
                     # ticks (housekeeping) do not run while we wait here.
@@ -281,6 +284,12 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
 
 async def drain_within(writer: asyncio.StreamWriter, timeout_ms: int) -> bool:
     """``drain`` bounded by ``timeout_ms``; False when the peer did not take the data in time."""
+    transport = writer.transport
+    if (
+        transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[1]
+        and not transport.is_closing()
+    ):
+        return True  # below the high-water mark drain returns at once: skip the timeout's set-up
     try:
         async with asyncio.timeout(timeout_ms / 1000):
             await writer.drain()

@@ -344,6 +344,7 @@ def scan_units(
     verify_crc: bool = True,
     strict: bool = False,
     max_messages: int = -1,
+    window: bool = False,
 ) -> Scan:
     """Walk the units in ``buf[start:end]`` and stop at the first one that is not valid.
 
@@ -357,7 +358,8 @@ def scan_units(
 
     Zeros where a unit would start stop the walk as ``ZEROS`` (end of data in a preallocated segment).
     A blank marker stops it as ``BLANK`` with ``end`` just past the unit. ``max_messages`` >= 0 stops
-    before the walk passes that many messages (``LIMIT``).
+    before the walk passes that many messages (``LIMIT``). ``window``: ``end`` only bounds how much to
+    take, not the data: a unit that would cross it ends the walk as ``LIMIT``, not as a torn unit.
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     unpack_prefix = _UNIT_PREFIX.unpack_from
@@ -386,6 +388,15 @@ def scan_units(
                 or phys != base_offset + pos
                 or body_start < pos + MIN_MESSAGE_SIZE
             ):
+                if (
+                    window
+                    and stop > end
+                    and size >= MIN_MESSAGE_SIZE
+                    and stop + BLANK_SIZE <= seg_rel_end
+                    and phys == base_offset + pos
+                    and body_start >= pos + MIN_MESSAGE_SIZE
+                ):
+                    return Scan(pos, count, last, ScanStop.LIMIT, None)
                 return Scan(
                     pos, count, last, ScanStop.INVALID, _message_error(mv, pos, end, seg_rel_end, base_offset)
                 )
@@ -407,6 +418,8 @@ def scan_units(
                     pos, count, last, RejectReason.BAD_BLANK, base=base_offset, detail=f"size {size}"
                 )
             if pos + size > end:
+                if window:
+                    return Scan(pos, count, last, ScanStop.LIMIT, None)
                 return _invalid(
                     pos, count, last, RejectReason.TORN, base=base_offset, detail=f"blank of {size}"
                 )
@@ -421,7 +434,7 @@ def scan_units(
             return _invalid(
                 pos, count, last, RejectReason.BAD_MAGIC, base=base_offset, detail=f"0x{magic:08X}"
             )
-    if count == max_messages or pos == end:
+    if count == max_messages or pos == end or window:
         return Scan(pos, count, last, ScanStop.LIMIT, None)
     # Fewer than 8 bytes left: only zeros may remain (a unit never starts this close to the end).
     if not strict and is_zeros(mv[pos:end]):

@@ -258,6 +258,28 @@ def test_header_only_scan_skips_crcs_but_not_offsets() -> None:
     )
 
 
+def test_a_window_end_inside_a_unit_is_a_limit_not_a_torn_unit() -> None:
+    first = encode_message(MessageDraft("t", b"a" * 50), 0, TS, msg_id="1")
+    second = encode_message(MessageDraft("t", b"b" * 60), len(first), TS, msg_id="2")
+    used = len(first) + len(second)
+    segment = first + second + encode_blank(1024 - used) + bytes(1024 - used - BLANK_SIZE)
+    for end in (len(first) + 1, used - 1, used + 3, used + 100):
+        torn = scan_units(segment, 0, end, 0, 1024, verify_crc=False)
+        assert torn.stop in (ScanStop.INVALID, ScanStop.ZEROS)  # as the end of the data: torn
+        cut = len(first) if end < used else used
+        assert scan_units(segment, 0, end, 0, 1024, verify_crc=False, window=True) == (
+            cut,
+            1 if end < used else 2,
+            0 if end < used else len(first),
+            ScanStop.LIMIT,
+            None,
+        )
+    # a damaged header past the window end is still an error, not a limit
+    bad = first + forge(offset=len(first) + 8) + bytes(200)
+    scan = scan_units(bad, 0, len(first) + 10, 0, 4096, verify_crc=False, window=True)
+    assert (scan.end, scan.stop) == (len(first), ScanStop.INVALID)
+
+
 # --- rejections ------------------------------------------------------------------------------------------
 def test_torn_record_at_every_length_is_rejected() -> None:
     record = forge(body=b"0123456789")
