@@ -287,7 +287,7 @@ class FrameReader:
         size = len(data)
         if size:
             self.receive_buffer(size)[:size] = data
-            self._end += size
+            self.buffer_updated(size)
 
     def next_frame(self, expected: Collection[int] | None = None) -> Frame | None:
         if self._error is not None:

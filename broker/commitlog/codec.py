@@ -384,22 +384,15 @@ def scan_units(
             if (
                 size < MIN_MESSAGE_SIZE
                 or stop + BLANK_SIZE > seg_rel_end
-                or stop > end
                 or phys != base_offset + pos
                 or body_start < pos + MIN_MESSAGE_SIZE
+                or (stop > end and not window)
             ):
-                if (
-                    window
-                    and stop > end
-                    and size >= MIN_MESSAGE_SIZE
-                    and stop + BLANK_SIZE <= seg_rel_end
-                    and phys == base_offset + pos
-                    and body_start >= pos + MIN_MESSAGE_SIZE
-                ):
-                    return Scan(pos, count, last, ScanStop.LIMIT, None)
                 return Scan(
                     pos, count, last, ScanStop.INVALID, _message_error(mv, pos, end, seg_rel_end, base_offset)
                 )
+            if stop > end:  # a sound header whose message the window cuts: stop before it
+                return Scan(pos, count, last, ScanStop.LIMIT, None)
             if verify_crc:
                 actual = crc32(mv[body_start:stop])
                 if actual != body_crc or crc32(mv[pos + RECORD_CRC_FROM : body_start], actual) != record_crc:
