@@ -88,10 +88,9 @@ _UNIT_PREFIX = Struct(">II")  # totalSize, magic
 _HEADER_TAIL = Struct(">IqqqIHHHH")
 _HEADER_HEAD = Struct(">III")  # totalSize, magic, recordCRC
 _HEADER = Struct(">IIIIqqqIHHHH")  # all 52 bytes
-# What the scanner needs: totalSize, magic, recordCRC, bodyCRC, physicalOffset, bodyLength.
-_SCAN = Struct(">IIIIq16xI")
+# What the scanner needs: totalSize, magic, recordCRC, bodyCRC, physicalOffset, and the five lengths.
+_SCAN = Struct(">IIIIq16xIHHHH")
 _SCAN_SIZE = _SCAN.size
-_LENGTHS = Struct(">IHHHH")  # bodyLength .. propertiesLength
 _BLANK = Struct(">II")
 # ISA-L's CRC32 is zlib's (same polynomial, same running seed) at about twice the speed for a 1 KiB
 # body: it is most of what recovery and the slave's batch check cost per message.
@@ -353,8 +352,10 @@ def scan_units(
     magic; size within ``[MIN_MESSAGE_SIZE, remaining - BLANK_SIZE]``; the unit within ``end`` (else
     TORN); physicalOffset; and, when ``verify_crc`` (recovery), the body and record CRCs. Without
     ``verify_crc`` it is the fast header-only walk over bytes already verified. ``strict`` (bytes from
-    a peer) adds the structure and text checks of ``decode_message``, requires zeros after a blank marker
-    and treats zeros where a unit should start as invalid.
+    a peer) adds the structure check of ``decode_message`` (the field lengths add up to the record, msgId
+    and topic are not empty), requires zeros after a blank marker and treats zeros where a unit should
+    start as invalid. It does not decode the text fields: a replica must hold what its master holds, and
+    every read decodes and checks them (``decode_message``).
 
     Zeros where a unit would start stop the walk as ``ZEROS`` (end of data in a preallocated segment).
     A blank marker stops it as ``BLANK`` with ``end`` just past the unit. ``max_messages`` >= 0 stops
@@ -374,10 +375,12 @@ def scan_units(
     # message is one combined test, and a failure is explained afterwards by _message_error.
     while pos <= limit and count != max_messages:
         try:
-            size, magic, record_crc, body_crc, phys, n_body = unpack_scan(mv, pos)
-        except struct_error:  # under 44 bytes of buffer left: a blank marker or a torn unit
+            size, magic, record_crc, body_crc, phys, n_body, n_id, n_topic, n_keys, n_props = unpack_scan(
+                mv, pos
+            )
+        except struct_error:  # under 52 bytes of buffer left: a blank marker or a torn unit
             size, magic = unpack_prefix(mv, pos)
-            record_crc = body_crc = phys = n_body = -1
+            record_crc = body_crc = phys = n_body = n_id = n_topic = n_keys = n_props = -1
         if magic == MESSAGE_MAGIC:
             stop = pos + size
             body_start = stop - n_body
@@ -387,6 +390,14 @@ def scan_units(
                 or phys != base_offset + pos
                 or body_start < pos + MIN_MESSAGE_SIZE
                 or (stop > end and not window)
+                or (
+                    strict
+                    and (
+                        pos + HEADER_SIZE + n_id + n_topic + n_keys + n_props != body_start
+                        or not n_id
+                        or not n_topic
+                    )
+                )
             ):
                 return Scan(
                     pos, count, last, ScanStop.INVALID, _message_error(mv, pos, end, seg_rel_end, base_offset)
@@ -398,10 +409,6 @@ def scan_units(
                 if actual != body_crc or crc32(mv[pos + RECORD_CRC_FROM : body_start], actual) != record_crc:
                     reason = RejectReason.BAD_BODY_CRC if actual != body_crc else RejectReason.BAD_CRC
                     return _invalid(pos, count, last, reason, base=base_offset)
-                if strict:
-                    error = _check_fields(mv, pos, size, base_offset + pos)
-                    if error is not None:
-                        return Scan(pos, count, last, ScanStop.INVALID, error)
             last = pos
             count += 1
             pos = stop
@@ -443,33 +450,16 @@ def _message_error(mv: memoryview, pos: int, end: int, seg_rel_end: int, base_of
         return InvalidRecord(RejectReason.BAD_SIZE, where, f"size {size}")
     if pos + size > end or len(mv) - pos < _SCAN_SIZE:
         return InvalidRecord(RejectReason.TORN, where, f"size {size}, {end - pos} bytes left")
-    phys, n_body = _SCAN.unpack_from(mv, pos)[4:]
+    phys, n_body, n_id, n_topic, n_keys, n_props = _SCAN.unpack_from(mv, pos)[4:]
     if phys != where:
         return InvalidRecord(RejectReason.WRONG_OFFSET, where, f"field says {phys}")
-    return InvalidRecord(RejectReason.BAD_STRUCTURE, where, f"body length {n_body} in a record of {size}")
+    lengths = f"body {n_body}, msgId {n_id}, topic {n_topic}, keys {n_keys}, properties {n_props}"
+    return InvalidRecord(RejectReason.BAD_STRUCTURE, where, f"lengths ({lengths}) in a record of {size}")
 
 
 def is_zeros(data: bytes | bytearray | memoryview) -> bool:
     """True when every byte is zero (a copy and a memcmp: far faster than comparing memoryviews)."""
     return bytes(data) == bytes(len(data))
-
-
-def _check_fields(mv: memoryview, pos: int, size: int, where: int) -> InvalidRecord | None:
-    """Structure and text checks of a record whose CRCs matched (what ``decode_message`` adds)."""
-    n_body, n_id, n_topic, n_keys, n_props = _LENGTHS.unpack_from(mv, pos + BODY_LENGTH_POS)
-    if HEADER_SIZE + n_id + n_topic + n_keys + n_props + n_body != size or n_id == 0 or n_topic == 0:
-        return InvalidRecord(RejectReason.BAD_STRUCTURE, where)
-    a = pos + HEADER_SIZE
-    c = a + n_id + n_topic
-    try:
-        str(mv[a : a + n_id], "ascii")
-        str(mv[a + n_id : c], "utf-8")
-        str(mv[c : c + n_keys], "utf-8")
-        if n_props:
-            decode_properties(str(mv[c + n_keys : c + n_keys + n_props], "utf-8"))
-    except ValueError as exc:
-        return InvalidRecord(RejectReason.BAD_TEXT, where, str(exc))
-    return None
 
 
 def _invalid(pos: int, count: int, last: int, reason: RejectReason, *, base: int, detail: str = "") -> Scan:
