@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
@@ -46,8 +46,8 @@ class SlaveSide(Protocol):
 
     def append_epoch(self, epoch: int, start_offset: int, epochs: EpochHistory) -> None: ...
 
-    async def append_data(self, offset: int, data: bytes) -> int:
-        """Append replicated bytes; return the new log end."""
+    async def append_data(self, offset: int, parts: Sequence[bytes | memoryview]) -> int:
+        """Append replicated bytes (``parts`` back to back from ``offset``); return the new log end."""
 
     def set_confirm_offset(self, offset: int) -> None: ...
 
@@ -219,13 +219,16 @@ class HAClient:
             if not conn.is_open and not isinstance(event, ConnectionClosed):
                 continue  # the connection ended (e.g. a failed append): the rest is fetched again
             if isinstance(event, AppendData):
+                run, confirm = _take_appends(conn, event)
                 try:
-                    new_max = await self.side.append_data(event.offset, event.data)
+                    new_max = await self.side.append_data(event.offset, [append.data for append in run])
                 except Exception as exc:  # bad bytes from the master: this connection only
-                    log.error("HA client: appending %r failed: %s", event, exc)
+                    log.error("HA client: appending %d batches from %r failed: %s", len(run), event, exc)
                     conn.close(f"append at {event.offset} failed: {exc}")
                     continue
                 conn.log_appended(new_max, self._clock())
+                if confirm is not None:
+                    self.side.set_confirm_offset(confirm.offset)
             elif isinstance(event, SetConfirmOffset):
                 self.side.set_confirm_offset(event.offset)
             elif isinstance(event, AppendEpoch):
@@ -250,6 +253,24 @@ class HAClient:
                 log.log(level, "HA client: connection to %s closed: %s", self.master_address, event.reason)
                 return True
         return False
+
+
+def _take_appends(
+    conn: SlaveConnection, first: AppendData
+) -> tuple[list[AppendData], SetConfirmOffset | None]:
+    """``first`` and the appends queued right behind it (the batches of one receive), with the last
+    confirm offset set among them: the shell writes them at once and ACKs once. The confirm offset is
+    applied after the run, i.e. later than the machine asked, never before data it covers."""
+    run, confirm = [first], None
+    while True:
+        event = conn.peek_event()
+        if isinstance(event, AppendData) and event.offset == run[-1].end_offset:
+            run.append(event)
+        elif isinstance(event, SetConfirmOffset):
+            confirm = event
+        else:
+            return run, confirm
+        conn.next_event()
 
 
 class _Link(asyncio.BufferedProtocol):

@@ -55,13 +55,15 @@ from autoswitch_ha.state import (
     ConnectionStateMachine,
     Role,
     Trigger,
-    expected_frames,
+    expected_codes,
 )
 from autoswitch_ha.sync_state_set import caught_up_time
 from epoch.history import EpochHistory
 from mqha.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
-_TRIGGER_CODES = {Trigger.HANDSHAKE_REQUEST: CODE_HANDSHAKE, Trigger.OFFSET_REPORT: CODE_TRANSFER}
+_EXPECTED_CODES = expected_codes(
+    Role.MASTER, {Trigger.HANDSHAKE_REQUEST: CODE_HANDSHAKE, Trigger.OFFSET_REPORT: CODE_TRANSFER}
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,8 +143,7 @@ class MasterConnection:
         self._reader.feed(data)
         try:
             while self._machine.is_open:
-                codes = {_TRIGGER_CODES[t] for t in expected_frames(Role.MASTER, self.state)}
-                frame = self._reader.next_frame(codes)
+                frame = self._reader.next_frame(_EXPECTED_CODES[self._machine.state])
                 if frame is None:
                     break
                 self._handle_frame(frame, now_ms)

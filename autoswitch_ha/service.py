@@ -33,7 +33,7 @@ import asyncio
 import bisect
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -560,8 +560,8 @@ class AutoSwitchHAService:
                 f"epoch file holds {saved.pairs()} but the connection expects {epochs.pairs()}"
             )
 
-    async def append_data(self, offset: int, data: bytes) -> int:
-        return await self.store.append_replicated(offset, data)
+    async def append_data(self, offset: int, parts: Sequence[bytes | memoryview]) -> int:
+        return await self.store.append_replicated(offset, parts)
 
     def set_confirm_offset(self, offset: int) -> None:
         self.store.set_stored_confirm_offset(offset)

@@ -55,12 +55,14 @@ from autoswitch_ha.state import (
     ConnectionStateMachine,
     Role,
     Trigger,
-    expected_frames,
+    expected_codes,
 )
 from epoch.history import EpochHistory, find_consistent_point
 from mqha.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
-_TRIGGER_CODES = {Trigger.EPOCH_HISTORY_OFFER: CODE_HANDSHAKE, Trigger.TRANSFER_BATCH: CODE_TRANSFER}
+_EXPECTED_CODES = expected_codes(
+    Role.SLAVE, {Trigger.EPOCH_HISTORY_OFFER: CODE_HANDSHAKE, Trigger.TRANSFER_BATCH: CODE_TRANSFER}
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,8 +215,7 @@ class SlaveConnection:
         self._last_read_ms = now_ms
         try:
             while self._machine.is_open:
-                codes = {_TRIGGER_CODES[t] for t in expected_frames(Role.SLAVE, self.state)}
-                frame = self._reader.next_frame(codes)
+                frame = self._reader.next_frame(_EXPECTED_CODES[self._machine.state])
                 if frame is None:
                     break
                 self._handle_frame(frame)
@@ -271,6 +272,10 @@ class SlaveConnection:
 
     def next_event(self) -> SlaveEvent | None:
         return self._events.popleft() if self._events else None
+
+    def peek_event(self) -> SlaveEvent | None:
+        """The event :meth:`next_event` would return, left in the queue."""
+        return self._events[0] if self._events else None
 
     def data_to_send(self) -> bytes:
         data = bytes(self._outbound)

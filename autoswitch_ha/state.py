@@ -27,6 +27,7 @@ derived from these enums; ``frames.py`` defines them as explicit numbers (STYLE 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 
 from mqha.errors import LocalProtocolError
@@ -119,6 +120,12 @@ FRAME_TRIGGERS = frozenset(
 def expected_frames(role: Role, state: ConnectionState) -> frozenset[Trigger]:
     """The frame triggers the table accepts for ``role`` in ``state`` (used to reject out-of-order frames)."""
     return frozenset(t for t in TRANSITIONS[role].get(state, {}) if t in FRAME_TRIGGERS)
+
+
+def expected_codes(role: Role, codes: Mapping[Trigger, int]) -> dict[ConnectionState, frozenset[int]]:
+    """:func:`expected_frames` for every state as wire codes (``codes``: frame trigger -> its code),
+    computed once: a connection looks it up per frame."""
+    return {state: frozenset(codes[t] for t in expected_frames(role, state)) for state in ConnectionState}
 
 
 class ConnectionStateMachine:

@@ -289,10 +289,10 @@ class BrokerStore:
             self.history.epoch(epoch, start_offset)
         return saved
 
-    async def append_replicated(self, offset: int, data: bytes) -> int:
-        """Append bytes received from the master verbatim; returns the new log end once durable as
-        ``flushDiskType`` asks."""
-        self.log.append_raw(offset, data)
+    async def append_replicated(self, offset: int, parts: Sequence[bytes | memoryview]) -> int:
+        """Append bytes received from the master verbatim (``parts`` back to back from ``offset``);
+        returns the new log end once durable as ``flushDiskType`` asks."""
+        self.log.append_raw(offset, *parts)
         end = self.log.max_offset
         if self.settings.flush_mode is FlushMode.SYNC_FLUSH:
             await self.flush_to(end)

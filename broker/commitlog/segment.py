@@ -22,11 +22,14 @@ import contextlib
 import errno
 import mmap
 import os
+from collections.abc import Sequence
 
 SEGMENT_NAME_DIGITS = 20
 _ZERO_CHUNK = 1 << 20
 PWRITE_MIN_BYTES = 16 * 1024
 """Writes of at least this many bytes use ``os.pwrite``; smaller ones are copied into the map."""
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+"""Most pieces one ``os.pwritev`` takes."""
 
 
 def segment_name(base: int) -> str:
@@ -135,6 +138,23 @@ class Segment:
         written = os.pwrite(fd, data, pos)
         while written < len(data):  # a short write (interrupted): finish it, never leave a torn unit
             written += os.pwrite(fd, memoryview(data)[written:], pos + written)
+
+    def write_parts(self, pos: int, parts: Sequence[bytes | memoryview]) -> None:
+        """Write ``parts`` back to back from ``pos``: one ``os.pwritev`` per ``IOV_MAX`` pieces."""
+        if len(parts) == 1 or sum(map(len, parts)) < PWRITE_MIN_BYTES:
+            for part in parts:
+                self.write(pos, part)
+                pos += len(part)
+            return
+        fd = self._fd if self._fd >= 0 else self._open_fd()
+        for first in range(0, len(parts), IOV_MAX):
+            group = parts[first : first + IOV_MAX]
+            written = os.pwritev(fd, group, pos)
+            for part in group:  # after a short write (interrupted), finish the pieces it cut or skipped
+                if written < len(part):
+                    self.write(pos + written, memoryview(part)[written:])
+                written = max(0, written - len(part))
+                pos += len(part)
 
     def read(self, pos: int, n: int) -> bytes:
         return bytes(self.view[pos : pos + n])

@@ -461,38 +461,51 @@ class CommitLog:
             self._flush_to(end)
         return results
 
-    def append_raw(self, offset: int, data: bytes) -> None:
+    def append_raw(self, offset: int, *parts: bytes | memoryview) -> None:
         """Append bytes copied from a master's ``read_raw``, verbatim (so replicas' files are identical).
 
-        ``offset`` must equal ``max_offset`` (an empty log accepts any segment base, for a slave that
-        starts at the master's first or last file); else ``NotAlignedError``. ``data`` must be whole units
-        (messages and blank markers) with correct physicalOffset fields, CRCs and structure, and must not
-        cross a segment end; else ``RemoteProtocolError`` and nothing is written.
+        ``parts`` lie back to back from ``offset`` (the batches of one receive: one ``pwritev`` per
+        segment takes them). ``offset`` must equal ``max_offset`` (an empty log accepts any segment
+        base, for a slave that starts at the master's first or last file); else ``NotAlignedError``.
+        Each part must be whole units (messages and blank markers) with correct physicalOffset fields,
+        CRCs and structure, within one segment; else ``RemoteProtocolError`` and nothing is written.
         """
-        if not data:
+        if not any(parts):
             return
+        seg_size = self.segment_size
         with self._lock:
             self._check_open()
             empty = not self._segments
-            if offset != self._max and not (empty and offset % self.segment_size == 0):
+            if offset != self._max and not (empty and offset % seg_size == 0):
                 raise NotAlignedError(
                     self.directory, f"append_raw at offset {offset}, but the log ends at {self._max}"
                 )
-            seg_end = offset - offset % self.segment_size + self.segment_size
-            if offset + len(data) > seg_end:
-                raise RemoteProtocolError(
-                    f"replicated bytes [{offset}, {offset + len(data)}) cross the segment end {seg_end}"
-                )
-            scan = scan_units(data, 0, len(data), offset, seg_end, strict=True)
-            if scan.end != len(data) or scan.stop is ScanStop.INVALID:
-                raise RemoteProtocolError(
-                    f"replicated bytes at offset {offset + scan.end} rejected: {scan.error}"
-                )
-            segment = self._tail_segment(offset)
-            segment.write(offset - segment.base, data)
-            if empty:
-                self._min = self._max = self._flushed = segment.base
-            end = self._max = offset + len(data)
+            runs: list[tuple[int, list[bytes | memoryview]]] = []  # (start offset, parts) per segment
+            start = offset
+            for part in parts:
+                seg_end = start - start % seg_size + seg_size
+                if start + len(part) > seg_end:
+                    raise RemoteProtocolError(
+                        f"replicated bytes [{start}, {start + len(part)}) cross the segment end {seg_end}"
+                    )
+                scan = scan_units(part, 0, len(part), start, seg_end, strict=True)
+                if scan.end != len(part) or scan.stop is ScanStop.INVALID:
+                    raise RemoteProtocolError(
+                        f"replicated bytes at offset {start + scan.end} rejected: {scan.error}"
+                    )
+                if runs and runs[-1][0] // seg_size == start // seg_size:
+                    runs[-1][1].append(part)
+                else:
+                    runs.append((start, [part]))
+                start += len(part)
+            for run_start, run_parts in runs:
+                segment = self._tail_segment(run_start)
+                segment.write_parts(run_start - segment.base, run_parts)
+                if empty:
+                    self._min = self._flushed = segment.base
+                    empty = False
+                self._max = run_start + sum(map(len, run_parts))
+            end = self._max
         if self.flush_mode is FlushMode.SYNC_FLUSH:
             self._flush_to(end)
 

@@ -10,7 +10,7 @@ import pytest
 
 from broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
 from broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
-from broker.commitlog.segment import segment_name
+from broker.commitlog.segment import IOV_MAX, Segment, segment_name
 from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
 
 SEG = 4096
@@ -173,6 +173,38 @@ def test_read_raw_append_raw_copies_byte_identical_files(tmp_path: Path, chunk: 
             0, 1000, master.max_offset
         )
     assert segment_files(tmp_path / "master") == segment_files(tmp_path / "slave")
+
+
+def test_append_raw_takes_many_parts_across_segments_in_one_call(tmp_path: Path) -> None:
+    """The parts of one receive go in with one call: split per segment (a part ending in a blank
+    marker closes one), byte-identical to the master; one bad part anywhere writes nothing."""
+    with open_log(tmp_path / "master") as master, open_log(tmp_path / "slave") as slave:
+        master.append_batch([draft(i, 150) for i in range(150)])  # about 7 segments of 4 KiB
+        parts, offset = [], 0
+        while offset < master.max_offset:
+            parts.append(master.read_raw(offset, 700))
+            offset += len(parts[-1])
+        damaged = bytearray(parts[-2])
+        damaged[-1] ^= 1
+        with pytest.raises(RemoteProtocolError, match="body CRC"):
+            slave.append_raw(0, *parts[:-2], bytes(damaged), parts[-1])
+        assert slave.max_offset == 0 and not (tmp_path / "slave" / segment_name(0)).exists()
+        with pytest.raises(RemoteProtocolError, match="cross the segment end"):
+            slave.append_raw(0, b"".join(parts[:10]))
+        half = len(parts) // 2
+        slave.append_raw(0, *parts[:half])
+        slave.append_raw(slave.max_offset, *(memoryview(part) for part in parts[half:]))
+        assert slave.max_offset == master.max_offset
+    assert segment_files(tmp_path / "master") == segment_files(tmp_path / "slave")
+
+
+def test_segment_write_parts_beyond_one_pwritev(tmp_path: Path) -> None:
+    parts = [bytes([i % 256]) * 33 for i in range(IOV_MAX + 5)]  # two pwritev calls
+    segment = Segment.create(str(tmp_path), 0, 1 << 20)
+    segment.write_parts(10, parts)
+    segment.write_parts(0, [b"head", b"er"])  # small: copied into the map
+    assert segment.read(0, 10 + 33 * len(parts)) == b"header" + bytes(4) + b"".join(parts)
+    segment.close()
 
 
 def test_append_raw_rejects_bad_bytes_and_offsets(tmp_path: Path) -> None:

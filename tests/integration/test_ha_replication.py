@@ -98,6 +98,23 @@ async def test_slave_replicates_byte_identically_and_joins_the_sync_state_set(tm
 
 
 @run_async()
+async def test_catch_up_writes_many_batches_per_receive_across_segments(tmp_path: Path) -> None:
+    """4 KiB batches: one receive holds dozens, written with one call per segment and ACKed once."""
+    a, b = await pair(tmp_path, haTransferBatchSize=4096)
+    try:
+        assert await a.become_master(1)
+        for i in range(150):  # ~1.5 MB: six 256 KiB segments, each closed by a blank marker
+            assert (await a.put(10, tag=f"c{i}-")).status is PutStatus.PUT_OK
+        assert await b.follow(a, 1)
+        await eventually(lambda: b.store.max_offset == a.store.max_offset, message="slave catches up")
+        assert len(a.segment_bytes()) >= 6 and same_log(a, b)
+        status = a.ha.runtime_info()["haConnectionInfo"][0]
+        assert status["slaveAckOffset"] == a.store.max_offset
+    finally:
+        await stop(a, b)
+
+
+@run_async()
 async def test_divergent_tail_is_truncated_on_handshake_spec_13_case_b(tmp_path: Path) -> None:
     a, b = await pair(tmp_path)
     try:
