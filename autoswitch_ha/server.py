@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 TICK_MS = 100
 READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 1024 * 1024  # room for a few batches in flight: the slave's acks are not a window
+JOIN_MAX_BYTES = 64 * 1024
+"""Chunks up to this size in all go out as one write: below it a copy costs less than another send
+(and another TCP segment); above it a batch's data is written as is, after its header."""
 
 
 class MasterSide(Protocol):
@@ -156,10 +159,12 @@ class MasterLink:
                 return
             chunks = self.conn.chunks_to_send()
             if chunks:
-                sent = 0
-                for chunk in chunks:
-                    self._writer.write(chunk)
-                    sent += len(chunk)
+                sent = sum(map(len, chunks))
+                if sent <= JOIN_MAX_BYTES:
+                    self._writer.write(b"".join(chunks))
+                else:
+                    for chunk in chunks:
+                        self._writer.write(chunk)
                 self.sent.add(sent)
                 if self._on_bytes is not None:
                     self._on_bytes(sent, 0)

@@ -159,6 +159,14 @@ class Segment:
     def read(self, pos: int, n: int) -> bytes:
         return bytes(self.view[pos : pos + n])
 
+    def pread(self, pos: int, n: int) -> bytes:
+        """``n`` bytes from ``pos`` with ``os.pread``: a copy from the page cache that maps nothing in."""
+        fd = self._fd if self._fd >= 0 else self._open_fd()
+        data = os.pread(fd, n, pos)
+        if len(data) < n:  # the file is preallocated: short only if someone truncated it under us
+            raise OSError(errno.EIO, f"short read of {len(data)} of {n} bytes at {pos}", self.path)
+        return data
+
     def sync(self) -> None:
         if self._fd >= 0:
             os.fdatasync(self._fd)

@@ -84,9 +84,6 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint"
 MIN_SEGMENT_SIZE = 256
-RELEASE_STEP = 4 * 1024 * 1024
-"""``read_raw`` drops the map's pages behind a sequential reader in steps of this size: an madvise per
-32 KiB batch cost a catching-up master ~17 % of its event loop."""
 
 
 class FlushMode(Enum):
@@ -555,11 +552,15 @@ class CommitLog:
                 pos = message.next_offset
             return messages, pos
 
-    def read_raw(self, offset: int, max_bytes: int) -> bytes:
+    def read_raw(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,
         all within one segment, at most ``max_bytes`` in total except that at least one unit is returned.
         ``b""`` at ``max_offset``. For the HA master: the slave stores them with ``append_raw``.
-        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them."""
+        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them.
+
+        The bytes come with ``pread``, not through the map: a catching-up slave's stream copies from the
+        page cache without faulting pages into this process (RSS stays flat, no unmapping afterwards).
+        """
         with self._lock:
             self._check_open()
             if offset == self._max:
@@ -568,33 +569,18 @@ class CommitLog:
                 raise self._not_aligned(offset, "outside the log")
             segment = self._segment_for(offset)
             rel = offset - segment.base
-            view = segment.view
-            valid_end = min(self._max, segment.end) - segment.base
-            first = scan_units(
-                view, rel, valid_end, segment.base, segment.end, verify_crc=False, max_messages=1
-            )
-            if first.end == rel:  # neither a message nor a blank marker starts here
-                why = first.error.reason.value if first.error is not None else "zeros"
+            left = min(self._max, segment.end) - offset  # valid bytes from offset to the segment's data end
+            window = min(max(max_bytes, BLANK_SIZE), left)
+            data = segment.pread(rel, window)
+            size = unit_size_at(data, 0)[0] if len(data) >= BLANK_SIZE else 0
+            if window < size <= left:  # one unit larger than max_bytes: it alone
+                window = size
+                data = segment.pread(rel, window)
+            scan = scan_units(data, 0, window, offset, segment.end, verify_crc=False, window=window < left)
+            if scan.end == 0:  # neither a message nor a blank marker starts here
+                why = scan.error.reason.value if scan.error is not None else "zeros"
                 raise self._not_aligned(offset, f"no unit starts here ({why})")
-            size = unit_size_at(view, rel)[0]
-            stop = rel + size
-            if size < max_bytes:  # more whole units fit
-                window_end = rel + max_bytes
-                more = scan_units(
-                    view,
-                    rel,
-                    min(valid_end, window_end),
-                    segment.base,
-                    segment.end,
-                    verify_crc=False,
-                    window=window_end < valid_end,
-                )
-                stop = max(stop, more.end)
-            data = bytes(view[rel:stop])
-            # A slave catching up: keep old data out of RSS, one madvise per RELEASE_STEP read.
-            if rel // RELEASE_STEP != stop // RELEASE_STEP and segment.base + stop <= self._flushed:
-                segment.release(rel - rel % RELEASE_STEP, stop)
-            return data
+            return data if scan.end == window else memoryview(data)[: scan.end]
 
     def is_boundary(self, offset: int) -> bool:
         """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the
