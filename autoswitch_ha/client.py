@@ -30,8 +30,9 @@ from mqha.clock import wall_ms
 
 log = logging.getLogger(__name__)
 
-RECEIVE_MIN_BYTES = 256 * 1024
-"""Free receive-buffer space offered to each ``recv_into``: a read takes up to this much at once."""
+RECEIVE_MIN_BYTES = 1024 * 1024
+"""Free receive-buffer space offered to each ``recv_into``: a read takes up to this much at once, and
+its batches are written with one call (1 MiB measured faster than 256 KiB at both batch sizes)."""
 
 
 class SlaveSide(Protocol):
