@@ -178,15 +178,18 @@ Frame = HandshakeRequest | OffsetReport | EpochHistoryOffer | TransferBatch
 
 @dataclass(frozen=True, kw_only=True)
 class ReadLog:
-    """Action: read whole messages from the commit log at ``offset``, about ``max_bytes`` of them.
+    """Action: read whole messages from the commit log at ``offset``, about ``max_bytes`` of them, as
+    consecutive batches of at most ``batch_bytes`` each (0: one batch).
 
-    The shell answers with ``MasterConnection.supply_log(offset, data, now_ms)``; ``data`` may be
-    empty (nothing there yet) and may exceed ``max_bytes`` only by returning one whole message
-    larger than it. It must not run past the end of the epoch (the machine cuts it there anyway).
+    The shell answers with ``MasterConnection.supply_batches(offset, batches, now_ms)`` (one batch:
+    ``supply_log(offset, data, now_ms)``); no batches, or an empty one, means nothing is there yet. A
+    batch may exceed ``batch_bytes`` only by holding one whole message larger than it. The read must
+    not run past the end of the epoch (the machine cuts it there anyway).
     """
 
     offset: int
     max_bytes: int
+    batch_bytes: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@ Each accepted socket gets a :class:`MasterLink` whose task drives one sans-IO
     bytes from the socket (a small reader task) → ``receive_data`` → wake the link
     every ``TICK_MS`` → ``tick`` (heartbeats, housekeeping, caught-up time)
     events, until None:  HandshakeRequest → ``MasterSide.accept_slave`` (may refuse: close)
-                         ReadLog          → ``supply_log(read_raw(...))``
+                         ReadLog          → ``supply_batches(read_batches(...))``
                          CaughtUp/SlaveAck→ ``MasterSide`` callbacks
                          ConnectionClosed → close the socket, ``MasterSide.link_closed``
     ``data_to_send()`` → socket, then ``drain`` (back-pressure: the machine reads the log only when
@@ -35,8 +35,8 @@ TICK_MS = 100
 READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 1024 * 1024  # room for a few batches in flight: the slave's acks are not a window
 JOIN_MAX_BYTES = 64 * 1024
-"""Chunks up to this size in all go out as one write: below it a copy costs less than another send
-(and another TCP segment); above it a batch's data is written as is, after its header."""
+"""Frames whose pieces are all at most this size go out joined in one write: below it a copy costs
+less than another send (and another TCP segment); larger batches are written as they are."""
 
 
 class MasterSide(Protocol):
@@ -44,7 +44,7 @@ class MasterSide(Protocol):
 
     def log_view(self) -> LogView: ...
 
-    def read_raw(self, offset: int, max_bytes: int) -> bytes: ...
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]: ...
 
     def accept_slave(self, link: MasterLink, request: HandshakeRequest) -> str | None:
         """None to accept; else why the slave is refused (the connection closes)."""
@@ -160,7 +160,7 @@ class MasterLink:
             chunks = self.conn.chunks_to_send()
             if chunks:
                 sent = sum(map(len, chunks))
-                if sent <= JOIN_MAX_BYTES:
+                if max(map(len, chunks)) <= JOIN_MAX_BYTES:
                     self._writer.write(b"".join(chunks))
                 else:
                     for chunk in chunks:
@@ -192,15 +192,15 @@ class MasterLink:
             if isinstance(event, ReadLog):
                 await self._flow_control()
                 try:
-                    data = self.side.read_raw(event.offset, event.max_bytes)
+                    batches = self.side.read_batches(event.offset, event.batch_bytes, event.max_bytes)
                 except Exception as exc:  # a log that cannot be read ends this connection only
                     log.error(
                         "HA link %s: reading the commit log at %d failed: %s", self.peer, event.offset, exc
                     )
                     self.conn.close(f"commit log read at {event.offset} failed: {exc}")
                     continue
-                self._note_flow(len(data))
-                self.conn.supply_log(event.offset, data, self._clock())
+                self._note_flow(sum(map(len, batches)))
+                self.conn.supply_batches(event.offset, batches, self._clock())
             elif isinstance(event, HandshakeRequest):
                 refusal = self.side.accept_slave(self, event)
                 if refusal is not None:

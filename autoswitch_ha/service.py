@@ -86,7 +86,7 @@ class ReplicaStore(Protocol):
 
     def persist_confirm_offset(self) -> None: ...
 
-    def read_raw(self, offset: int, max_bytes: int) -> bytes: ...
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]: ...
 
     def apply_truncation(self, offset: int, epochs: EpochHistory) -> None: ...
 
@@ -487,8 +487,8 @@ class AutoSwitchHAService:
             epochs=self.store.epochs,
         )
 
-    def read_raw(self, offset: int, max_bytes: int) -> bytes:
-        return self.store.read_raw(offset, max_bytes)
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]:
+        return self.store.read_batches(offset, batch_bytes, max_bytes)
 
     def accept_slave(self, link: MasterLink, request: HandshakeRequest) -> str | None:
         if self.role is not Role.MASTER:

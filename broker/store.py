@@ -243,8 +243,8 @@ class BrokerStore:
 
     # -- replication (slave side, and the master's reads) -------------------------------------
 
-    def read_raw(self, offset: int, max_bytes: int) -> bytes:
-        return self.log.read_raw(offset, max_bytes)
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]:
+        return self.log.read_batches(offset, batch_bytes, max_bytes)
 
     def apply_truncation(self, offset: int, epochs: EpochHistory) -> None:
         """Spec §13 on this replica: persist ``epochs`` (a prefix of the current history), lower the

@@ -556,7 +556,14 @@ class CommitLog:
         """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,
         all within one segment, at most ``max_bytes`` in total except that at least one unit is returned.
         ``b""`` at ``max_offset``. For the HA master: the slave stores them with ``append_raw``.
-        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them.
+        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them."""
+        batches = self.read_batches(offset, max_bytes, max_bytes)
+        return batches[0] if batches else b""
+
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]:
+        """:meth:`read_raw` of up to ``max_bytes`` in one read, cut into consecutive batches of whole
+        units, each at most ``batch_bytes`` unless it is one unit larger than that. The first batch
+        always holds at least one unit; ``[]`` at ``max_offset``.
 
         The bytes come with ``pread``, not through the map: a catching-up slave's stream copies from the
         page cache without faulting pages into this process (RSS stays flat, no unmapping afterwards).
@@ -564,23 +571,46 @@ class CommitLog:
         with self._lock:
             self._check_open()
             if offset == self._max:
-                return b""
+                return []
             if not self._min <= offset < self._max:
                 raise self._not_aligned(offset, "outside the log")
             segment = self._segment_for(offset)
-            rel = offset - segment.base
             left = min(self._max, segment.end) - offset  # valid bytes from offset to the segment's data end
             window = min(max(max_bytes, BLANK_SIZE), left)
-            data = segment.pread(rel, window)
-            size = unit_size_at(data, 0)[0] if len(data) >= BLANK_SIZE else 0
-            if window < size <= left:  # one unit larger than max_bytes: it alone
+            data = segment.pread(offset - segment.base, window)
+            size = unit_size_at(data, 0)[0] if window >= BLANK_SIZE else 0
+            if window < size <= left:  # the first unit alone is larger than max_bytes
                 window = size
-                data = segment.pread(rel, window)
-            scan = scan_units(data, 0, window, offset, segment.end, verify_crc=False, window=window < left)
-            if scan.end == 0:  # neither a message nor a blank marker starts here
-                why = scan.error.reason.value if scan.error is not None else "zeros"
-                raise self._not_aligned(offset, f"no unit starts here ({why})")
-            return data if scan.end == window else memoryview(data)[: scan.end]
+                data = segment.pread(offset - segment.base, window)
+            view = memoryview(data)
+            batches: list[bytes | memoryview] = []
+            pos = 0
+            while pos < window:
+                # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
+                # log's end, so a unit cut there ends the batch rather than counting as torn.
+                stop = min(pos + batch_bytes, window)
+                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
+                if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
+                    scan = scan_units(
+                        view,
+                        pos,
+                        window,
+                        offset,
+                        segment.end,
+                        verify_crc=False,
+                        window=window < left,
+                        max_messages=1,
+                    )
+                    if scan.end == pos and scan.stop is ScanStop.LIMIT:
+                        break  # it does not fit in this read: the next one starts with it
+                if scan.end == pos:  # neither a message nor a blank marker starts here
+                    if pos == 0:
+                        why = scan.error.reason.value if scan.error is not None else "zeros"
+                        raise self._not_aligned(offset, f"no unit starts here ({why})")
+                    break  # the next read reports it
+                batches.append(view[pos : scan.end])
+                pos = scan.end
+            return batches
 
     def is_boundary(self, offset: int) -> bool:
         """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the

@@ -159,6 +159,27 @@ def test_read_raw_returns_whole_units_within_one_segment(tmp_path: Path) -> None
             log.read_raw(5, 1000)
 
 
+def test_read_batches_cuts_one_read_into_whole_unit_batches(tmp_path: Path) -> None:
+    with open_log(tmp_path) as log:
+        log.append_batch([draft(i, 40 + 90 * (i % 7)) for i in range(60)])  # 2+ segments of 4 KiB
+        log.append(MessageDraft("big", b"x" * 1500))  # larger than a batch: it goes alone
+        offset, seen = 0, []
+        while offset < log.max_offset:
+            batches = log.read_batches(offset, 1000, 3000)
+            assert batches and sum(map(len, batches)) <= max(3000, len(batches[0]))
+            for batch in batches:
+                assert len(batch) <= 1000 or log.read(offset).topic == "big"
+                assert bytes(batch) == bytes(log.read_raw(offset, len(batch)))  # whole units
+                assert offset // SEG == (offset + len(batch) - 1) // SEG  # within one segment
+                seen.append(bytes(batch))
+                offset += len(batch)
+        assert log.read_batches(log.max_offset, 1000, 3000) == []
+        with pytest.raises(NotAlignedError, match="no unit starts here"):
+            log.read_batches(5, 1000, 3000)
+    copied = b"".join(seen)
+    assert copied == b"".join(segment_files(tmp_path).values())[: len(copied)]
+
+
 @pytest.mark.parametrize("chunk", [1, 700, 1 << 20])
 def test_read_raw_append_raw_copies_byte_identical_files(tmp_path: Path, chunk: int) -> None:
     with open_log(tmp_path / "master") as master, open_log(tmp_path / "slave") as slave:

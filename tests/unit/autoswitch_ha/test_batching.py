@@ -132,6 +132,17 @@ def read_whole(messages: dict[int, bytes], offset: int, max_bytes: int) -> bytes
     return out
 
 
+def read_batches(messages: dict[int, bytes], offset: int, batch_bytes: int, max_bytes: int) -> list[bytes]:
+    """``CommitLog.read_batches`` over ``messages``: batches of ``read_whole`` until ``max_bytes``."""
+    batches: list[bytes] = []
+    total = 0
+    while total < max_bytes and (batch := read_whole(messages, offset, min(batch_bytes, max_bytes - total))):
+        batches.append(batch)
+        offset += len(batch)
+        total += len(batch)
+    return batches
+
+
 @settings(max_examples=150, deadline=None)
 @given(logs(), st.integers(1, 300))
 def test_master_machine_labels_every_batch_with_the_epoch_that_wrote_it(log, batch_size) -> None:
@@ -147,7 +158,8 @@ def test_master_machine_labels_every_batch_with_the_epoch_that_wrote_it(log, bat
     batches: list[TransferBatch] = []
     while (event := master.next_event()) is not None:
         if isinstance(event, ReadLog):
-            master.supply_log(event.offset, read_whole(messages, event.offset, event.max_bytes), 0)
+            read = read_batches(messages, event.offset, event.batch_bytes, event.max_bytes)
+            master.supply_batches(event.offset, read, 0)
         reader.feed(master.data_to_send())
         batches += [f for f in reader.frames() if isinstance(f, TransferBatch)]
     offset = 0

@@ -117,7 +117,9 @@ def test_first_ack_starts_transfer_at_the_slave_offset() -> None:
     events += drain_until_read(conn)
     assert events[0] == HandshakeRequest(slave_id=SLAVE_ID)
     assert SlaveAck(slave_id=SLAVE_ID, offset=1800, async_learner=False) in events
-    assert events[-1] == ReadLog(offset=1800, max_bytes=200)  # cut at the end of epoch 2
+    assert events[-1] == ReadLog(
+        offset=1800, max_bytes=200, batch_bytes=32 * 1024
+    )  # cut at the end of epoch 2
     assert (conn.request_offset, conn.transfer_from, conn.ack_offset) == (1800, 1800, 1800)
 
 
@@ -230,13 +232,37 @@ def test_batches_follow_back_pressure_and_epoch_boundaries() -> None:
     assert sent(conn) == [
         TransferBatch(offset=1800, epoch=2, epoch_start_offset=1000, confirm_offset=2000, data=b"a" * 200)
     ]
-    assert conn.next_event() == ReadLog(offset=2000, max_bytes=32 * 1024)
+    assert conn.next_event() == READ_AHEAD_FROM_2000
     conn.supply_log(2000, b"b" * 500, 8)
     assert sent(conn) == [
         TransferBatch(offset=2000, epoch=3, epoch_start_offset=2000, confirm_offset=2000, data=b"b" * 500)
     ]
     assert conn.next_event() is None  # caught up with the log view (max 2500)
     assert conn.next_offset == 2500
+
+
+READ_AHEAD_FROM_2000 = ReadLog(offset=2000, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+
+
+def test_one_read_supplies_several_batches_each_one_frame() -> None:
+    conn, _ = transferring(1800)
+    conn.supply_log(1800, b"a" * 200, 7)
+    sent(conn)
+    assert conn.next_event() == READ_AHEAD_FROM_2000
+    conn.supply_batches(2000, [b"b" * 300, memoryview(b"c" * 150), b"d" * 50], 8)
+    assert [(b.offset, bytes(b.data)) for b in sent(conn)] == [
+        (2000, b"b" * 300),
+        (2300, b"c" * 150),
+        (2450, b"d" * 50),
+    ]
+    assert conn.next_offset == 2500 and conn.next_event() is None
+
+
+def test_batches_past_an_epoch_end_are_cut_there_and_read_again() -> None:
+    conn, _ = transferring(1800)
+    conn.supply_batches(1800, [b"a" * 150, b"b" * 100, b"c" * 100], 7)  # epoch 2 ends at 2000
+    assert [(b.offset, b.epoch, len(b.data)) for b in sent(conn)] == [(1800, 2, 150), (1950, 2, 50)]
+    assert conn.next_offset == 2000 and conn.next_event() == READ_AHEAD_FROM_2000
 
 
 def test_supply_must_answer_the_outstanding_read() -> None:
@@ -253,18 +279,18 @@ def test_empty_read_waits_for_new_data_or_a_tick() -> None:
     conn.supply_log(2400, b"", 10)  # the view said 2500 but the log had nothing (yet)
     assert conn.next_event() is None  # no busy loop, and not caught up either
     conn.tick(20)
-    assert drain(conn)[-1] == ReadLog(offset=2400, max_bytes=32 * 1024)
+    assert drain(conn)[-1] == ReadLog(offset=2400, max_bytes=256 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2400, b"", 30)
     drain(conn)
     conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2000, epochs=EPOCHS))
-    assert conn.next_event() == ReadLog(offset=2400, max_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2400, max_bytes=256 * 1024, batch_bytes=32 * 1024)
 
 
 def test_log_growth_wakes_an_idle_connection() -> None:
     conn, _ = transferring(2500)
     assert conn.next_event() is None
     conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2600, epochs=EPOCHS))
-    assert conn.next_event() == ReadLog(offset=2500, max_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=256 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2500, b"c" * 100, 3)
     assert sent(conn)[0].confirm_offset == 2600
 
@@ -286,7 +312,7 @@ def test_confirm_offset_that_moved_reaches_an_idle_slave_at_the_next_tick_spec_1
 def test_confirm_offset_travels_with_the_data_when_there_is_data_to_send() -> None:
     conn, _ = transferring(2500)
     conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2500, epochs=EPOCHS))
-    assert conn.next_event() == ReadLog(offset=2500, max_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=256 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2500, b"c" * 100, 3)
     assert sent(conn)[0].confirm_offset == 2500
     conn.tick(100)
@@ -296,21 +322,21 @@ def test_confirm_offset_travels_with_the_data_when_there_is_data_to_send() -> No
 def test_new_epoch_between_read_and_answer_cuts_the_batch_at_the_boundary() -> None:
     # A master re-elected in place appends an epoch without closing connections (spec §10.3).
     conn, events = transferring(2400)
-    assert events[-1] == ReadLog(offset=2400, max_bytes=32 * 1024)
+    assert events[-1] == ReadLog(offset=2400, max_bytes=256 * 1024, batch_bytes=32 * 1024)
     grown = EpochHistory.from_pairs([(1, 0), (2, 1000), (3, 2000), (4, 2500)])
     conn.update_log(LogView(min_offset=0, max_offset=2700, confirm_offset=2000, epochs=grown))
     conn.supply_log(2400, b"d" * 100 + b"e" * 200, 4)  # the read ran past 2500 into epoch 4
     assert sent(conn) == [
         TransferBatch(offset=2400, epoch=3, epoch_start_offset=2000, confirm_offset=2000, data=b"d" * 100)
     ]
-    assert conn.next_event() == ReadLog(offset=2500, max_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=256 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2500, b"e" * 200, 5)
     assert sent(conn)[0].epoch == 4
 
 
 def test_epoch_history_losing_the_read_offset_fails_the_connection() -> None:
     conn, events = transferring(1800)
-    assert events[-1] == ReadLog(offset=1800, max_bytes=200)
+    assert events[-1] == ReadLog(offset=1800, max_bytes=200, batch_bytes=32 * 1024)
     later = EpochHistory.from_pairs([(5, 2000)])
     conn.update_log(LogView(min_offset=0, max_offset=2500, confirm_offset=0, epochs=later))
     conn.supply_log(1800, b"x" * 200, 1)
