@@ -276,8 +276,9 @@ def _take_appends(
 
 class _Link(asyncio.BufferedProtocol):
     """The socket of one connection to the master. Received bytes land directly in the machine's
-    buffer (``recv_into``: no copy on the way); reading then pauses until the session has executed
-    the actions they produced, because those borrow the buffer (:class:`SlaveConnection` ``borrow``)."""
+    buffer (``recv_into``: no copy on the way). Once a receive completes a frame that asks for an
+    action, reading pauses until the session has executed it, because actions borrow the buffer
+    (:class:`SlaveConnection` ``borrow``); part of a frame just waits for the rest."""
 
     def __init__(self, conn: SlaveConnection, clock: Callable[[], int], on_received: Callable[[int], None]):
         self.conn = conn
@@ -298,6 +299,8 @@ class _Link(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self._on_received(nbytes)
         self.conn.buffer_updated(nbytes, self._clock())
+        if self.conn.peek_event() is None:
+            return  # only part of a frame so far: keep reading, nothing for the session yet
         assert self._transport is not None
         self._transport.pause_reading()
         self.wake.set()
