@@ -37,6 +37,10 @@ class Role(Enum):
     MASTER = "master"
     SLAVE = "slave"
 
+    # Members are singletons: hash by identity in C. Enum's own __hash__ hashes the name in Python,
+    # and the machines look states and triggers up several times per frame.
+    __hash__ = object.__hash__
+
 
 class ConnectionState(Enum):
     READY = "READY"
@@ -45,6 +49,8 @@ class ConnectionState(Enum):
     SUSPEND = "SUSPEND"
     SHUTDOWN = "SHUTDOWN"
     ERROR = "ERROR"
+
+    __hash__ = object.__hash__  # see Role
 
     def __repr__(self) -> str:
         return self.value
@@ -72,6 +78,8 @@ class Trigger(Enum):
     TRANSFER_BATCH = "TransferBatch frame"  # slave: data or heartbeat
     CLOSE = "close"
     FAIL = "failure"
+
+    __hash__ = object.__hash__  # see Role
 
     def __repr__(self) -> str:
         return self.value
