@@ -10,6 +10,9 @@ moment. Actions run strictly in the order the machine returns them (its docstrin
     SetConfirmOffset(o)    → store it
     ConnectionClosed       → close the socket; reconnect after ``reconnect_delay_ms``
 
+The appends of one receive (the batches it completed) are written with one call and acknowledged once,
+as the reference's slave acknowledges once per read.
+
 The replica's storage is behind :class:`SlaveSide` (the ``AutoSwitchHAService`` over the broker
 store). A failure of one connection (corrupt frame, refused handshake, unreachable master) is logged
 once and retried; it never stops the broker.
