@@ -11,6 +11,7 @@ one never splits a message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from epoch.history import EpochEntry, EpochHistory
@@ -58,9 +59,12 @@ def _plan(entry: EpochEntry, offset: int, batch_size: int) -> BatchPlan:
     )
 
 
-def fit_to_epoch(epochs: EpochHistory, offset: int, data: bytes) -> tuple[EpochEntry, bytes] | None:
-    """The epoch entry containing ``offset`` and ``data`` cut at that entry's end; ``None`` when no
-    entry contains ``offset``.
+def fit_to_epoch(
+    epochs: EpochHistory, offset: int, batches: Sequence[bytes | memoryview]
+) -> tuple[EpochEntry, list[bytes | memoryview]] | None:
+    """The epoch entry containing ``offset`` and ``batches`` (back to back from ``offset``) cut at
+    that entry's end: the batch that crosses it is shortened, the ones after it dropped. ``None`` when
+    no entry contains ``offset``.
 
     Re-checked when the read comes back because a new epoch may have begun between planning and
     reading (a master re-elected in place appends an epoch without dropping its connections).
@@ -69,7 +73,13 @@ def fit_to_epoch(epochs: EpochHistory, offset: int, data: bytes) -> tuple[EpochE
     if entry is None:
         return None
     room = entry.end_offset - offset
-    return entry, data if len(data) <= room else data[:room]
+    fitted: list[bytes | memoryview] = []
+    for data in batches:
+        if room <= 0 or not data:
+            break
+        fitted.append(data if len(data) <= room else data[:room])
+        room -= len(data)
+    return entry, fitted
 
 
 def plan_batches(epochs: EpochHistory, start: int, end: int, batch_size: int) -> list[BatchPlan]:

@@ -184,31 +184,26 @@ class MasterConnection:
                 f"supply_batches({offset}) answers no outstanding ReadLog (pending: {plan})"
             )
         self._pending_read = None
-        for data in batches:
-            if not data:
-                break
-            fitted = fit_to_epoch(self._log.epochs, offset, data)
-            if fitted is None:
-                self._fail(LocalProtocolError(f"the master has no epoch entry containing offset {offset}"))
-                return
-            entry, sent = fitted
-            self._send(
-                TransferBatch(
-                    offset=offset,
-                    epoch=entry.epoch,
-                    epoch_start_offset=entry.start_offset,
-                    confirm_offset=self._log.confirm_offset,
-                    data=sent,
-                ),
-                now_ms,
-            )
-            offset += len(sent)
-            if len(sent) < len(data):  # cut at the epoch end: the rest is read again under the next
-                break
-        if offset == plan.offset:
+        if not batches or not batches[0]:
             # The view promised bytes the log does not have (yet): wait for update_log or a tick.
             self._read_stalled = True
             return
+        fitted = fit_to_epoch(self._log.epochs, offset, batches)
+        if fitted is None:
+            self._fail(LocalProtocolError(f"the master has no epoch entry containing offset {offset}"))
+            return
+        entry, batches = fitted  # past the epoch end: read again and sent under the next epoch
+        confirm = self._log.confirm_offset
+        for data in batches:
+            batch = TransferBatch(
+                offset=offset,
+                epoch=entry.epoch,
+                epoch_start_offset=entry.start_offset,
+                confirm_offset=confirm,
+                data=data,
+            )
+            self._send(batch, now_ms)
+            offset += len(data)
         self._last_master_max_offset = self._log.max_offset
         self._last_transfer_ms = now_ms
         self.next_offset = offset

@@ -6,13 +6,14 @@ A segment is a fixed-size file named by the global offset of its first byte, 20 
 later write through the map, and unwritten bytes read as zeros.
 
 Reads go through a shared memory map of the file, except the HA master's bulk reads, which use
-``os.pread`` (``Segment.pread``: a copy that maps nothing into the process). Writes go through the map
-when small and through ``os.pwrite`` / ``os.pwritev`` from ``PWRITE_MIN_BYTES`` up (one page cache
-either way, so a read sees every write at once). A small copy into the map is cheaper than a system call, but a large one faults in
-each fresh page of the preallocated file one by one, which ``pwrite`` avoids (batched appends and
-replicated batches got faster with it; ``tests/bench/test_commitlog_bench.py`` prints both
-mechanisms). Either way the bytes are in the page cache before ``append`` returns, so a killed
-process loses nothing. ``sync`` (``fdatasync`` on the file) makes them durable.
+``os.pread`` (``Segment.pread``: a copy that maps nothing into the process). Writes go through the
+map when small and through ``os.pwrite`` / ``os.pwritev`` from ``PWRITE_MIN_BYTES`` up (one page
+cache either way, so a read sees every write at once). A small copy into the map is cheaper than a
+system call, but a large one faults in each fresh page of the preallocated file one by one, which
+``pwrite`` avoids (batched appends and replicated batches got faster with it;
+``tests/bench/test_commitlog_bench.py`` prints both mechanisms). Either way the bytes are in the page
+cache before ``append`` returns, so a killed process loses nothing. ``sync`` (``fdatasync`` on the
+file) makes them durable.
 
 The file and the map are opened lazily: recovery after a clean shutdown never touches old segments.
 """

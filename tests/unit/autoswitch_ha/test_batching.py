@@ -54,10 +54,15 @@ def test_batch_size_must_be_positive() -> None:
 
 
 def test_fit_to_epoch_cuts_data_that_would_cross_into_a_new_epoch() -> None:
-    assert fit_to_epoch(TWO, 900, b"x" * 150) == (EpochEntry(1, 0, 1000), b"x" * 100)
-    assert fit_to_epoch(TWO, 900, b"x" * 100) == (EpochEntry(1, 0, 1000), b"x" * 100)
-    assert fit_to_epoch(TWO, 1000, b"y" * 5000) == (EpochEntry(2, 1000), b"y" * 5000)
-    assert fit_to_epoch(EpochHistory(), 0, b"z") is None
+    assert fit_to_epoch(TWO, 900, [b"x" * 150]) == (EpochEntry(1, 0, 1000), [b"x" * 100])
+    assert fit_to_epoch(TWO, 900, [b"x" * 100]) == (EpochEntry(1, 0, 1000), [b"x" * 100])
+    assert fit_to_epoch(TWO, 1000, [b"y" * 5000]) == (EpochEntry(2, 1000), [b"y" * 5000])
+    assert fit_to_epoch(EpochHistory(), 0, [b"z"]) is None
+    # Several batches of one read: the one crossing the end is cut, the rest waits for the next epoch.
+    assert fit_to_epoch(TWO, 900, [b"a" * 60, b"b" * 60, b"c" * 10]) == (
+        EpochEntry(1, 0, 1000),
+        [b"a" * 60, b"b" * 40],
+    )
 
 
 def test_plan_batches_covers_a_range_across_epochs() -> None:
