@@ -108,8 +108,10 @@ async def test_catch_up_writes_many_batches_per_receive_across_segments(tmp_path
         assert await b.follow(a, 1)
         await eventually(lambda: b.store.max_offset == a.store.max_offset, message="slave catches up")
         assert len(a.segment_bytes()) >= 6 and same_log(a, b)
-        status = a.ha.runtime_info()["haConnectionInfo"][0]
-        assert status["slaveAckOffset"] == a.store.max_offset
+        await eventually(
+            lambda: a.ha.runtime_info()["haConnectionInfo"][0]["slaveAckOffset"] == a.store.max_offset,
+            message="the master has the slave's ack of everything",
+        )
     finally:
         await stop(a, b)
 
