@@ -164,6 +164,9 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
     copied, raw_seconds = min(raw, key=lambda run: run[1])  # the machine's best in this run
     moved = top - first[1]
     seconds = max(caught_up - first[0], 1e-3)
+    # A backlog caught up before the second poll leaves no window to time (the quick runs' small
+    # backlogs): the rate is unknown, shown as "-", not as 0.
+    rate = moved / MIB / seconds if moved > 0 else None
     return {
         "body_bytes": body,
         "batch_bytes": batch,
@@ -171,7 +174,7 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
         "catch_up_s": caught_up - started,
         "transfer_bytes": moved,
         "transfer_s": seconds,
-        "mib_per_s": moved / MIB / seconds,
+        "mib_per_s": rate,
         "raw_mib_per_s": copied / MIB / raw_seconds,
         "raw_runs_s": [r[1] for r in raw],
     }
