@@ -192,7 +192,8 @@ class MasterLink:
             if isinstance(event, ReadLog):
                 await self._flow_control()
                 try:
-                    batches = self.side.read_batches(event.offset, event.batch_bytes, event.max_bytes)
+                    batch_bytes = event.batch_bytes or event.max_bytes  # 0: one batch
+                    batches = self.side.read_batches(event.offset, batch_bytes, event.max_bytes)
                 except Exception as exc:  # a log that cannot be read ends this connection only
                     log.error(
                         "HA link %s: reading the commit log at %d failed: %s", self.peer, event.offset, exc
