@@ -142,19 +142,16 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
         files = sorted((master.store / "commitlog").glob("0*"))
         raw, catch_ups = [], []
         for attempt in range(REPEATS):
-            os.sync()  # write the backlog back first: dirty-page throttling would hit whichever runs next
-            warm_page_cache(base / "warm-up.bin", top)
+            _settle(base, top)
             raw.append(raw_copy(files, base / "raw-copy.bin", top))
             if attempt:  # the slave copies the whole backlog again, from an empty store
                 cluster.stop_node(slave)
                 shutil.rmtree(slave.store / "commitlog")
                 for epoch_file in slave.store.glob("epochFileCheckpoint*"):
                     epoch_file.unlink()
-            os.sync()
-            warm_page_cache(base / "warm-up.bin", top)
+            _settle(base, top)
             catch_ups.append(_catch_up(cluster, slave, top))
-        os.sync()
-        warm_page_cache(base / "warm-up.bin", top)
+        _settle(base, top)
         raw.append(raw_copy(files, base / "raw-copy.bin", top))
         (base / "raw-copy.bin").unlink()
     copied, raw_seconds = min(raw, key=lambda run: run[1])  # the machine's best in this run
@@ -168,6 +165,13 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
         "raw_mib_per_s": copied / MIB / raw_seconds,
         "raw_runs_s": [r[1] for r in raw],
     }
+
+
+def _settle(base: Path, nbytes: int) -> None:
+    """Before a timed copy: write dirty pages back (dirty-page throttling would hit whichever copy runs
+    next), then warm ``nbytes`` of page cache."""
+    os.sync()
+    warm_page_cache(base / "warm-up.bin", nbytes)
 
 
 def _catch_up(cluster: LocalCluster, slave: Any, top: int) -> dict[str, Any]:
