@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
-from autoswitch_ha.server import TICK_MS, RateMeter, cancel_and_wait, wait_event
+from autoswitch_ha.server import RateMeter, cancel_and_wait, wait_event, wait_for_tick
 from autoswitch_ha.slave import SlaveConfig, SlaveConnection
 from epoch.history import EpochHistory
 from mqha.clock import wall_ms
@@ -205,13 +205,8 @@ class HAClient:
                     self._on_bytes(len(out), 0)
                 if not await wait_event(link.writable, self.config.housekeeping_interval_ms / 1000):
                     conn.close("the master stopped reading (send buffer full for the housekeeping interval)")
-            now = self._clock()
-            wait_ms = TICK_MS - (now - last_tick)
-            if wait_ms > 0 and not link.wake.is_set():
-                await wait_event(link.wake, wait_ms / 1000)
-            link.wake.clear()
-            now = self._clock()
-            if now - last_tick >= TICK_MS:
+            now = await wait_for_tick(link.wake, last_tick, self._clock)
+            if now is not None:
                 last_tick = now
                 self.received.roll()
                 self.sent.roll()

@@ -175,13 +175,8 @@ class MasterLink:
                         "the slave stopped reading (send buffer full for the housekeeping interval)"
                     )
                 continue  # the machine may want to read the next batch right away
-            now = self._clock()
-            wait_ms = TICK_MS - (now - last_tick)
-            if wait_ms > 0:
-                await wait_event(self._wake, wait_ms / 1000)
-                self._wake.clear()
-            now = self._clock()
-            if now - last_tick >= TICK_MS:
+            now = await wait_for_tick(self._wake, last_tick, self._clock)
+            if now is not None:
                 last_tick = now
                 self.sent.roll()
                 self.received.roll()
@@ -276,6 +271,17 @@ async def cancel_and_wait(task: asyncio.Task[Any] | asyncio.Future[Any], retry_s
 # Bounded waits use ``asyncio.timeout``, never ``asyncio.wait_for``: in Python 3.11 ``wait_for``
 # swallows a cancellation that arrives as the awaited thing completes, and a task that ignores its
 # cancel hangs whoever stops it (a role change waiting for the HA client, for one).
+
+
+async def wait_for_tick(wake: asyncio.Event, last_tick: int, clock: Callable[[], int]) -> int | None:
+    """Sleep until ``wake`` is set or the tick after ``last_tick`` is due, and clear ``wake`` (the
+    caller's next round handles whatever set it). The time now if a tick is due, else None."""
+    wait_ms = TICK_MS - (clock() - last_tick)
+    if wait_ms > 0 and not wake.is_set():
+        await wait_event(wake, wait_ms / 1000)
+    wake.clear()
+    now = clock()
+    return now if now - last_tick >= TICK_MS else None
 
 
 async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
