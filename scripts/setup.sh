@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+:
-# Java 17 for Spark, promtool (Debian package prometheus) and headless Chromium with its driver (the
-# console's browser test) when missing, a virtualenv in .venv, mqha installed with its test extras.
+# Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+: gcc and the Python
+# headers (the commit log's compiled fast path), Java 17 for Spark, promtool (Debian package prometheus)
+# and headless Chromium with its driver (the console's browser test) when missing, a virtualenv in
+# .venv, mqha installed with its test extras.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,11 @@ fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     echo "setup: installing chromium and chromium-driver (the web console's browser test drives them)"
     apt_install chromium chromium-driver
+fi
+if ! command -v cc >/dev/null 2>&1 || ! "$PYTHON" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
+    echo "setup: installing gcc and the Python headers (the commit-log codec's compiled fast path)"
+    apt_install gcc libc6-dev python3-dev
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv 2>/dev/null || { apt_install python3-venv && "$PYTHON" -m venv .venv; }

@@ -32,6 +32,11 @@ Two deliberate changes to the field list of the design brief, both for the scann
   of the body followed by bytes ``[12, bodyStart)`` (zlib's running CRC seeded with ``bodyCRC``), so
   the writer hashes the body once.
 
+Compiled fast paths (``_native.c``, loaded by ``native.py``): ``encode_run`` encodes plain drafts back
+to back and ``scan_units`` lets ``skip_messages`` walk the valid messages; both hand every other case
+to the Python code here, which stays the definition (tests/property/test_native_codec.py compares the
+two on the same inputs).
+
 Placement rule (``fits``): a message goes into a segment only if ``size + BLANK_SIZE <= remaining``,
 so there is always room for the blank marker and a message never ends within 8 bytes of a segment end.
 ``max_message_size`` (maxMessageSize, default 4 MiB) bounds the whole record on encode only: decoding
@@ -48,6 +53,7 @@ from typing import NamedTuple
 
 from isal import isal_zlib
 
+from broker.commitlog.native import NATIVE
 from mqha.errors import LocalProtocolError
 
 # --- layout ------------------------------------------------------------------------------------------
@@ -95,6 +101,7 @@ _BLANK = Struct(">II")
 # ISA-L's CRC32 is zlib's (same polynomial, same running seed) at about twice the speed for a 1 KiB
 # body: it is most of what recovery and the slave's batch check cost per message.
 _crc32 = isal_zlib.crc32
+_skip_messages = NATIVE.skip_messages if NATIVE is not None else None
 _pack_tail = _HEADER_TAIL.pack  # bound once: encode_message runs once per stored message
 _pack_head = _HEADER_HEAD.pack
 _join = b"".join
@@ -252,6 +259,44 @@ def encode_message(
     return _join((_pack_head(total, MESSAGE_MAGIC, record_crc), tail, fields, body))
 
 
+def _encode_run(
+    drafts: list[MessageDraft],
+    index: int,
+    pos: int,
+    *,
+    segment_end: int,
+    store_ts: int,
+    max_message_size: int,
+    id_prefix: str,
+    next_id: int,
+    result_type: type[tuple],
+    results: list,
+) -> tuple[bytes, int, int]:
+    """The compiled encoder: ``encode_message`` for ``drafts[index:]`` back to back from ``pos``, for
+    as long as each draft is plain (str/bytes fields, a dict or None of properties), within its bounds
+    and ``fits`` before ``segment_end``. Returns ``(records, done, ids_used)`` and appends
+    ``result_type(offset, size, msg_id, store_ts)`` per record to ``results``. A draft without a msgId
+    gets ``id_prefix`` + 16 hex digits of ``next_id``, ``next_id + 1``, ... The draft it stops at is the
+    caller's: ``encode_message`` then raises the precise error, or the segment is closed."""
+    assert NATIVE is not None
+    return NATIVE.encode_run(  # type: ignore[no-any-return]
+        drafts,
+        index,
+        pos,
+        segment_end,
+        store_ts,
+        max_message_size,
+        id_prefix,
+        next_id,
+        result_type,
+        results,
+        encode_properties,
+    )
+
+
+encode_run = _encode_run if NATIVE is not None else None
+
+
 def _raise_bounds(sizes: tuple[int, int, int, int, int], max_message_size: int, offset: int) -> None:
     n_id, n_topic, n_keys, n_props, total = sizes
     if n_id > MAX_MSG_ID_BYTES:
@@ -371,9 +416,16 @@ def scan_units(
     count = 0
     last = -1
     limit = end - BLANK_SIZE
+    skip = _skip_messages
     # The loop is the recovery hot path (one pass per message of a 1 GiB segment): every check of a
     # message is one combined test, and a failure is explained afterwards by _message_error.
     while pos <= limit and count != max_messages:
+        if skip is not None:  # the compiled walk passes the valid messages; this loop judges the rest
+            pos, count, last = skip(
+                mv, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, window, count, last
+            )
+            if pos > limit or count == max_messages:
+                break
         try:
             size, magic, record_crc, body_crc, phys, n_body, n_id, n_topic, n_keys, n_props = unpack_scan(
                 mv, pos

@@ -47,7 +47,6 @@ bytes out of the maps; no memoryview of a map escapes a call.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import mmap
 import os
@@ -73,6 +72,7 @@ from broker.commitlog.codec import (
     encode_blank,
     encode_checkpoint,
     encode_message,
+    encode_run,
     scan_units,
     unit_size_at,
 )
@@ -144,7 +144,7 @@ class CommitLog:
         self._flusher: threading.Thread | None = None
         # msgIds: 16 random hex digits per open log + a 16-digit counter (unique, cheap, sortable).
         self._id_prefix = os.urandom(8).hex().upper()
-        self._id_counter = itertools.count()
+        self._next_id = 0
         self.recovery = RecoveryReport(True, 0, 0, None, "", ())
 
     # --- opening and recovery --------------------------------------------------------------------------
@@ -385,58 +385,75 @@ class CommitLog:
 
     def append(self, draft: MessageDraft) -> AppendResult:
         """Store one message; raises ``InvalidDraft`` (a ``LocalProtocolError``) for a bad draft."""
-        store_ts = self._clock()
-        msg_id = draft.msg_id or f"{self._id_prefix}{next(self._id_counter):016X}"
-        max_size = self.max_message_size
-        with self._lock:
-            if self._closed:
-                self._check_open()
-            pos = self._max
-            segments = self._segments
-            segment = segments[-1] if segments and pos < segments[-1].end else self._tail_segment(pos)
-            record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
-            size = len(record)
-            if size + BLANK_SIZE > segment.end - pos:  # does not fit: close the segment, start the next
-                segment.write(pos - segment.base, encode_blank(segment.end - pos))
-                pos = self._max = segment.end
-                segment = self._tail_segment(pos)
-                record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
-            segment.write(pos - segment.base, record)
-            end = self._max = pos + size
-        if self.flush_mode is FlushMode.SYNC_FLUSH:
-            self._flush_to(end)
-        return AppendResult(pos, size, msg_id, store_ts)
+        return self._append([draft])[0]
 
     def append_batch(self, drafts: Sequence[MessageDraft]) -> list[AppendResult]:
         """Store messages in order with one write per segment touched and (SYNC_FLUSH) one fsync.
         All or nothing: every draft is encoded before anything is written, so a bad draft (``InvalidDraft``,
         naming its index) leaves the log unchanged."""
-        if not drafts:
-            return []
+        return self._append(drafts if type(drafts) is list else list(drafts)) if drafts else []
+
+    def _append(self, drafts: list[MessageDraft]) -> list[AppendResult]:
         store_ts = self._clock()
+        with self._lock:
+            self._check_open()
+            runs, results = self._encode(drafts, store_ts)
+            for run_start, run_parts in runs:
+                segment = self._tail_segment(run_start)
+                data = run_parts[0] if len(run_parts) == 1 else b"".join(run_parts)
+                segment.write(run_start - segment.base, data)
+                self._max = run_start + len(data)
+            end = self._max
+        if self.flush_mode is FlushMode.SYNC_FLUSH:
+            self._flush_to(end)
+        return results
+
+    def _encode(
+        self, drafts: list[MessageDraft], store_ts: int
+    ) -> tuple[list[tuple[int, list[bytes]]], list[AppendResult]]:
+        """The units to write for ``drafts`` at the log's end, as (start offset, units) per segment
+        touched, and the results. Writes nothing (caller holds the lock). The compiled encoder
+        (``codec.encode_run``) takes the plain drafts; this loop takes the rest, closes segments with a
+        blank marker and raises the precise ``InvalidDraft``."""
         max_size = self.max_message_size
         seg_size = self.segment_size
         prefix = self._id_prefix
-        next_id = self._id_counter.__next__
-        make_result = AppendResult._make  # C-level tuple construction: cheaper than the class call
+        next_id = self._next_id
         results: list[AppendResult] = []
-        add_result = results.append
-        with self._lock:
-            self._check_open()
-            start = pos = self._max
-            segments = self._segments
-            seg_end = (
-                segments[-1].end if segments and pos < segments[-1].end else pos - pos % seg_size + seg_size
-            )
-            runs: list[tuple[int, list[bytes]]] = []  # (start offset, units) per segment touched
-            parts: list[bytes] = []
-            for index, draft in enumerate(drafts):
-                msg_id = draft.msg_id or f"{prefix}{next_id():016X}"
-                try:
-                    record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
-                except InvalidDraft as exc:
-                    exc.add_note(f"message {index} of the batch; nothing was stored")
-                    raise
+        start = pos = self._max
+        segments = self._segments
+        seg_end = segments[-1].end if segments and pos < segments[-1].end else pos - pos % seg_size + seg_size
+        runs: list[tuple[int, list[bytes]]] = []  # (start offset, units) per segment touched
+        parts: list[bytes] = []
+        index, count = 0, len(drafts)
+        while index < count:
+            if encode_run is not None:
+                data, done, ids_used = encode_run(
+                    drafts,
+                    index,
+                    pos,
+                    segment_end=seg_end,
+                    store_ts=store_ts,
+                    max_message_size=max_size,
+                    id_prefix=prefix,
+                    next_id=next_id,
+                    result_type=AppendResult,
+                    results=results,
+                )
+                if done:
+                    parts.append(data)
+                    pos += len(data)
+                    index += done
+                    next_id += ids_used
+                    if index == count:
+                        break
+            draft = drafts[index]
+            msg_id = draft.msg_id
+            if not msg_id:
+                msg_id = f"{prefix}{next_id:016X}"
+                next_id += 1
+            try:
+                record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
                 size = len(record)
                 if size + BLANK_SIZE > seg_end - pos:  # close this segment with a blank marker
                     parts.append(encode_blank(seg_end - pos))
@@ -445,18 +462,17 @@ class CommitLog:
                     seg_end += seg_size
                     parts = []
                     record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
-                parts.append(record)
-                add_result(make_result((pos, size, msg_id, store_ts)))
-                pos += size
-            runs.append((start, parts))
-            for run_start, run_parts in runs:
-                segment = self._tail_segment(run_start)
-                segment.write(run_start - segment.base, b"".join(run_parts))
-                self._max = run_start + sum(map(len, run_parts))
-            end = self._max
-        if self.flush_mode is FlushMode.SYNC_FLUSH:
-            self._flush_to(end)
-        return results
+            except InvalidDraft as exc:
+                if count > 1:
+                    exc.add_note(f"message {index} of the batch; nothing was stored")
+                raise
+            parts.append(record)
+            results.append(AppendResult(pos, size, msg_id, store_ts))
+            pos += size
+            index += 1
+        runs.append((start, parts))
+        self._next_id = next_id
+        return runs, results
 
     def append_raw(self, offset: int, *parts: bytes | memoryview) -> None:
         """Append bytes copied from a master's ``read_raw``, verbatim (so replicas' files are identical).
