@@ -53,9 +53,14 @@ static inline void put_i64(unsigned char *p, int64_t v) {
     put_u32(p + 4, (uint32_t)v);
 }
 
-static int crc_ready(void) {
+/* The preamble of the fast paths: the CRC is set and ``name`` got ``want`` arguments. */
+static int ready(const char *name, Py_ssize_t nargs, Py_ssize_t want) {
     if (crc32_fn == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_native: set_crc32 was not called");
+        return 0;
+    }
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", name, want, nargs);
         return 0;
     }
     return 1;
@@ -74,12 +79,8 @@ static PyObject *set_crc32(PyObject *self, PyObject *arg) {
 
 static PyObject *crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     /* crc32(data, value=0): only for the tests that check set_crc32 took zlib's CRC32. */
-    if (!crc_ready())
+    if (!ready("crc32", nargs, nargs == 2 ? 2 : 1))
         return NULL;
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0)");
-        return NULL;
-    }
     unsigned long value = 0;
     if (nargs == 2) {
         value = PyLong_AsUnsignedLongMask(args[1]);
@@ -94,39 +95,27 @@ static PyObject *crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return PyLong_FromUnsignedLong(crc);
 }
 
-/* skip_messages(buf, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, window,
- *               count, last) -> (pos, count, last)
+/* skip_messages(buf, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, count, last)
+ *   -> (pos, count, last)
  *
  * Walks scan_units' message branch over consecutive messages that pass every one of its checks and
- * stops at the first unit that does not (any other magic, a failed check, a unit the window cuts, the
- * message limit, or fewer than HEADER_SIZE bytes of buffer). scan_units then looks at that unit itself.
+ * stops at the first unit that does not (any other magic, a failed check, a unit past ``end``, the
+ * message limit, or fewer than HEADER_SIZE bytes of buffer). scan_units then looks at that unit itself
+ * (its ``window`` only decides how a unit past ``end`` is named, so it is not needed here).
  */
 static PyObject *skip_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (!crc_ready())
+    if (!ready("skip_messages", nargs, 10))
         return NULL;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "skip_messages takes 11 arguments");
-        return NULL;
-    }
-    long long pos, end, base, seg_rel_end, max_messages, count, last;
-    int verify_crc, strict, window;
-    if ((pos = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((end = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((base = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((seg_rel_end = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((verify_crc = PyObject_IsTrue(args[5])) < 0 || (strict = PyObject_IsTrue(args[6])) < 0)
-        return NULL;
-    if ((max_messages = PyLong_AsLongLong(args[7])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((window = PyObject_IsTrue(args[8])) < 0)
-        return NULL;
-    if ((count = PyLong_AsLongLong(args[9])) == -1 && PyErr_Occurred())
-        return NULL;
-    if ((last = PyLong_AsLongLong(args[10])) == -1 && PyErr_Occurred())
+    long long pos = PyLong_AsLongLong(args[1]);
+    const long long end = PyLong_AsLongLong(args[2]);
+    const long long base = PyLong_AsLongLong(args[3]);
+    const long long seg_rel_end = PyLong_AsLongLong(args[4]);
+    const int verify_crc = PyObject_IsTrue(args[5]);
+    const int strict = PyObject_IsTrue(args[6]);
+    const long long max_messages = PyLong_AsLongLong(args[7]);
+    long long count = PyLong_AsLongLong(args[8]);
+    long long last = PyLong_AsLongLong(args[9]);
+    if (PyErr_Occurred())
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
@@ -148,7 +137,7 @@ static PyObject *skip_messages(PyObject *self, PyObject *const *args, Py_ssize_t
         const long long body_start = stop - (long long)get_u32(p + 40);
         if (size < MIN_MESSAGE_SIZE || stop + BLANK_SIZE > seg_rel_end || get_i64(p + 16) != base + pos ||
             body_start < pos + MIN_MESSAGE_SIZE || stop > end)
-            break; /* stop > end: torn, or (window) cut by the window; scan_units tells which */
+            break; /* stop > end: torn, or cut by the window; scan_units tells which */
         if (strict) {
             const long long n_id = get_u16(p + 44), n_topic = get_u16(p + 46);
             if (pos + HEADER_SIZE + n_id + n_topic + get_u16(p + 48) + get_u16(p + 50) != body_start ||
@@ -171,7 +160,6 @@ static PyObject *skip_messages(PyObject *self, PyObject *const *args, Py_ssize_t
     if (released != NULL)
         PyEval_RestoreThread(released);
     PyBuffer_Release(&view);
-    (void)window; /* a window only changes how scan_units names the stop, not which units pass */
     return Py_BuildValue("(LLL)", pos, count, last);
 }
 
@@ -272,12 +260,8 @@ static inline void hex16(char *out, uint64_t v) {
  * first draft it does not take (a bound, a field type, the segment end) is left to the Python path.
  */
 static PyObject *encode_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (!crc_ready())
+    if (!ready("encode_run", nargs, 11))
         return NULL;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "encode_run takes 11 arguments");
-        return NULL;
-    }
     PyObject *drafts = args[0], *results = args[9], *encode_properties = args[10];
     PyTypeObject *result_type = (PyTypeObject *)args[8];
     if (!PyList_Check(drafts) || !PyList_Check(results) || !PyType_Check(args[8]) ||

@@ -422,7 +422,7 @@ def scan_units(
     while pos <= limit and count != max_messages:
         if skip is not None:  # the compiled walk passes the valid messages; this loop judges the rest
             pos, count, last = skip(
-                mv, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, window, count, last
+                mv, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, count, last
             )
             if pos > limit or count == max_messages:
                 break

@@ -400,7 +400,7 @@ class CommitLog:
             runs, results = self._encode(drafts, store_ts)
             for run_start, run_parts in runs:
                 segment = self._tail_segment(run_start)
-                data = run_parts[0] if len(run_parts) == 1 else b"".join(run_parts)
+                data = b"".join(run_parts)  # a single bytes part comes back as itself, uncopied
                 segment.write(run_start - segment.base, data)
                 self._max = run_start + len(data)
             end = self._max
