@@ -219,10 +219,11 @@ class HAClient:
                 continue  # the connection ended (e.g. a failed append): the rest is fetched again
             if isinstance(event, AppendData):
                 run, confirm = _take_appends(conn, event)
+                parts = [part for append in run for part in append.parts]
                 try:
-                    new_max = await self.side.append_data(event.offset, [append.data for append in run])
+                    new_max = await self.side.append_data(event.offset, parts)
                 except Exception as exc:  # bad bytes from the master: this connection only
-                    log.error("HA client: appending %d batches from %r failed: %s", len(run), event, exc)
+                    log.error("HA client: appending %d batches from %r failed: %s", len(parts), event, exc)
                     conn.close(f"append at {event.offset} failed: {exc}")
                     continue
                 conn.log_appended(new_max, self._clock())

@@ -253,20 +253,29 @@ class AppendEpoch:
 
 @dataclass(frozen=True, kw_only=True)
 class AppendData:
-    """Action: append ``data`` (whole messages of ``epoch``) at ``offset``; then report the new log end
-    with ``SlaveConnection.log_appended(max_offset, now_ms)``, which triggers the ACK. ``data`` is a
-    view of the connection's receive buffer when it borrows (valid until more bytes are received)."""
+    """Action: append ``parts`` (batches of whole messages of ``epoch``, back to back) at ``offset``; then
+    report the new log end with ``SlaveConnection.log_appended(max_offset, now_ms)``, which triggers the
+    ACK. The parts are views of the connection's receive buffer when it borrows (valid until more bytes
+    are received). One action carries the consecutive batches of one receive, so the shell writes them
+    with one call."""
 
     offset: int
     epoch: int
-    data: bytes | memoryview = field(repr=False)
+    parts: tuple[bytes | memoryview, ...] = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.parts))
 
     @property
     def end_offset(self) -> int:
-        return self.offset + len(self.data)
+        return self.offset + self.size
 
     def __repr__(self) -> str:
-        return f"AppendData(offset={self.offset}, epoch={self.epoch}, len(data)={len(self.data)})"
+        return (
+            f"AppendData(offset={self.offset}, epoch={self.epoch}, "
+            f"{len(self.parts)} parts of {self.size} bytes)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ poisoned (every later call raises the same error): a byte stream that lost frami
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 from autoswitch_ha.events import (
     EpochHistoryOffer,
@@ -81,6 +81,9 @@ whole message larger than that (RocketMQ's maxMessageSize is 4 MiB); anything be
 
 _FLAG = {False: 0, True: 1}
 
+TransferFields = tuple[int, int, int, int, bytes | memoryview]
+"""A TRANSFER frame with data, undecoded: (offset, epoch, epoch start offset, confirm offset, data)."""
+
 
 # -- encoding -----------------------------------------------------------------------------------
 
@@ -110,11 +113,34 @@ def encode_frame(frame: Frame) -> bytes:
     raise LocalProtocolError(f"not an HA frame: {frame!r}")
 
 
-def encode_frame_parts(frame: Frame) -> tuple[bytes | memoryview, ...]:
-    """:func:`encode_frame` as pieces to write in order: a TRANSFER frame's data is not copied."""
-    if isinstance(frame, TransferBatch) and frame.data:
-        return transfer_header(frame), frame.data
-    return (encode_frame(frame),)
+def transfer_frames(
+    offset: int,
+    epoch: int,
+    epoch_start_offset: int,
+    confirm_offset: int,
+    batches: Sequence[bytes | memoryview],
+) -> list[bytes | memoryview]:
+    """The TRANSFER frames of ``batches`` (back to back from ``offset``, all of one epoch) as pieces to
+    write in order: header, data, header, data... The data is not copied.
+
+    The master's path for a read's worth of batches: the shared fields are checked once, as the
+    :class:`TransferBatch` of the first batch; the later headers only move the offset on.
+    """
+    if not batches:
+        return []
+    TransferBatch(
+        offset=offset,
+        epoch=epoch,
+        epoch_start_offset=epoch_start_offset,
+        confirm_offset=confirm_offset,
+        data=batches[0],
+    )
+    pack = TRANSFER_HEADER.pack
+    pieces: list[bytes | memoryview] = []
+    for data in batches:
+        pieces += (pack(CODE_TRANSFER, len(data), offset, epoch, epoch_start_offset, confirm_offset), data)
+        offset += len(data)
+    return pieces
 
 
 def transfer_header(batch: TransferBatch) -> bytes:
@@ -297,6 +323,42 @@ class FrameReader:
         except RemoteProtocolError as exc:
             self._error = exc
             raise
+
+    def transfer_run(self) -> list[TransferFields]:
+        """The complete TRANSFER frames with data buffered from here on, as :data:`TransferFields`.
+
+        The slave's fast path for a stream of batches: no :class:`TransferBatch` per frame. It stops
+        before anything else (a partial frame, another code, a heartbeat, a field out of a
+        :class:`TransferBatch`'s range), which :meth:`next_frame` then decodes or rejects. Call it only
+        where a TRANSFER frame is expected. A signed wire field cannot exceed its own range, so the
+        lower bounds are all there is to check.
+        """
+        if self._error is not None:
+            raise self._error
+        buf, start, end = self._buf, self._start, self._end
+        view = memoryview(buf)
+        unpack = TRANSFER_HEADER.unpack_from
+        max_body_size = self.max_body_size
+        run: list[TransferFields] = []
+        while end - start >= TRANSFER_HEADER_SIZE:
+            code, size, offset, epoch, epoch_start, confirm = unpack(buf, start)
+            stop = start + TRANSFER_HEADER_SIZE + size
+            if not (
+                code == CODE_TRANSFER
+                and 0 < size <= max_body_size
+                and stop <= end
+                and 0 <= epoch_start <= offset
+                and epoch >= 0
+                and confirm >= -1
+            ):
+                break
+            data = view[start + TRANSFER_HEADER_SIZE : stop]
+            run.append(
+                (offset, epoch, epoch_start, confirm, data.toreadonly() if self.borrow else bytes(data))
+            )
+            start = stop
+        self._start = start
+        return run
 
     def frames(self, expected: Collection[int] | None = None) -> Iterator[Frame]:
         """Every complete frame buffered so far."""

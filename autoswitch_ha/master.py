@@ -47,7 +47,8 @@ from autoswitch_ha.frames import (
     CODE_TRANSFER,
     MAX_HANDSHAKE_ENTRIES,
     FrameReader,
-    encode_frame_parts,
+    encode_frame,
+    transfer_frames,
 )
 from autoswitch_ha.state import (
     HANDSHAKE,
@@ -72,9 +73,10 @@ class MasterConfig:
     """Store keys of spec §16.3 the master connection uses (milliseconds and bytes)."""
 
     transfer_batch_size: int = 32 * 1024  # haTransferBatchSize
-    # One ReadLog asks for this much (as batches of transfer_batch_size): a read, a header scan and a
-    # socket write per 256 KiB instead of per 32 KiB batch.
-    read_ahead_bytes: int = 256 * 1024
+    # One ReadLog asks for this much (as batches of transfer_batch_size): one read and one socket write
+    # per MiB instead of per 32 KiB batch (a master alone sent 16 KiB messages at ~1,300 MiB/s with
+    # 256 KiB, ~1,600 MiB/s with 1 MiB: fewer, larger sends wake the receiver less often).
+    read_ahead_bytes: int = 1024 * 1024
     heartbeat_interval_ms: int = 5_000  # haSendHeartbeatInterval
     housekeeping_interval_ms: int = 20_000  # haHousekeepingInterval
     mapped_file_size: int = 1024 * 1024 * 1024  # mappedFileSizeCommitLog, for syncFromLastFile
@@ -193,17 +195,11 @@ class MasterConnection:
             self._fail(LocalProtocolError(f"the master has no epoch entry containing offset {offset}"))
             return
         entry, batches = fitted  # past the epoch end: read again and sent under the next epoch
-        confirm = self._log.confirm_offset
-        for data in batches:
-            batch = TransferBatch(
-                offset=offset,
-                epoch=entry.epoch,
-                epoch_start_offset=entry.start_offset,
-                confirm_offset=confirm,
-                data=data,
-            )
-            self._send(batch, now_ms)
-            offset += len(data)
+        self._outbound += transfer_frames(
+            offset, entry.epoch, entry.start_offset, self._log.confirm_offset, batches
+        )
+        self._sent(now_ms, transfer=True)
+        offset += sum(map(len, batches))
         self._last_master_max_offset = self._log.max_offset
         self._last_transfer_ms = now_ms
         self.next_offset = offset
@@ -365,9 +361,12 @@ class MasterConnection:
         )
 
     def _send(self, frame: Frame, now_ms: int) -> None:
-        self._outbound.extend(encode_frame_parts(frame))
+        self._outbound.append(encode_frame(frame))
+        self._sent(now_ms, transfer=isinstance(frame, TransferBatch))
+
+    def _sent(self, now_ms: int, *, transfer: bool) -> None:
         self._last_write_ms = now_ms
-        if isinstance(frame, TransferBatch):
+        if transfer:
             self._confirm_unsent = False  # every transfer header carries the current confirm offset
 
     def _end(self, trigger: Trigger, reason: str, error: Exception | None = None) -> None:

@@ -47,6 +47,7 @@ from autoswitch_ha.frames import (
     CODE_TRANSFER,
     DEFAULT_MAX_BODY_SIZE,
     FrameReader,
+    TransferFields,
     encode_frame,
 )
 from autoswitch_ha.state import (
@@ -57,7 +58,7 @@ from autoswitch_ha.state import (
     Trigger,
     expected_codes,
 )
-from epoch.history import EpochHistory, find_consistent_point
+from epoch.history import EpochEntry, EpochHistory, find_consistent_point
 from mqha.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
 _EXPECTED_CODES = expected_codes(
@@ -215,6 +216,9 @@ class SlaveConnection:
         self._last_read_ms = now_ms
         try:
             while self._machine.is_open:
+                if self._machine.state is TRANSFER and (run := self._reader.transfer_run()):
+                    self._accept_run(run)
+                    continue
                 frame = self._reader.next_frame(_EXPECTED_CODES[self._machine.state])
                 if frame is None:
                     break
@@ -307,6 +311,52 @@ class SlaveConnection:
         self._pending = decision
         self._events.append(TruncateTo(offset=decision.offset, epochs=decision.epochs))
 
+    def _accept_run(self, run: list[TransferFields]) -> None:
+        """Batches with data, straight from the reader. Those that continue the local log in its last
+        epoch become one :class:`AppendData`; any other (the first of a new epoch or of an empty log, or
+        a bad one) goes through :meth:`_handle_batch`, which applies the general rule or raises. Only the
+        last confirm offset of a stretch is set: the shell applies it after the stretch's data anyway."""
+        self._machine.process(Trigger.TRANSFER_BATCH)
+        last = self._epochs.last()
+        parts: list[bytes | memoryview] = []
+        start = end = self._expected_offset
+        confirm = -1
+        for offset, epoch, epoch_start, batch_confirm, data in run:
+            if (
+                last is not None
+                and offset == end
+                and epoch == last.epoch
+                and epoch_start == last.start_offset
+            ):
+                parts.append(data)
+                end += len(data)
+                if batch_confirm >= 0:
+                    confirm = min(batch_confirm, end)
+                continue
+            self._flush_stretch(start, end, parts, last, confirm)
+            batch = TransferBatch(
+                offset=offset,
+                epoch=epoch,
+                epoch_start_offset=epoch_start,
+                confirm_offset=batch_confirm,
+                data=data,
+            )
+            self._handle_batch(batch)
+            last = self._epochs.last()
+            parts = []
+            start = end = self._expected_offset
+            confirm = -1
+        self._flush_stretch(start, end, parts, last, confirm)
+
+    def _flush_stretch(
+        self, start: int, end: int, parts: list[bytes | memoryview], last: EpochEntry | None, confirm: int
+    ) -> None:
+        if parts:
+            assert last is not None  # a stretch continues the last epoch
+            self._events.append(AppendData(offset=start, epoch=last.epoch, parts=tuple(parts)))
+            self._expected_offset = end
+        self._set_confirm(confirm)
+
     def _handle_batch(self, batch: TransferBatch) -> None:
         if batch.data:
             self._accept_data(batch)
@@ -316,10 +366,13 @@ class SlaveConnection:
                 f"{self._expected_offset}"
             )
         if batch.confirm_offset >= 0:
-            confirm = min(batch.confirm_offset, self._expected_offset)
-            if confirm != self.confirm_offset:
-                self.confirm_offset = confirm
-                self._events.append(SetConfirmOffset(offset=confirm))
+            self._set_confirm(min(batch.confirm_offset, self._expected_offset))
+
+    def _set_confirm(self, confirm: int) -> None:
+        """The master's confirm offset capped at the local log end; ``-1``: none came."""
+        if confirm >= 0 and confirm != self.confirm_offset:
+            self.confirm_offset = confirm
+            self._events.append(SetConfirmOffset(offset=confirm))
 
     def _accept_data(self, batch: TransferBatch) -> None:
         # An empty local log takes the stream wherever the master starts it (its min offset, or the
@@ -346,7 +399,7 @@ class SlaveConnection:
                 f"batch labelled epoch {batch.epoch} starting at {batch.epoch_start_offset} conflicts with "
                 f"the local last epoch {last.epoch} starting at {last.start_offset}"
             )
-        self._events.append(AppendData(offset=batch.offset, epoch=batch.epoch, data=batch.data))
+        self._events.append(AppendData(offset=batch.offset, epoch=batch.epoch, parts=(batch.data,)))
         self._expected_offset = batch.end_offset
 
     def _report(self, offset: int, now_ms: int) -> None:

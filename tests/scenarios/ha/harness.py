@@ -268,7 +268,7 @@ class Pair:
             elif isinstance(event, AppendEpoch):
                 self.slave.epochs = event.epochs
             elif isinstance(event, AppendData):
-                self.slave.append_raw(event.offset, event.data)
+                self.slave.append_raw(event.offset, *event.parts)
                 self.s.log_appended(self.slave.max_offset, self.now)
             elif isinstance(event, SetConfirmOffset):
                 self.slave.confirm_offset = event.offset

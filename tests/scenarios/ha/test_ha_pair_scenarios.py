@@ -95,8 +95,8 @@ def test_new_replica_copies_everything() -> None:
     assert slave.epochs == master.epochs and slave.messages == master.messages
     # small batches, none spanning an epoch: every batch boundary up to each epoch end is exact
     appended = [e for e in pair.slave_events if type(e).__name__ == "AppendData"]
-    assert all(len(e.data) <= 250 for e in appended)
-    assert {e.offset + len(e.data) for e in appended} >= {1000, 2000, 2500}
+    assert all(len(part) <= 250 for e in appended for part in e.parts)
+    assert {e.end_offset for e in appended} >= {1000, 2000, 2500}
 
 
 # -- double failovers ------------------------------------------------------------------------------

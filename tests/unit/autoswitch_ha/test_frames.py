@@ -15,7 +15,7 @@ from autoswitch_ha.frames import (
     FrameReader,
     decode_frame,
     encode_frame,
-    encode_frame_parts,
+    transfer_frames,
 )
 from autoswitch_ha.state import Role
 from epoch.history import EpochHistory
@@ -450,9 +450,22 @@ def test_buffer_updated_refuses_more_than_the_free_space() -> None:
         reader.buffer_updated(len(space) + 1)
 
 
-def test_encode_frame_parts_join_to_the_frame() -> None:
-    for frame, wire, _, _ in LAYOUTS:
-        parts = encode_frame_parts(frame)
-        assert b"".join(parts) == wire
-    header, data = encode_frame_parts(BATCH)
-    assert data is BATCH.data and len(header) == 36  # the data itself, not a copy
+def test_transfer_frames_are_the_frames_of_consecutive_batches() -> None:
+    batches = [b"a" * 5, memoryview(b"bc"), b"d"]
+    pieces = transfer_frames(100, 3, 90, 95, batches)
+    expected = [
+        encode_frame(
+            TransferBatch(offset=offset, epoch=3, epoch_start_offset=90, confirm_offset=95, data=data)
+        )
+        for offset, data in ((100, b"a" * 5), (105, b"bc"), (107, b"d"))
+    ]
+    assert [b"".join(map(bytes, pieces[i : i + 2])) for i in range(0, 6, 2)] == expected
+    assert pieces[3] is batches[1]  # the data itself, not a copy
+    assert transfer_frames(100, 3, 90, 95, []) == []
+
+
+def test_transfer_frames_check_the_shared_fields_like_a_batch() -> None:
+    with pytest.raises(LocalProtocolError, match="starting later at 101"):
+        transfer_frames(100, 3, 101, 95, [b"x"])
+    with pytest.raises(LocalProtocolError, match="confirm_offset"):
+        transfer_frames(100, 3, 90, -2, [b"x"])

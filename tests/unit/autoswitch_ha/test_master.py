@@ -241,7 +241,7 @@ def test_batches_follow_back_pressure_and_epoch_boundaries() -> None:
     assert conn.next_offset == 2500
 
 
-READ_AHEAD_FROM_2000 = ReadLog(offset=2000, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+READ_AHEAD_FROM_2000 = ReadLog(offset=2000, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
 
 
 def test_one_read_supplies_several_batches_each_one_frame() -> None:
@@ -279,18 +279,18 @@ def test_empty_read_waits_for_new_data_or_a_tick() -> None:
     conn.supply_log(2400, b"", 10)  # the view said 2500 but the log had nothing (yet)
     assert conn.next_event() is None  # no busy loop, and not caught up either
     conn.tick(20)
-    assert drain(conn)[-1] == ReadLog(offset=2400, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+    assert drain(conn)[-1] == ReadLog(offset=2400, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2400, b"", 30)
     drain(conn)
     conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2000, epochs=EPOCHS))
-    assert conn.next_event() == ReadLog(offset=2400, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2400, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
 
 
 def test_log_growth_wakes_an_idle_connection() -> None:
     conn, _ = transferring(2500)
     assert conn.next_event() is None
     conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2600, epochs=EPOCHS))
-    assert conn.next_event() == ReadLog(offset=2500, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2500, b"c" * 100, 3)
     assert sent(conn)[0].confirm_offset == 2600
 
@@ -312,7 +312,7 @@ def test_confirm_offset_that_moved_reaches_an_idle_slave_at_the_next_tick_spec_1
 def test_confirm_offset_travels_with_the_data_when_there_is_data_to_send() -> None:
     conn, _ = transferring(2500)
     conn.update_log(LogView(min_offset=0, max_offset=2600, confirm_offset=2500, epochs=EPOCHS))
-    assert conn.next_event() == ReadLog(offset=2500, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2500, b"c" * 100, 3)
     assert sent(conn)[0].confirm_offset == 2500
     conn.tick(100)
@@ -322,14 +322,14 @@ def test_confirm_offset_travels_with_the_data_when_there_is_data_to_send() -> No
 def test_new_epoch_between_read_and_answer_cuts_the_batch_at_the_boundary() -> None:
     # A master re-elected in place appends an epoch without closing connections (spec §10.3).
     conn, events = transferring(2400)
-    assert events[-1] == ReadLog(offset=2400, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+    assert events[-1] == ReadLog(offset=2400, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
     grown = EpochHistory.from_pairs([(1, 0), (2, 1000), (3, 2000), (4, 2500)])
     conn.update_log(LogView(min_offset=0, max_offset=2700, confirm_offset=2000, epochs=grown))
     conn.supply_log(2400, b"d" * 100 + b"e" * 200, 4)  # the read ran past 2500 into epoch 4
     assert sent(conn) == [
         TransferBatch(offset=2400, epoch=3, epoch_start_offset=2000, confirm_offset=2000, data=b"d" * 100)
     ]
-    assert conn.next_event() == ReadLog(offset=2500, max_bytes=256 * 1024, batch_bytes=32 * 1024)
+    assert conn.next_event() == ReadLog(offset=2500, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
     conn.supply_log(2500, b"e" * 200, 5)
     assert sent(conn)[0].epoch == 4
 

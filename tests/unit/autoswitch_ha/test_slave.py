@@ -1,6 +1,10 @@
 """The sans-IO slave connection and its truncation decision (spec §11.3, §13, §14)."""
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoswitch_ha.events import (
     AppendData,
@@ -272,17 +276,16 @@ def test_batches_become_append_actions_and_acks_follow_the_shell_spec_11_3() -> 
         batch(1800, 2, 1000, b"a" * 200, confirm=1900) + batch(2000, 3, 2000, b"b" * 300, confirm=2100), 3
     )
     assert drain(conn) == [
-        AppendData(offset=1800, epoch=2, data=b"a" * 200),
+        AppendData(offset=1800, epoch=2, parts=(b"a" * 200,)),
         SetConfirmOffset(offset=1900),
         AppendEpoch(epoch=3, start_offset=2000, epochs=h((1, 0), (2, 1000), (3, 2000))),
-        AppendData(offset=2000, epoch=3, data=b"b" * 300),
+        AppendData(offset=2000, epoch=3, parts=(b"b" * 300,)),
         SetConfirmOffset(offset=2100),
     ]
     assert conn.data_to_send() == b""  # nothing acked until the shell wrote it
-    assert conn.is_open and repr(AppendData(offset=1800, epoch=2, data=b"ab")) == (
-        "AppendData(offset=1800, epoch=2, len(data)=2)"
-    )
-    assert AppendData(offset=1800, epoch=2, data=b"ab").end_offset == 1802
+    two = AppendData(offset=1800, epoch=2, parts=(b"ab", b"c"))
+    assert conn.is_open and repr(two) == "AppendData(offset=1800, epoch=2, 2 parts of 3 bytes)"
+    assert two.end_offset == 1803
     conn.log_appended(2000, 4)
     conn.log_appended(2300, 4)
     conn.log_appended(2300, 4)  # no progress, no ack
@@ -306,11 +309,88 @@ def test_new_replica_takes_the_stream_wherever_the_master_starts_it() -> None:
     conn.receive_data(batch(4096, 4, 3000, b"z" * 10, confirm=4000), 3)
     assert drain(conn) == [
         AppendEpoch(epoch=4, start_offset=3000, epochs=h((4, 3000))),
-        AppendData(offset=4096, epoch=4, data=b"z" * 10),
+        AppendData(offset=4096, epoch=4, parts=(b"z" * 10,)),
         SetConfirmOffset(offset=4000),
     ]
     conn.receive_data(batch(4106, 4, 3000, b"y", confirm=4000), 4)
-    assert drain(conn) == [AppendData(offset=4106, epoch=4, data=b"y")]
+    assert drain(conn) == [AppendData(offset=4106, epoch=4, parts=(b"y",))]
+
+
+@st.composite
+def transfer_streams(draw: st.DrawFn) -> list[bytes]:
+    """TRANSFER frames a master could send after OFFER_A's handshake (data, heartbeats, new epochs,
+    unknown confirm offsets), sometimes with one frame that breaks the stream somewhere."""
+    frames, offset, epoch, start, confirm = [], 1800, 2, 1000, 1500
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["data", "data", "data", "heartbeat", "new epoch"]))
+        if kind == "new epoch":
+            epoch, start = epoch + 1, offset
+        confirm += draw(st.integers(0, 300))
+        told = draw(st.sampled_from([confirm, confirm, -1]))
+        if kind == "heartbeat":
+            frames.append(batch(offset, epoch, start, confirm=told))
+            continue
+        data = draw(st.binary(min_size=1, max_size=200))
+        frames.append(batch(offset, epoch, start, data, confirm=told))
+        offset += len(data)
+    if draw(st.booleans()):
+        bad = draw(
+            st.sampled_from(
+                [batch(offset + 1, epoch, start, b"x"), batch(offset, epoch, start + 1, b"x"), b"\0" * 40]
+            )
+        )
+        frames.insert(draw(st.integers(0, len(frames))), bad)
+    return frames
+
+
+def outcome(chunks: list[bytes], *, fast: bool = True) -> tuple[object, ...]:
+    """What a shell would do with the actions: the bytes appended per epoch (contiguous stretches
+    merged), the epoch history saved, the confirm offset last set, how the connection ended.
+    ``fast=False`` turns the reader's batch run off: every frame is a decoded ``TransferBatch``."""
+    conn = transferring()
+    if not fast:
+        conn._reader.transfer_run = list  # type: ignore[method-assign] # an empty run, always
+    events = []
+    for i, chunk in enumerate(chunks):
+        conn.receive_data(chunk, 3 + i)
+        events += drain(conn)
+    stretches: list[list] = []  # [epoch, start, bytes]
+    epochs, confirm, closed = LOCAL, None, None
+    for event in events:
+        if closed is not None:
+            break
+        if isinstance(event, AppendEpoch):
+            epochs = event.epochs
+        elif isinstance(event, AppendData):
+            assert event.epoch == epochs.last().epoch  # data is saved under its epoch entry
+            data = b"".join(map(bytes, event.parts))
+            if (
+                stretches
+                and stretches[-1][0] == event.epoch
+                and stretches[-1][1] + len(stretches[-1][2]) == event.offset
+            ):
+                stretches[-1][2] += data
+            else:
+                stretches.append([event.epoch, event.offset, data])
+        elif isinstance(event, SetConfirmOffset):
+            confirm = event.offset
+        else:
+            assert isinstance(event, ConnectionClosed)
+            closed = event.reason
+    return stretches, epochs, confirm, closed
+
+
+@settings(max_examples=200, deadline=None)
+@given(frames=transfer_streams(), cuts=st.lists(st.integers(0, 4000), max_size=8))
+def test_the_same_stream_gives_the_same_actions_however_it_arrives(
+    frames: list[bytes], cuts: list[int]
+) -> None:
+    wire = b"".join(frames)
+    at_once = outcome([wire])
+    assert outcome([wire], fast=False) == at_once  # the rule for one decoded batch is the definition
+    assert outcome(frames) == at_once
+    bounds = sorted({0, len(wire), *(c % (len(wire) + 1) for c in cuts)})
+    assert outcome([wire[a:b] for a, b in itertools.pairwise(bounds)]) == at_once
 
 
 @pytest.mark.parametrize(
@@ -347,7 +427,10 @@ def test_corrupt_frame_mid_transfer_keeps_the_good_batches_and_ends_the_connecti
     conn.receive_data(good + bytes(corrupt) + batch(1900, 2, 1000, b"c" * 10), 3)
     assert conn.state is ERROR
     events = drain(conn)
-    assert events[:2] == [AppendData(offset=1800, epoch=2, data=b"a" * 100), SetConfirmOffset(offset=1800)]
+    assert events[:2] == [
+        AppendData(offset=1800, epoch=2, parts=(b"a" * 100,)),
+        SetConfirmOffset(offset=1800),
+    ]
     assert (
         isinstance(events[-1], ConnectionClosed) and "impossible transfer body size -5" in events[-1].reason
     )
