@@ -494,6 +494,34 @@ def scan_units(
     return _invalid(pos, count, last, RejectReason.TORN, base=base_offset, detail=f"{end - pos} bytes left")
 
 
+def quick_scan_end(
+    buf: bytes | bytearray | memoryview,
+    start: int,
+    end: int,
+    base_offset: int,
+    segment_end: int,
+    *,
+    verify_crc: bool = True,
+    strict: bool = False,
+) -> int:
+    """``scan_units(buf, start, end, ...).end`` for the same arguments (either ``window``, no message
+    limit) when the compiled walk alone can tell it, else ``-1``: then call :func:`scan_units`.
+
+    It can when the walk took at least one message and stopped where no blank marker starts: whatever
+    unit stops it there (cut by ``end``, invalid, zeros), scan_units stops there too. A blank marker
+    might be taken, so it is left to scan_units. One call per batch instead of scan_units' setup, the
+    judgement of the unit it stops at and its result: the HA paths make one per 32 KiB batch.
+    """
+    if _skip_messages is None:
+        return -1
+    pos, count, _ = _skip_messages(
+        buf, start, end, base_offset, segment_end - base_offset, verify_crc, strict, -1, 0, -1
+    )
+    if not count or (pos + BLANK_SIZE <= end and _UNIT_PREFIX.unpack_from(buf, pos)[1] == BLANK_MAGIC):
+        return -1
+    return pos
+
+
 def _message_error(mv: memoryview, pos: int, end: int, seg_rel_end: int, base_offset: int) -> InvalidRecord:
     """Which header check the message at ``pos`` failed, in the documented order."""
     where = base_offset + pos

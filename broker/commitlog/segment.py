@@ -22,11 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import mmap
 import os
+import threading
 from collections.abc import Sequence
 
+log = logging.getLogger(__name__)
+
 SEGMENT_NAME_DIGITS = 20
+SPARE_NAME = "spare.segment"
+"""The preallocated next segment (:class:`SpareFile`): the one file besides the segments and the
+checkpoint that a commit log directory may hold."""
 _ZERO_CHUNK = 1 << 20
 PWRITE_MIN_BYTES = 16 * 1024
 """Writes of at least this many bytes use ``os.pwrite``; smaller ones are copied into the map."""
@@ -83,6 +90,15 @@ class Segment:
             os.unlink(segment.path)
             raise
         segment._attach(fd)
+        return segment
+
+    @classmethod
+    def adopt(cls, spare_path: str, directory: str, base: int, size: int) -> Segment:
+        """Segment ``base`` made from a zero-filled file of ``size`` bytes (a :class:`SpareFile`),
+        renamed to the segment's name. The caller fsyncs the directory."""
+        segment = cls(directory, base, size)
+        os.rename(spare_path, segment.path)
+        segment._attach(os.open(segment.path, os.O_RDWR))
         return segment
 
     def extend_if_short(self) -> bool:
@@ -232,3 +248,64 @@ def _next_data_range(fd: int, pos: int, stop: int) -> tuple[int, int]:
     except OSError:
         data_end = stop
     return min(data_start, stop), min(data_end, stop)
+
+
+class SpareFile:
+    """The next segment's file, preallocated ahead by a background thread.
+
+    ``posix_fallocate`` may wait for the file system to read block bitmaps: measured here, a slave
+    catching up with 64 MiB segments spent 7 % of its time there, inside the append that rolled over.
+    The reference creates the next mapped file ahead for the same reason (``AllocateMappedFileService``).
+    The spare is a zero-filled file of the segment size named :data:`SPARE_NAME`; a roll-over renames it
+    to the new segment's name (:meth:`Segment.adopt`); the log's next flush makes that name durable.
+    A spare found at open is deleted, never reused: after a crash it may be a segment whose rename
+    never reached the disk, holding bytes that must not come back as messages.
+    """
+
+    def __init__(self, directory: str, size: int) -> None:
+        self.path = os.path.join(directory, SPARE_NAME)
+        self.size = size
+        self._thread: threading.Thread | None = None
+
+    def discard_leftover(self) -> None:
+        """Delete a spare left by an earlier run (see the class docstring)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def prepare(self) -> None:
+        """Start making the spare in the background, unless that is already under way."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._make, name=f"segment-spare:{self.path}", daemon=True)
+            self._thread.start()
+
+    def take(self) -> str | None:
+        """The spare's path once it is ready (waiting for a preparation under way), or None if there is
+        none (never prepared, or the preparation failed: the caller creates the segment itself and meets
+        the error, e.g. a full disk, where it can report it)."""
+        self.wait()
+        try:
+            return self.path if os.path.getsize(self.path) == self.size else None
+        except FileNotFoundError:
+            return None
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _make(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return  # made earlier in this run and not taken yet (leftovers are deleted at open)
+        except OSError as exc:
+            log.warning("cannot create the spare segment %s: %s", self.path, exc)
+            return
+        try:
+            os.posix_fallocate(fd, 0, self.size)
+        except OSError as exc:
+            log.warning("cannot preallocate the spare segment %s: %s", self.path, exc)
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # give the space back; the roll-over creates the segment itself
+        finally:
+            os.close(fd)

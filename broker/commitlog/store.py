@@ -3,8 +3,10 @@
 SHELL. The record format and every byte-level check live in ``codec`` (core); this module orders file
 operations. Offsets are global physical offsets: segment ``k`` holds ``[k * size, (k + 1) * size)``.
 
-Directory contents: segment files named by their 20-digit base offset, and ``checkpoint`` (32 bytes,
-see ``codec.Checkpoint``). Anything else, a base offset that is not a multiple of the segment size, a gap
+Directory contents: segment files named by their 20-digit base offset, ``checkpoint`` (32 bytes,
+see ``codec.Checkpoint``) and, once the log has filled half a segment, ``spare.segment``: the next
+segment's file, preallocated in the background and renamed into place at the roll-over
+(``segment.SpareFile``). Anything else, a base offset that is not a multiple of the segment size, a gap
 between bases, or a non-last file whose size is not the segment size makes ``open`` refuse with one
 ``ForeignFileError``/``CorruptFileError`` naming the file, before anything is changed or deleted.
 
@@ -13,7 +15,8 @@ Durability
     nothing; a machine crash loses at most about ``flush_interval_ms``); a flusher thread fsyncs every
     ``flush_interval_ms``. ``SYNC_FLUSH``: ``append`` fsyncs before returning; concurrent appenders
     share fsyncs (group commit). In both modes the flusher then records the durable offset in the
-    checkpoint ("flushed offset").
+    checkpoint ("flushed offset"). A new segment's name is made durable by the flush that first covers
+    its data (a directory fsync before the data's), not at creation: a roll-over costs no fsync.
 
 Recovery (``open``), two paths
     * Clean shutdown (checkpoint says CLEAN: ``close`` flushed everything, then wrote it): the segments
@@ -36,9 +39,11 @@ trusts bytes that a truncation removed and a later append replaced; it zeroes th
 segment (a whole segment from its base is deleted instead) and deletes later files last-first, so a
 crash part-way leaves a prefix of the old log and never a gap between file names.
 
-Speed (``tests/bench/test_commitlog_bench.py``): writes go through a shared memory map, ~3x faster than
-``os.pwrite`` for 1 KiB records; per-message Python work (encode ~1.3 us, of which CRC32 ~0.3 us)
-dominates both appending and recovery, so batches pay one lock, one copy and one fsync per segment.
+Speed (``tests/bench/test_commitlog_bench.py``, docs/performance.md §6): the per-message loops (encoding
+appends, walking units on recovery, reads for the HA master and replicated batches) run compiled when
+``codec``'s native module is built, and batches pay one lock, one write and one fsync per segment. A
+roll-over takes the spare file, so the append that crosses a segment end does not wait for the file
+system to allocate the next one.
 
 Threads: one lock guards the segment list and offsets; a second lock (taken first) serialises fsyncs
 against truncation, deletion and close, so the flusher never fsyncs a file being closed. Reads copy
@@ -73,10 +78,11 @@ from broker.commitlog.codec import (
     encode_checkpoint,
     encode_message,
     encode_run,
+    quick_scan_end,
     scan_units,
     unit_size_at,
 )
-from broker.commitlog.segment import Segment, fsync_directory, parse_segment_name
+from broker.commitlog.segment import SPARE_NAME, Segment, SpareFile, fsync_directory, parse_segment_name
 from mqha.clock import wall_ms
 from mqha.errors import CorruptFileError, ForeignFileError, NotAlignedError, RemoteProtocolError, StorageError
 
@@ -132,10 +138,13 @@ class CommitLog:
         # A message must fit an empty segment with room left for the blank marker.
         self.max_message_size = min(max_message_size, segment_size - BLANK_SIZE)
         self._segments: list[Segment] = []
+        self._spare = SpareFile(directory, segment_size)
+        self._spare_due = segment_size // 2  # the log end at which to prepare the next segment's file
         self._min = 0
         self._max = 0
         self._flushed = 0  # every byte below is durable
         self._checkpointed = -1  # flushed offset last written to the checkpoint
+        self._new_names = False  # a segment was created since the directory was last fsynced
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()  # taken before _lock, never after it
         self._checkpoint_fd = -1
@@ -179,6 +188,8 @@ class CommitLog:
         except BaseException:
             self._close_files()
             raise
+        self._spare.discard_leftover()
+        self._spare_due = self._half_of(self._max)
         self._flusher = threading.Thread(
             target=self._flusher_loop, name=f"commitlog-flush:{directory}", daemon=True
         )
@@ -193,10 +204,10 @@ class CommitLog:
         bases: list[int] = []
         for name in sorted(os.listdir(self.directory)):
             path = self._path(name)
-            if name == CHECKPOINT_NAME:
+            if name in (CHECKPOINT_NAME, SPARE_NAME):
                 if not os.path.isfile(path):
                     raise ForeignFileError(
-                        path, "expected the commit log's checkpoint file, found something else"
+                        path, f"expected the commit log's {name} file, found something else"
                     )
                 continue
             base = parse_segment_name(name)
@@ -373,15 +384,31 @@ class CommitLog:
             raise StorageError(self.directory, "commit log is closed")
 
     def _tail_segment(self, start: int) -> Segment:
-        """The segment an append at ``start`` (== max, or a segment base) writes to, created if needed."""
+        """The segment an append at ``start`` (== max, or a segment base) writes to, created if needed
+        (from the spare file when one is ready)."""
         if self._segments and start < self._segments[-1].end:
             return self._segments[-1]
-        segment = Segment.create(self.directory, start - start % self.segment_size, self.segment_size)
-        fsync_directory(self.directory)  # the new name must survive a crash with the data in it
+        base = start - start % self.segment_size
+        spare = self._spare.take()
+        if spare is not None:
+            segment = Segment.adopt(spare, self.directory, base, self.segment_size)
+        else:
+            segment = Segment.create(self.directory, base, self.segment_size)
+        self._new_names = True  # the next flush makes the name durable before the data in it
         self._segments.append(segment)
         if len(self._segments) == 1:
             self._min = segment.base
         return segment
+
+    def _half_of(self, offset: int) -> int:
+        """The middle of the segment holding ``offset``: once the log reaches it, the next segment's
+        file is prepared (a log that never gets that far never costs a spare file)."""
+        return offset - offset % self.segment_size + self.segment_size // 2
+
+    def _maybe_prepare_spare(self) -> None:
+        if self._max >= self._spare_due:
+            self._spare.prepare()
+            self._spare_due = self._half_of(self._max) + self.segment_size  # the next segment's middle
 
     def append(self, draft: MessageDraft) -> AppendResult:
         """Store one message; raises ``InvalidDraft`` (a ``LocalProtocolError``) for a bad draft."""
@@ -404,6 +431,7 @@ class CommitLog:
                 segment.write(run_start - segment.base, data)
                 self._max = run_start + len(data)
             end = self._max
+            self._maybe_prepare_spare()
         if self.flush_mode is FlushMode.SYNC_FLUSH:
             self._flush_to(end)
         return results
@@ -501,11 +529,12 @@ class CommitLog:
                     raise RemoteProtocolError(
                         f"replicated bytes [{start}, {start + len(part)}) cross the segment end {seg_end}"
                     )
-                scan = scan_units(part, 0, len(part), start, seg_end, strict=True)
-                if scan.end != len(part) or scan.stop is ScanStop.INVALID:
-                    raise RemoteProtocolError(
-                        f"replicated bytes at offset {start + scan.end} rejected: {scan.error}"
-                    )
+                if quick_scan_end(part, 0, len(part), start, seg_end, strict=True) != len(part):
+                    scan = scan_units(part, 0, len(part), start, seg_end, strict=True)
+                    if scan.end != len(part) or scan.stop is ScanStop.INVALID:
+                        raise RemoteProtocolError(
+                            f"replicated bytes at offset {start + scan.end} rejected: {scan.error}"
+                        )
                 if runs and runs[-1][0] // seg_size == start // seg_size:
                     runs[-1][1].append(part)
                 else:
@@ -519,6 +548,7 @@ class CommitLog:
                     empty = False
                 self._max = run_start + sum(map(len, run_parts))
             end = self._max
+            self._maybe_prepare_spare()
         if self.flush_mode is FlushMode.SYNC_FLUSH:
             self._flush_to(end)
 
@@ -605,6 +635,11 @@ class CommitLog:
                 # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
                 # log's end, so a unit cut there ends the batch rather than counting as torn.
                 stop = min(pos + batch_bytes, window)
+                quick = quick_scan_end(view, pos, stop, offset, segment.end, verify_crc=False)
+                if quick > pos:
+                    batches.append(view[pos:quick])
+                    pos = quick
+                    continue
                 scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
                 if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
                     scan = scan_units(
@@ -674,6 +709,7 @@ class CommitLog:
             self._delete_from_the_end(later)
             old_max = self._max
             self._max = offset
+            self._spare_due = self._half_of(offset)
             log.info(
                 "commit log truncated from %d to %d (%d later segment file(s) deleted)",
                 old_max,
@@ -718,8 +754,17 @@ class CommitLog:
             target = self._max
             flushed = self._flushed
             dirty = [s for s in self._segments if s.end > flushed and s.base < target]
-        for segment in dirty:  # outside _lock: appends go on while the disk works
-            segment.sync()
+            new_names, self._new_names = self._new_names, False
+        # Outside _lock: appends go on while the disk works. Names first: flushed data always lies in a
+        # file whose name survives a crash (else a crash could leave it under the spare's name).
+        try:
+            if new_names:
+                fsync_directory(self.directory)
+            for segment in dirty:
+                segment.sync()
+        except BaseException:
+            self._new_names |= new_names
+            raise
         with self._lock:
             self._flushed = max(self._flushed, target)
 
@@ -764,6 +809,7 @@ class CommitLog:
         self._stop.set()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join()
+        self._spare.wait()  # no thread outlives the log; the spare file stays for the next open
         with self._flush_lock:
             try:
                 self._flush_locked()

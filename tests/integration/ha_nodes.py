@@ -17,6 +17,7 @@ from typing import Any
 
 from autoswitch_ha.service import AutoSwitchHAService, HAConfig
 from broker.commitlog import MessageDraft
+from broker.commitlog.segment import SPARE_NAME
 from broker.config import BROKER_CONFIG
 from broker.hooks_impl import BrokerRuntime
 from broker.metrics import BrokerMetrics
@@ -131,7 +132,11 @@ class Node:
 
     def segment_bytes(self) -> dict[str, bytes]:
         directory = Path(self.config["storePathCommitLog"])
-        return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.name != "checkpoint"}
+        return {
+            p.name: p.read_bytes()
+            for p in sorted(directory.iterdir())
+            if p.name not in ("checkpoint", SPARE_NAME)
+        }
 
 
 async def eventually(predicate: Callable[[], Any], timeout: float = 10.0, message: str = "condition") -> Any:

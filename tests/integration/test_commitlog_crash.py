@@ -20,7 +20,7 @@ import pytest
 
 from broker.commitlog import CommitLog, MessageDraft
 from broker.commitlog.codec import Checkpoint, decode_checkpoint, encode_checkpoint
-from broker.commitlog.segment import segment_name
+from broker.commitlog.segment import SPARE_NAME, segment_name
 from mqha.errors import CorruptFileError, ForeignFileError, NotAlignedError, StorageError
 
 SEG = 4096
@@ -251,7 +251,7 @@ def test_truncation_is_not_undone_by_a_crash(tmp_path: Path) -> None:
         image = crash_image(log, tmp_path / "image")
     with open_log(image) as log:
         assert log.max_offset == results[5].offset
-        assert sorted(os.listdir(image)) == [segment_name(0), "checkpoint"]
+        assert sorted(set(os.listdir(image)) - {SPARE_NAME}) == [segment_name(0), "checkpoint"]
 
 
 def test_killed_writer_process_loses_no_acknowledged_message(tmp_path: Path) -> None:
@@ -284,7 +284,7 @@ def test_killed_writer_process_loses_no_acknowledged_message(tmp_path: Path) -> 
 def three_segments(tmp_path: Path) -> Path:
     with open_log(tmp_path / "log") as log:
         log.append_batch([draft(i, 300) for i in range(30)])
-    assert len(list((tmp_path / "log").iterdir())) == 4
+    assert len(list((tmp_path / "log").iterdir())) == 5  # and the checkpoint and the spare segment
     return tmp_path / "log"
 
 
@@ -307,9 +307,10 @@ def test_directory_with_a_segment_name_is_refused(three_segments: Path) -> None:
     refuses(three_segments, ForeignFileError, segment_name(3 * SEG), "not a commit-log segment")
 
 
-def test_checkpoint_that_is_not_a_file_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "checkpoint").mkdir()
-    refuses(tmp_path, ForeignFileError, "checkpoint", "checkpoint")
+@pytest.mark.parametrize("name", ["checkpoint", SPARE_NAME])
+def test_checkpoint_or_spare_that_is_not_a_file_is_refused(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).mkdir()
+    refuses(tmp_path, ForeignFileError, name, name)
 
 
 def test_wrong_sized_middle_segment_is_refused(three_segments: Path) -> None:

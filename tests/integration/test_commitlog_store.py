@@ -10,7 +10,7 @@ import pytest
 
 from broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
 from broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
-from broker.commitlog.segment import IOV_MAX, Segment, segment_name
+from broker.commitlog.segment import IOV_MAX, SPARE_NAME, Segment, segment_name
 from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
 
 SEG = 4096
@@ -30,7 +30,9 @@ def draft(i: int, size: int = 100) -> MessageDraft:
 
 
 def segment_files(path: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.name != "checkpoint"}
+    return {
+        p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.name not in ("checkpoint", SPARE_NAME)
+    }
 
 
 def test_append_single_and_batch_then_read(tmp_path: Path) -> None:
@@ -79,10 +81,69 @@ def test_segments_roll_with_a_blank_marker(tmp_path: Path) -> None:
             assert len(raw) == r.offset - blank_at >= BLANK_SIZE
             assert int.from_bytes(raw[4:8], "big") == BLANK_MAGIC and raw[8:] == bytes(len(raw) - 8)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names[-1] == "checkpoint"
-    assert names[:-1] == [segment_name(i * SEG) for i in range(len(names) - 1)]
+    assert names[-2:] == ["checkpoint", SPARE_NAME]  # the next segment's file, prepared ahead
+    assert names[:-2] == [segment_name(i * SEG) for i in range(len(names) - 2)]
     assert segment_name(1073741824) == "00000000001073741824"
-    assert all(os.path.getsize(tmp_path / n) == SEG for n in names[:-1])
+    assert all(os.path.getsize(tmp_path / n) == SEG for n in names if n != "checkpoint")
+
+
+def spare_inode(path: Path) -> int | None:
+    spare = path / SPARE_NAME
+    return spare.stat().st_ino if spare.exists() else None
+
+
+def test_the_next_segment_file_is_prepared_ahead_and_renamed_at_the_roll_over(tmp_path: Path) -> None:
+    with open_log(tmp_path) as log:
+        log.append(draft(0, 1500))
+        log._spare.wait()
+        assert spare_inode(tmp_path) is None  # under half a segment: no spare yet
+        log.append(draft(1, 1500))  # past the middle of segment 0
+        log._spare.wait()
+        inode = spare_inode(tmp_path)
+        assert inode is not None and os.path.getsize(tmp_path / SPARE_NAME) == SEG
+        rolled = log.append(draft(2, 1500))
+        assert rolled.offset == SEG  # the third does not fit segment 0
+        assert (tmp_path / segment_name(SEG)).stat().st_ino == inode and spare_inode(tmp_path) is None
+        assert log.read(rolled.offset).body == bytes([2]) * 1500
+        log.append(draft(3, 1500))  # past the middle of segment 1: the next spare
+        log._spare.wait()
+        assert spare_inode(tmp_path) not in (None, inode)
+    assert spare_inode(tmp_path) is not None
+    with open_log(tmp_path) as log:  # recovery passes the spare by; open deletes it
+        assert log.max_offset == SEG + 2 * rolled.size and log.recovery.cut_offset is None
+        assert spare_inode(tmp_path) is None
+        assert log.append(draft(4, 1500)).offset == 2 * SEG  # created at the roll-over, then a spare
+        log._spare.wait()
+        assert os.path.getsize(tmp_path / SPARE_NAME) == SEG
+
+
+def test_a_leftover_spare_is_deleted_at_open_and_made_anew(tmp_path: Path) -> None:
+    (tmp_path / SPARE_NAME).write_bytes(b"x" * SEG)  # e.g. a segment whose rename never reached the disk
+    with open_log(tmp_path) as log:
+        assert not (tmp_path / SPARE_NAME).exists()
+        log.append_batch([draft(i, 1500) for i in range(2)])
+        log._spare.wait()
+        assert (tmp_path / SPARE_NAME).read_bytes() == bytes(SEG)
+
+
+def test_a_failed_preallocation_leaves_the_segment_to_the_roll_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.posix_fallocate
+
+    def no_room_for_the_spare(fd: int, offset: int, length: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(SPARE_NAME):
+            raise OSError(28, "No space left on device")
+        real(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", no_room_for_the_spare)
+    with open_log(tmp_path) as log:
+        results = log.append_batch([draft(i, 1500) for i in range(2)])
+        log._spare.wait()
+        assert not (tmp_path / SPARE_NAME).exists()  # the space given back
+        rolled = log.append(draft(2, 1500))
+        assert rolled.offset == SEG and os.path.getsize(tmp_path / segment_name(SEG)) == SEG
+        assert [log.read(r.offset).body for r in [*results, rolled]] == [bytes([i]) * 1500 for i in range(3)]
 
 
 def test_batch_spanning_segments_equals_single_appends(tmp_path: Path) -> None:
@@ -293,7 +354,8 @@ def test_truncate_at_boundaries(tmp_path: Path) -> None:
         again = log.append(draft(99, 10))
         assert again.offset == results[25].offset and log.read(again.offset).keys == "key99"
         log.truncate(SEG)  # a segment base: that file goes too, segment 0 (complete) ends the log
-        assert log.max_offset == SEG and sorted(os.listdir(tmp_path)) == [segment_name(0), "checkpoint"]
+        assert log.max_offset == SEG
+        assert sorted(set(os.listdir(tmp_path)) - {SPARE_NAME}) == [segment_name(0), "checkpoint"]
         assert log.append(draft(3)).offset == SEG
         log.truncate(0)  # everything
         assert (log.min_offset, log.max_offset) == (0, 0)
@@ -317,7 +379,7 @@ def test_truncate_at_a_blank_marker_start(tmp_path: Path) -> None:
 def test_delete_segments_before(tmp_path: Path) -> None:
     with open_log(tmp_path) as log:
         log.append_batch([draft(i, 300) for i in range(40)])
-        count = len(os.listdir(tmp_path)) - 1
+        count = len(os.listdir(tmp_path)) - 2  # not the checkpoint and the spare
         assert log.delete_segments_before(SEG - 1) == 0
         assert log.delete_segments_before(2 * SEG) == 2
         assert log.min_offset == 2 * SEG and not (tmp_path / segment_name(0)).exists()

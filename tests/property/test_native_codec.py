@@ -5,7 +5,8 @@
 * ``CommitLog._encode`` gives the same units, results and msgIds with and without ``encode_run``,
   for any drafts (odd field types, bad bounds, segment ends);
 * ``scan_units`` gives the same ``Scan`` with and without ``skip_messages``, for valid logs and for
-  logs with a byte flipped, a tail cut, or a window, under every flag combination.
+  logs with a byte flipped, a tail cut, or a window, under every flag combination;
+* ``quick_scan_end``, when it answers, answers ``scan_units``' end.
 """
 
 import os
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.commitlog import CommitLog, MessageDraft, codec, store
-from broker.commitlog.codec import InvalidDraft, Scan, scan_units
+from broker.commitlog.codec import InvalidDraft, Scan, quick_scan_end, scan_units
 from broker.commitlog.native import NATIVE, NATIVE_STATUS, PURE_PYTHON_ENV
 
 pytestmark = pytest.mark.skipif(
@@ -115,49 +116,68 @@ def _scan(buf: bytes, compiled: bool, **kwargs: object) -> tuple[object, ...]:
     return (*result[:4], None if error is None else (error.reason, error.offset, str(error)))
 
 
-@SETTINGS
-@given(
-    drafts=st.lists(
-        st.builds(MessageDraft, st.just("topic"), st.binary(max_size=700), keys=text), min_size=1, max_size=12
-    ),
-    flip=st.one_of(st.none(), st.integers(0, SEGMENT - 1)),
-    cut=st.integers(0, SEGMENT),
-    start=st.integers(0, 200),
-    verify_crc=st.booleans(),
-    strict=st.booleans(),
-    window=st.booleans(),
-    max_messages=st.integers(-1, 6),
-    base_shift=st.sampled_from([0, 0, 1, -1]),
-    mask=st.integers(1, 255),
-)
-def test_scan_is_the_same_with_and_without_the_compiled_path(
-    tmp_path_factory: pytest.TempPathFactory,
-    *,
-    drafts: list[MessageDraft],
-    flip: int | None,
-    cut: int,
-    start: int,
-    verify_crc: bool,
-    strict: bool,
-    window: bool,
-    max_messages: int,
-    base_shift: int,
-    mask: int,
-) -> None:
-    data = bytearray(_log_bytes(tmp_path_factory.mktemp("scan"), drafts))
+@st.composite
+def scan_cases(draw: st.DrawFn, tmp_root: Path) -> tuple[bytes, dict[str, object]]:
+    """A small log (valid, or with a byte flipped, or cut) and scan_units arguments over it."""
+    drafts = draw(
+        st.lists(
+            st.builds(MessageDraft, st.just("topic"), st.binary(max_size=700), keys=text),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    data = bytearray(_log_bytes(tmp_root / str(draw(st.uuids())), drafts))
+    flip = draw(st.one_of(st.none(), st.integers(0, SEGMENT - 1)))
     if flip is not None:
-        data[flip] ^= mask
+        data[flip] ^= draw(st.integers(1, 255))
+    cut = draw(st.integers(0, SEGMENT))
     buf = bytes(data[:cut]) if cut < 20 or cut % 3 else bytes(data)
     end = min(cut, len(buf))
-    begin = 0 if start % 4 else min(start, end)  # mostly from a unit start, sometimes from inside one
-    kwargs = {
-        "start": begin,
+    start = draw(st.integers(0, 200))
+    base_shift = draw(st.sampled_from([0, 0, 1, -1]))
+    return buf, {
+        "start": 0 if start % 4 else min(start, end),  # mostly from a unit start, sometimes inside one
         "end": end,
         "base_offset": base_shift,
         "segment_end": SEGMENT + base_shift,
-        "verify_crc": verify_crc,
-        "strict": strict,
-        "max_messages": max_messages,
-        "window": window,
+        "verify_crc": draw(st.booleans()),
+        "strict": draw(st.booleans()),
+        "max_messages": draw(st.integers(-1, 6)),
+        "window": draw(st.booleans()),
     }
+
+
+@pytest.fixture(scope="module")
+def tmp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("scan")
+
+
+@SETTINGS
+@given(case=st.data())
+def test_scan_is_the_same_with_and_without_the_compiled_path(tmp_root: Path, case: st.DataObject) -> None:
+    buf, kwargs = case.draw(scan_cases(tmp_root))
     assert _scan(buf, True, **kwargs) == _scan(buf, False, **kwargs)
+
+
+@SETTINGS
+@given(case=st.data())
+def test_quick_scan_end_is_scan_units_end_when_it_answers(tmp_root: Path, case: st.DataObject) -> None:
+    buf, kwargs = case.draw(scan_cases(tmp_root))
+    del kwargs["max_messages"], kwargs["window"]
+    quick = quick_scan_end(buf, **kwargs)  # type: ignore[arg-type]
+    assert quick == -1 or quick > kwargs["start"]  # type: ignore[operator]
+    if quick != -1:
+        for window in (False, True):
+            assert quick == _scan(buf, False, **kwargs, window=window)[0]
+
+
+def test_quick_scan_end_answers_for_plain_batches_and_leaves_blank_markers_to_scan_units(
+    tmp_path: Path,
+) -> None:
+    buf = _log_bytes(tmp_path, [MessageDraft("topic", b"x" * 900)] * 5)  # 4 fit, then a blank marker
+    first = scan_units(buf, 0, 2000, 0, SEGMENT, window=True)
+    assert quick_scan_end(buf, 0, 2000, 0, SEGMENT) == first.end > 0  # cut by the window
+    whole = scan_units(buf, 0, SEGMENT, 0, SEGMENT)
+    assert whole.stop.name == "BLANK"
+    assert quick_scan_end(buf, 0, SEGMENT, 0, SEGMENT) == -1  # scan_units takes the blank marker
+    assert quick_scan_end(buf, whole.last_message + 1, SEGMENT, 0, SEGMENT) == -1  # no message there
