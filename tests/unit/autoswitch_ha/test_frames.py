@@ -12,6 +12,7 @@ from autoswitch_ha.frames import (
     CODE_HANDSHAKE,
     CODE_TRANSFER,
     MAX_HANDSHAKE_ENTRIES,
+    RECEIVES_PER_BUFFER,
     FrameReader,
     decode_frame,
     encode_frame,
@@ -441,6 +442,13 @@ def test_borrowed_batch_is_a_view_of_the_buffer_and_frames_larger_than_it_grow_i
     frame = reader.next_frame()
     assert isinstance(frame, TransferBatch) and isinstance(frame.data, memoryview)
     assert frame == BATCH
+
+
+def test_a_grown_buffer_holds_several_receives() -> None:
+    reader = FrameReader(MASTER)
+    reader.feed(encode_frame(BATCH)[:10])  # a partial frame
+    space = reader.receive_buffer(100_000)
+    assert reader.buffered == 10 and len(space) + 10 >= RECEIVES_PER_BUFFER * 100_000
 
 
 def test_buffer_updated_refuses_more_than_the_free_space() -> None:
