@@ -142,16 +142,16 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
         files = sorted((master.store / "commitlog").glob("0*"))
         raw, catch_ups = [], []
         for attempt in range(REPEATS):
-            _settle(base, top)
+            settle(base, top)
             raw.append(raw_copy(files, base / "raw-copy.bin", top))
             if attempt:  # the slave copies the whole backlog again, from an empty store
                 cluster.stop_node(slave)
                 shutil.rmtree(slave.store / "commitlog")
                 for epoch_file in slave.store.glob("epochFileCheckpoint*"):
                     epoch_file.unlink()
-            _settle(base, top)
+            settle(base, top)
             catch_ups.append(_catch_up(cluster, slave, top))
-        _settle(base, top)
+        settle(base, top)
         raw.append(raw_copy(files, base / "raw-copy.bin", top))
         (base / "raw-copy.bin").unlink()
     copied, raw_seconds = min(raw, key=lambda run: run[1])  # the machine's best in this run
@@ -167,7 +167,7 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
     }
 
 
-def _settle(base: Path, nbytes: int) -> None:
+def settle(base: Path, nbytes: int) -> None:
     """Before a timed copy: write dirty pages back (dirty-page throttling would hit whichever copy runs
     next), then warm ``nbytes`` of page cache."""
     os.sync()
