@@ -763,7 +763,9 @@ class CommitLog:
             for segment in dirty:
                 segment.sync()
         except BaseException:
-            self._new_names |= new_names
+            if new_names:
+                with self._lock:
+                    self._new_names = True  # not durable yet: the next flush tries again
             raise
         with self._lock:
             self._flushed = max(self._flushed, target)

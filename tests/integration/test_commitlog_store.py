@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
+from broker.commitlog import store as commitlog_store
 from broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
 from broker.commitlog.segment import IOV_MAX, SPARE_NAME, Segment, segment_name
 from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
@@ -144,6 +145,27 @@ def test_a_failed_preallocation_leaves_the_segment_to_the_roll_over(
         rolled = log.append(draft(2, 1500))
         assert rolled.offset == SEG and os.path.getsize(tmp_path / segment_name(SEG)) == SEG
         assert [log.read(r.offset).body for r in [*results, rolled]] == [bytes([i]) * 1500 for i in range(3)]
+
+
+def test_a_new_segment_name_is_made_durable_by_the_next_flush_even_after_a_failed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def fsync_directory(directory: str) -> None:
+        calls.append(directory)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+
+    with open_log(tmp_path, flush_interval_ms=600_000) as log:
+        monkeypatch.setattr(commitlog_store, "fsync_directory", fsync_directory)
+        log.append(draft(0))  # creates segment 0: a name not yet durable
+        assert calls == []  # no fsync at creation
+        with pytest.raises(OSError):
+            log.flush()
+        log.flush()
+        log.flush()  # no new name since: no directory fsync
+        assert calls == [str(tmp_path)] * 2
 
 
 def test_batch_spanning_segments_equals_single_appends(tmp_path: Path) -> None:
