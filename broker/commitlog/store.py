@@ -811,7 +811,7 @@ class CommitLog:
         self._stop.set()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join()
-        self._spare.wait()  # no thread outlives the log; the spare file stays for the next open
+        self._spare.wait()  # no thread outlives the log (the spare file stays; the next open deletes it)
         with self._flush_lock:
             try:
                 self._flush_locked()
