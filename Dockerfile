@@ -13,7 +13,7 @@ WORKDIR /src
 COPY . .
 # A virtualenv at its final path, copied whole into the runtime stage (compiled .pyc included, so a
 # read-only root file system is fine).
-# gcc builds the commit-log codec's compiled fast path (broker/commitlog/_native.c); the runtime stage
+# gcc builds the commit-log codec's compiled fast path (mqha/broker/commitlog/_native.c); the runtime stage
 # needs only the built module. The last check fails the build if the codec fell back to pure Python.
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -23,7 +23,7 @@ RUN python -m venv /opt/mqha \
     && /opt/mqha/bin/mqcontroller --help >/dev/null \
     && /opt/mqha/bin/mqbroker --help >/dev/null \
     && /opt/mqha/bin/mqadmin --help >/dev/null \
-    && /opt/mqha/bin/python -c "from broker.commitlog.native import NATIVE, NATIVE_STATUS; assert NATIVE, NATIVE_STATUS"
+    && /opt/mqha/bin/python -c "from mqha.broker.commitlog.native import NATIVE, NATIVE_STATUS; assert NATIVE, NATIVE_STATUS"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="mqha" \

@@ -1,5 +1,9 @@
-"""mqha shared kernel: ids, response codes, the error tree, config parsing, clock.
+"""mqha: RocketMQ 5 controller-mode high availability in Python.
 
-Everything in this package is core code: it imports nothing else of ours and does no IO
-beyond the few-line monotonic clock in ``clock.py``.
+The one import root. Its modules ``ids``, ``codes``, ``errors``, ``config``, ``clock``, ``extras``
+and the ``wire`` package are the shared kernel (core code that imports nothing else of ours); the
+subpackages are the controller, the broker and its replication, the client, mqadmin, the runtime
+history and the offline tools (docs/architecture.md §2).
 """
+
+__version__ = "0.1.0"

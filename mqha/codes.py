@@ -1,4 +1,5 @@
-"""Response codes, named and numbered as RocketMQ's ``ResponseCode`` (spec §2.2, 5.1.1+ values)."""
+"""Response codes, named and numbered as RocketMQ's ``ResponseCode`` (docs/reference-behaviour.md §2.2, 5.1.1+
+values)."""
 
 from enum import IntEnum
 
@@ -45,7 +46,8 @@ _HTTP_STATUS_BY_CODE: dict[ResponseCode, int] = {
 
 
 def http_status_for(code: ResponseCode) -> int:
-    """HTTP status of a response code (ARCHITECTURE §3): fenced or rejected controller codes are 409."""
+    """HTTP status of a response code (docs/architecture.md §3): fenced or rejected controller codes are
+    409."""
     if code in _HTTP_STATUS_BY_CODE:
         return _HTTP_STATUS_BY_CODE[code]
     if 2000 <= code <= 2016:

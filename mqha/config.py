@@ -1,4 +1,4 @@
-"""Java-properties config files with RocketMQ key names, typed and checked (ARCHITECTURE §1).
+"""Java-properties config files with RocketMQ key names, typed and checked (docs/architecture.md §1).
 
 A process declares its keys as a ``ConfigSpec``; parsing turns text into typed values and stops at
 the first unknown key, malformed value or missing required key with a ``ConfigError`` naming it.

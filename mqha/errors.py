@@ -10,7 +10,8 @@
     │   ├── LocalProtocolError     we were asked to send something invalid
     │   └── RemoteProtocolError    the peer sent something invalid (the connection closes)
     ├── FencedError                a request carried a stale epoch
-    └── RequestError               a request rejected with a RocketMQ response code
+    ├── RequestError               a request rejected with a RocketMQ response code
+    └── MissingExtraError          a command needs an optional part not installed (names the extra)
 
 Batch operations return per-item results instead of raising.
 """
@@ -74,3 +75,9 @@ class RequestError(MqhaError):
         super().__init__(f"{code.name} ({int(code)}): {remark}")
         self.code = code
         self.remark = remark
+
+
+class MissingExtraError(MqhaError):
+    def __init__(self, extra: str, purpose: str) -> None:
+        super().__init__(f"install mqha[{extra}] {purpose}")
+        self.extra = extra

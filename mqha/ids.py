@@ -1,4 +1,4 @@
-"""Identifier types shared by every package (spec §1.1)."""
+"""Identifier types shared by every package (docs/reference-behaviour.md §1.1)."""
 
 from typing import NewType
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the lint and the default test run (slow chaos/bench runs excluded).
+# Sets everything up, then runs the lint, the import-layer contracts and the default test run
+# (slow chaos/bench runs excluded).
 # Extra arguments go to pytest. Any failure, including "no tests collected" (pytest exit 5), fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 .venv/bin/ruff check .
+.venv/bin/lint-imports --no-cache  # the layer contracts of docs/architecture.md §2 (.importlinter)
 .venv/bin/python -m pytest "$@"

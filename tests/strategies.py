@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from epoch.history import EpochHistory
+from mqha.epoch.history import EpochHistory
 
 # -- epoch ----------------------------------------------------------------------------------
 
@@ -64,7 +64,8 @@ class EpochSimWrite:
 
 @dataclass(frozen=True)
 class EpochSimSync:
-    """Replica ``replica`` handshakes with the current master (spec §13) and copies part of its lead."""
+    """Replica ``replica`` handshakes with the current master (docs/reference-behaviour.md §13) and copies
+    part of its lead."""
 
     replica: int
     fraction: float

@@ -1,4 +1,5 @@
-"""Controller API bodies (spec §5, ARCHITECTURE §3): requests, replies and their payloads.
+"""Controller API bodies (docs/reference-behaviour.md §5, docs/architecture.md §3): requests, replies and
+their payloads.
 
 Field names on the wire are the spec's camelCase names; Python attributes are snake_case. Each field
 declares its JSON name and a *kind* (how to check and convert the JSON value) in its dataclass
@@ -29,7 +30,7 @@ INT32_MAX = 2**31 - 1
 """Java ``Integer.MAX_VALUE``: the election priority of a broker that sends none (lowest priority)."""
 
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000
-"""``DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`` (spec §7.1)."""
+"""``DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`` (docs/reference-behaviour.md §7.1)."""
 
 
 class _Invalid(Exception):
@@ -133,7 +134,7 @@ STR_TUPLE = Kind("an array of strings", _parse_str_tuple, list)
 
 def _parse_ids_to_clean(value: Any) -> tuple[int, ...] | str:
     # Our JSON carries a list of ids; the RocketMQ ``"1;2;3"`` text is also accepted and parsed by
-    # the controller, which answers 2009 on a malformed one (spec §5.10).
+    # the controller, which answers 2009 on a malformed one (docs/reference-behaviour.md §5.10).
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
@@ -272,7 +273,7 @@ class _Payload(_Message):
 
 
 # --------------------------------------------------------------------------------------------------
-# Requests (ARCHITECTURE §3 table).
+# Requests (docs/architecture.md §3 table).
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,7 +295,7 @@ class ApplyBrokerIdRequest(_Request):
 
     @property
     def broker_address(self) -> str:
-        """The part of the check code before the first ``;`` (spec §5.2)."""
+        """The part of the check code before the first ``;`` (docs/reference-behaviour.md §5.2)."""
         return self.register_check_code.split(";", 1)[0]
 
 
@@ -311,7 +312,7 @@ class RegisterBrokerRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class BrokerHeartbeatRequest(_Request):
-    """Spec §5.9. Absent progress fields take the spec §7.1 defaults."""
+    """Spec §5.9. Absent progress fields take the docs/reference-behaviour.md §7.1 defaults."""
 
     cluster_name: str = wire("clusterName", STR)
     broker_name: str = wire("brokerName", STR)
@@ -325,7 +326,8 @@ class BrokerHeartbeatRequest(_Request):
 
     @classmethod
     def from_json(cls, obj: object) -> Self:
-        # The reference's own check and remark (spec §5.9); null optional fields mean "default".
+        # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional fields mean
+        # "default".
         if isinstance(obj, dict):
             if obj.get("brokerId") is None:
                 raise RequestError(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
@@ -366,7 +368,7 @@ class GetReplicaInfoRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class GetSyncStateDataRequest(_Request):
-    """Spec §5.7: broker names, or every group of ``clusterName`` (ARCHITECTURE §3)."""
+    """Spec §5.7: broker names, or every group of ``clusterName`` (docs/architecture.md §3)."""
 
     broker_names: tuple[str, ...] = wire("brokerNames", STR_TUPLE, ())
     cluster_name: str | None = wire("clusterName", nullable(STR), None)
@@ -385,7 +387,7 @@ class CleanBrokerDataRequest(_Request):
 
 
 # --------------------------------------------------------------------------------------------------
-# Reply payloads (ARCHITECTURE §3 field names). Absent values are JSON null.
+# Reply payloads (docs/architecture.md §3 field names). Absent values are JSON null.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -403,7 +405,8 @@ class ApplyBrokerIdPayload(_Payload):
 
 @dataclass(frozen=True, kw_only=True)
 class RegisterBrokerPayload(_Payload):
-    """Master fields (and the epochs) are null unless a master exists and is alive (spec §5.3)."""
+    """Master fields (and the epochs) are null unless a master exists and is alive
+    (docs/reference-behaviour.md §5.3)."""
 
     cluster_name: str = wire("clusterName", STR)
     broker_name: str = wire("brokerName", STR)
@@ -492,7 +495,7 @@ class SyncStateDataPayload(_Payload):
 class Reply:
     """Every controller reply: a response code, a remark and the payload's top-level fields.
 
-    ``to_json()`` gives the HTTP body ``{"code", "codeName", "remark", **payload}`` (ARCHITECTURE §3).
+    ``to_json()`` gives the HTTP body ``{"code", "codeName", "remark", **payload}`` (docs/architecture.md §3).
     """
 
     code: ResponseCode

@@ -39,9 +39,9 @@ from typing import Any
 
 import pytest
 
-from bench.put import message_payload, put_load
-from bench.replication import raw_copy, settle
-from bench.report import summarize
+from mqha.bench.put import message_payload, put_load
+from mqha.bench.replication import raw_copy, settle
+from mqha.bench.report import summarize
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -60,8 +60,8 @@ BODY = 1024
 
 async def _run_node(spec: dict[str, Any]) -> None:
     sys.path.insert(0, str(REPO))
-    from broker.commitlog import MessageDraft
-    from replicas_manager.hooks import MasterInfo
+    from mqha.broker.commitlog import MessageDraft
+    from mqha.replicas_manager.hooks import MasterInfo
     from tests.integration.ha_nodes import Node
 
     node = await Node.start(Path(spec["root"]), spec["id"], http=True, **spec.get("config", {}))

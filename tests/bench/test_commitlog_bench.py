@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.commitlog import CommitLog, FlushMode, MessageDraft, RecoveryReport
-from broker.commitlog.codec import Checkpoint, encode_checkpoint, encode_message
+from mqha.broker.commitlog import CommitLog, FlushMode, MessageDraft, RecoveryReport
+from mqha.broker.commitlog.codec import Checkpoint, encode_checkpoint, encode_message
 
 pytestmark = pytest.mark.bench
 ASYNC, SYNC = FlushMode.ASYNC_FLUSH, FlushMode.SYNC_FLUSH

@@ -1,4 +1,4 @@
-"""Controller figures: ``mqha bench controller`` (bench/controller.py) under pytest.
+"""Controller figures: ``mqha bench controller`` (mqha/bench/controller.py) under pytest.
 
 Run: ``.venv/bin/python -m pytest -m bench -s tests/bench/test_controller_bench.py``
 (or ``scripts/bench.sh tests/bench/test_controller_bench.py``). Prints the tables (our 3-node
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import controller
+from mqha.bench import controller
 
 pytestmark = pytest.mark.bench
 

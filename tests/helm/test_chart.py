@@ -25,9 +25,9 @@ helm = pytest.importorskip("helm_python", reason="helm-python-sdk (test extras) 
 kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (test extras) is not installed")
 yaml = pytest.importorskip("yaml")
 
-from broker.config import BROKER_CONFIG, load_broker_config  # noqa: E402
-from controller.config import CONTROLLER_CONFIG, load_controller_config, parse_peers  # noqa: E402
-from controller.service import check_config  # noqa: E402
+from mqha.broker.config import BROKER_CONFIG, load_broker_config  # noqa: E402
+from mqha.controller.config import CONTROLLER_CONFIG, load_controller_config, parse_peers  # noqa: E402
+from mqha.controller.service import check_config  # noqa: E402
 from mqha.config import parse_properties  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -34,7 +34,7 @@ TEST_SETTINGS: dict[str, str] = {
 
 def mqcontroller_command() -> list[str]:
     script = Path(sys.executable).with_name("mqcontroller")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "controller"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.controller"]
 
 
 def _port_free(port: int) -> bool:
@@ -283,7 +283,8 @@ def heartbeat(
 
 
 def register_broker(leader: Node, broker_name: str, cluster_name: str = "c1") -> int:
-    """next-id -> apply-id -> register through the HTTP API, as a broker does (spec §9.3)."""
+    """next-id -> apply-id -> register through the HTTP API, as a broker does (docs/reference-behaviour.md
+    §9.3)."""
     status, body = leader.get(f"/v1/brokers/next-id?clusterName={cluster_name}&brokerName={broker_name}")
     assert status == 200, body
     broker_id = body["nextBrokerId"]

@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autoswitch_ha.service import AutoSwitchHAService, HAConfig
-from broker.commitlog import MessageDraft
-from broker.commitlog.segment import SPARE_NAME
-from broker.config import BROKER_CONFIG
-from broker.hooks_impl import BrokerRuntime
-from broker.metrics import BrokerMetrics
-from broker.protocol import PutOutcome
-from broker.server import BrokerHttpServer
-from broker.store import BrokerStore
-from replicas_manager.hooks import MasterInfo
+from mqha.autoswitch_ha.service import AutoSwitchHAService, HAConfig
+from mqha.broker.commitlog import MessageDraft
+from mqha.broker.commitlog.segment import SPARE_NAME
+from mqha.broker.config import BROKER_CONFIG
+from mqha.broker.hooks_impl import BrokerRuntime
+from mqha.broker.metrics import BrokerMetrics
+from mqha.broker.protocol import PutOutcome
+from mqha.broker.server import BrokerHttpServer
+from mqha.broker.store import BrokerStore
+from mqha.replicas_manager.hooks import MasterInfo
 from tests.helpers.processes import free_port
 
 SEGMENT = 256 * 1024

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from analysis.history import ClientHistory, HistoryRecorder, history_path
-from analysis.report import VERDICT_FILE
-from cluster.cli import main as mqha_main
+from mqha.analysis.report import VERDICT_FILE
+from mqha.cli import main as mqha_main
+from mqha.history.recorder import ClientHistory, HistoryRecorder, history_path
 from tests.helpers.processes import ProcessGroup, wait_until
 
 pytestmark = [

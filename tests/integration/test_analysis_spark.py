@@ -1,4 +1,4 @@
-"""The PySpark checker against the pure one on the same hand-made histories (ARCHITECTURE §5).
+"""The PySpark checker against the pure one on the same hand-made histories (docs/architecture.md §5).
 
 One SparkSession (``local[2]``) for the module. Each fixture is written as an export directory
 (``write_tables``), read back by ``load_tables`` with the declared schema, and checked by both
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from analysis import invariants as inv
-from analysis.export import export, read_tables, write_tables
-from analysis.history import BrokerHistory, ClientHistory, HistoryRecorder
-from analysis.report import HTML_FILE, SUMMARY_FILE, VERDICT_FILE
-from analysis.spark_job import check_tables, load_tables, spark_session, unpersist
-from cluster.cli import main as mqha_main
+from mqha.analysis import invariants as inv
+from mqha.analysis.export import export, read_tables, write_tables
+from mqha.analysis.report import HTML_FILE, SUMMARY_FILE, VERDICT_FILE
+from mqha.analysis.spark_job import check_tables, load_tables, spark_session, unpersist
+from mqha.cli import main as mqha_main
+from mqha.history.recorder import BrokerHistory, ClientHistory, HistoryRecorder
 from tests.unit.analysis import histories as h
 from tests.unit.analysis.test_invariants import failures_by_group
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import NAMES
+from mqha.bench.cli import NAMES
 
 pytestmark = pytest.mark.integration
 

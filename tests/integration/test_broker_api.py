@@ -1,4 +1,4 @@
-"""The broker HTTP API (ARCHITECTURE §4) on real sockets, in process, without the controller.
+"""The broker HTTP API (docs/architecture.md §4) on real sockets, in process, without the controller.
 
 The test plays the ReplicasManager through the broker hooks (``ha_nodes.Node``).
 """

@@ -1,4 +1,5 @@
-"""``mqbroker -c broker.conf`` start-up refusals (ARCHITECTURE §1, spec §9.3): one line, exit 1."""
+"""``mqbroker -c broker.conf`` start-up refusals (docs/architecture.md §1, docs/reference-behaviour.md §9.3):
+one line, exit 1."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 def mqbroker(*args: str) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("mqbroker")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "mqha.broker"]
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=30, check=False)
 
 

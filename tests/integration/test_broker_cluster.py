@@ -52,14 +52,15 @@ BROKER_SETTINGS = {
     "syncControllerMetadataPeriod": "1000",
     "brokerHeartbeatInterval": "200",
     # Longer than the freezes below: a frozen slave must still count as alive for the election that
-    # follows the master's death (its departure is the HA layer's business, spec §10.4).
+    # follows the master's death (its departure is the HA layer's business, docs/reference-behaviour.md
+    # §10.4).
     "controllerHeartBeatTimeoutMills": "6000",
 }
 
 
 def mqbroker_command() -> list[str]:
     script = Path(sys.executable).with_name("mqbroker")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.broker"]
 
 
 @dataclass
@@ -323,8 +324,8 @@ def test_failover_without_losing_acknowledged_messages(cluster: BrokerCluster) -
     assert not lost, f"acknowledged messages lost: {lost}"
     later_truncated = {o: m for o, m in history.seen.items() if by_offset.get(o, (None,))[0] != m}
     assert not later_truncated, f"readers saw offsets later truncated: {later_truncated}"
-    # The old master cut the part of its tail no slave had received (spec §13), and readers never
-    # saw any of the tail before it was confirmed.
+    # The old master cut the part of its tail no slave had received (docs/reference-behaviour.md §13), and
+    # readers never saw any of the tail before it was confirmed.
     cut = [o for o, msg_id in tail.items() if by_offset.get(o, ("",))[0] != msg_id]
     assert cut, "the unreplicated tail survived: nothing was truncated"
     assert "truncated the commit log" in first.base.joinpath("broker.log").read_text()
@@ -372,8 +373,8 @@ def test_stopped_slave_leaves_and_rejoins_and_controllers_down_do_not_stop_puts(
 
 
 def test_bad_input_is_refused_and_the_set_keeps_serving(cluster: BrokerCluster) -> None:
-    from autoswitch_ha.events import HandshakeRequest
-    from autoswitch_ha.frames import encode_frame
+    from mqha.autoswitch_ha.events import HandshakeRequest
+    from mqha.autoswitch_ha.frames import encode_frame
     from tests.integration.test_broker_api import _send_huge_body
 
     for broker in cluster.brokers:

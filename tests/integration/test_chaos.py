@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.links import Link
-from chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
-from chaos.runner import topology_of
-from chaos.schedule import Topology
-from cluster.checking import mqha_command
-from cluster.local import LocalCluster, group_names
+from mqha.chaos.links import Link
+from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
+from mqha.chaos.runner import topology_of
+from mqha.chaos.schedule import Topology
+from mqha.cluster.checking import mqha_command
+from mqha.cluster.local import LocalCluster, group_names
 from tests.helpers.processes import free_port
 
 pytestmark = pytest.mark.integration

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from client import Consumer, Producer, SendStatus, SyncProducer
-from cluster.failover import kill_master, rejoin
-from cluster.local import LocalCluster
-from cluster.workload import ProduceWorkload
+from mqha.client import Consumer, Producer, SendStatus, SyncProducer
+from mqha.cluster.failover import kill_master, rejoin
+from mqha.cluster.local import LocalCluster
+from mqha.cluster.workload import ProduceWorkload
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.failover import distribution, kill_master, ms, rejoin
-from cluster.local import LocalCluster
-from cluster.workload import ProduceWorkload
+from mqha.cluster.failover import distribution, kill_master, ms, rejoin
+from mqha.cluster.local import LocalCluster
+from mqha.cluster.workload import ProduceWorkload
 
 pytestmark = [pytest.mark.integration, pytest.mark.bench]
 

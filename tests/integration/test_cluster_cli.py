@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster.processes import proc_start_time
+from mqha.cluster.processes import proc_start_time
 
 pytestmark = pytest.mark.integration
 
 
 def mqha(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("mqha")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "cluster.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "mqha"]
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.commitlog import CommitLog, MessageDraft
-from broker.commitlog.codec import Checkpoint, decode_checkpoint, encode_checkpoint
-from broker.commitlog.segment import SPARE_NAME, segment_name
+from mqha.broker.commitlog import CommitLog, MessageDraft
+from mqha.broker.commitlog.codec import Checkpoint, decode_checkpoint, encode_checkpoint
+from mqha.broker.commitlog.segment import SPARE_NAME, segment_name
 from mqha.errors import CorruptFileError, ForeignFileError, NotAlignedError, StorageError
 
 SEG = 4096
@@ -258,7 +258,7 @@ def test_killed_writer_process_loses_no_acknowledged_message(tmp_path: Path) -> 
     script = textwrap.dedent(
         f"""
         import sys
-        from broker.commitlog import CommitLog, MessageDraft
+        from mqha.broker.commitlog import CommitLog, MessageDraft
         log = CommitLog.open({str(tmp_path)!r}, {SEG}, flush_interval_ms=600000)
         i = 0
         while True:

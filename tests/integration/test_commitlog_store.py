@@ -1,4 +1,5 @@
-"""Commit log on real files (ARCHITECTURE §4): append, read, HA copy, truncate, delete, reopen, flushing."""
+"""Commit log on real files (docs/architecture.md §4): append, read, HA copy, truncate, delete, reopen,
+flushing."""
 
 import itertools
 import os
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
-from broker.commitlog import store as commitlog_store
-from broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
-from broker.commitlog.segment import IOV_MAX, SPARE_NAME, Segment, segment_name
+from mqha.broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
+from mqha.broker.commitlog import store as commitlog_store
+from mqha.broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
+from mqha.broker.commitlog.segment import IOV_MAX, SPARE_NAME, Segment, segment_name
 from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
 
 SEG = 4096
@@ -365,7 +366,8 @@ def test_truncate_at_boundaries(tmp_path: Path) -> None:
             log.truncate(results[25].offset + 1)
         with pytest.raises(NotAlignedError):
             log.truncate(-1)
-        log.truncate(log.max_offset)  # no-op, as is anything past the end (spec §13 step 4)
+        # no-op, as is anything past the end (docs/reference-behaviour.md §13 step 4)
+        log.truncate(log.max_offset)
         log.truncate(log.max_offset + 1)
         assert log.max_offset == results[-1].offset + results[-1].size
         log.truncate(results[25].offset)

@@ -1,9 +1,9 @@
-"""The confirm offset checkpoint file (broker/store.py): rewritten in place, unreadable means -1."""
+"""The confirm offset checkpoint file (mqha/broker/store.py): rewritten in place, unreadable means -1."""
 
 import json
 from pathlib import Path
 
-from broker.store import ConfirmOffsetCheckpoint
+from mqha.broker.store import ConfirmOffsetCheckpoint
 
 
 def test_saves_in_place_and_loads_back(tmp_path: Path) -> None:

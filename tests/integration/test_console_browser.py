@@ -23,9 +23,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from analysis import invariants as inv
-from analysis.report import write_reports
-from cluster.local import LocalCluster
+from mqha.analysis import invariants as inv
+from mqha.analysis.report import write_reports
+from mqha.cluster.local import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from analysis import invariants as inv
-from analysis.report import write_reports
+from mqha.analysis import invariants as inv
+from mqha.analysis.report import write_reports
 from tests.helpers.processes import ProcessGroup
 from tests.integration.controller_cluster import ControllerCluster, Node, heartbeat, register_broker
 

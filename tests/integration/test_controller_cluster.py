@@ -1,7 +1,7 @@
 """Three real ``mqcontroller`` processes: replication, failover, fencing, restart, partition (issue 3).
 
-ARCHITECTURE §3 (leader-only APIs, barrier, quorum lease), spec §5, §8. Every process is stopped by
-pid (ProcessGroup); every wait is bounded.
+docs/architecture.md §3 (leader-only APIs, barrier, quorum lease), docs/reference-behaviour.md §5, §8. Every
+process is stopped by pid (ProcessGroup); every wait is bounded.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_register_elect_alter_then_failover_fencing_and_full_restart(
             beats.set(heartbeat("b1", broker_id, timeout_ms=60_000))
         beats.send_once()
 
-        # First election (spec §5.4 step 3): the registered requester wins.
+        # First election (docs/reference-behaviour.md §5.4 step 3): the registered requester wins.
         status, body = leader.post("/v1/groups/b1/elect", {"clusterName": "c1", "brokerId": 1})
         assert status == 200, body
         assert (body["masterBrokerId"], body["masterEpoch"], body["syncStateSet"]) == (1, 1, [1])
@@ -71,7 +71,7 @@ def test_register_elect_alter_then_failover_fencing_and_full_restart(
             "3": "127.0.0.1:10903",
         }
 
-        # The master grows the SyncStateSet (spec §5.5).
+        # The master grows the SyncStateSet (docs/reference-behaviour.md §5.5).
         alter = {"masterBrokerId": 1, "masterEpoch": 1, "syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1}
         status, body = leader.post("/v1/groups/b1/sync-state-set", alter)
         assert status == 200, body

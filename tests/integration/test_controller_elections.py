@@ -1,7 +1,7 @@
 """Controller-triggered, designated and session-driven elections on 3 real ``mqcontroller`` processes.
 
 Spec §3.4 (inactive-master scan), §5.4, §6, §7 (heartbeat expiry, controller trigger, role-change
-push), ARCHITECTURE §3 (broker session, admin token). One cluster serves the whole module; each test
+push), docs/architecture.md §3 (broker session, admin token). One cluster serves the whole module; each test
 uses its own broker sets, and a test that changes a live config key restores it.
 """
 
@@ -106,7 +106,8 @@ def test_unclean_election_only_when_enabled(cluster: ControllerCluster) -> None:
             beats.set(heartbeat(name, 3, max_offset=9, timeout_ms=HB_TIMEOUT_MS))
             _setup_set(cluster, name, beats, [1])  # only the master is in sync
 
-        # Disabled (default): no candidate in {1} -> the master is cleared, masterEpoch+1 (spec §5.4 7).
+        # Disabled (default): no candidate in {1} -> the master is cleared, masterEpoch+1
+        # (docs/reference-behaviour.md §5.4 7).
         beats.drop("uc-off", 1)
         info = wait_until(
             lambda: (i := _replica_info(cluster, "uc-off"))["masterEpoch"] == 2 and i,
@@ -176,11 +177,12 @@ def test_inactive_master_scan_reelects_a_master_the_leader_never_heard_of(cluste
         beats.set(heartbeat("im", 3, timeout_ms=5000))
         leader = _leader(cluster)
         assert [register_broker(leader, "im") for _ in range(3)] == [1, 2, 3]
-        # First election: the registered requester wins without a liveness check (spec §5.4 step 3).
+        # First election: the registered requester wins without a liveness check (docs/reference-behaviour.md
+        # §5.4 step 3).
         status, body = leader.post("/v1/groups/im/elect", {"clusterName": "c1", "brokerId": 1})
         assert status == 200 and body["masterBrokerId"] == 1, body
-        # Master 1 never heartbeats while 2 and 3 do: the leader's scan (spec §3.4) triggers an
-        # election; {1} has no live member and unclean is off, so the master is cleared.
+        # Master 1 never heartbeats while 2 and 3 do: the leader's scan (docs/reference-behaviour.md §3.4)
+        # triggers an election; {1} has no live member and unclean is off, so the master is cleared.
         info = wait_until(
             lambda: (i := _replica_info(cluster, "im"))["masterEpoch"] == 2 and i,
             timeout=3,
@@ -253,7 +255,8 @@ async def _session_scenario(cluster: ControllerCluster, group: ProcessGroup) -> 
 
         status, body = leader.post("/v1/groups/ss/elect", {"clusterName": "c1", "brokerId": 1})
         assert status == 200, body
-        # Role-change push of that election to every live member over its session (spec §7.4).
+        # Role-change push of that election to every live member over its session (docs/reference-behaviour.md
+        # §7.4).
         push = await _next_push(sessions[2][leader_index], timeout=2, master_epoch=1)
         assert (push["brokerName"], push["masterBrokerId"], push["masterEpoch"]) == ("ss", 1, 1)
         assert push["masterHaAddress"] == "127.0.0.1:20901" and push["syncStateSet"] == [1]

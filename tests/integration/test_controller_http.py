@@ -1,4 +1,5 @@
-"""The controller's HTTP contract on real ``mqcontroller`` processes (ARCHITECTURE §3, spec §5.8, §5.11).
+"""The controller's HTTP contract on real ``mqcontroller`` processes (docs/architecture.md §3,
+docs/reference-behaviour.md §5.8, §5.11).
 
 Bad input of every kind gets the documented status and code, the node keeps serving, and the
 replicated state does not change. Also: config get/update with the blacklist and the admin token,
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller import openapi
+from mqha.controller import openapi
 from tests.helpers.processes import ProcessGroup
 from tests.integration.controller_cluster import (
     ControllerCluster,
@@ -252,7 +253,7 @@ def test_config_get_update_blacklist_token_and_persistence(cluster: ControllerCl
     assert (config["electMasterMaxRetryCount"], config["mappedFileSize"]) == (5, 4096)
     persisted = (node.base / "controller.properties").read_text()
     assert "electMasterMaxRetryCount=5\n" in persisted and "mappedFileSize=4096\n" in persisted
-    # Only this node changed (spec §5.11: the admin tool sends to every address).
+    # Only this node changed (docs/reference-behaviour.md §5.11: the admin tool sends to every address).
     other = _expect(cluster.nodes[1].get("/v1/controller/config"), 200, 0)["config"]
     assert other["electMasterMaxRetryCount"] == 3
     _expect(node.call("PUT", "/v1/controller/config", {"electMasterMaxRetryCount": 3}, headers=AUTH), 200, 0)

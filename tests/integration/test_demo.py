@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 def mqha_command() -> list[str]:
     script = Path(sys.executable).with_name("mqha")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "cluster.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha"]
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""Epoch file on a real filesystem (spec §12.1, ARCHITECTURE §4): atomic save, ``.bak`` recovery."""
+"""Epoch file on a real filesystem (docs/reference-behaviour.md §12.1, docs/architecture.md §4): atomic save,
+``.bak`` recovery."""
 
 import logging
 import os
@@ -6,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from epoch.codec import encode_epoch_file
-from epoch.file import EpochFile, EpochStore
-from epoch.history import EpochEntry, EpochHistory
+from mqha.epoch.codec import encode_epoch_file
+from mqha.epoch.file import EpochFile, EpochStore
+from mqha.epoch.history import EpochEntry, EpochHistory
 from mqha.errors import CorruptFileError, FencedError, StorageError
 
 OLD = EpochHistory.from_pairs([(1, 0), (2, 1000)])
@@ -93,7 +94,7 @@ def test_torn_main_file_at_every_length_falls_back_to_bak_spec_12_1(
         Path(saved_twice.path).write_bytes(full[:length])
         before = snapshot(tmp_path)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="epoch.file"):
+        with caplog.at_level(logging.WARNING, logger="mqha.epoch.file"):
             # No cut parses as a valid file: the trailing newline, count and CRC catch every one.
             assert saved_twice.load() == OLD, length
         assert f"epoch file {saved_twice.path} is unusable" in caplog.text
@@ -112,7 +113,7 @@ def test_flipped_digit_in_main_is_caught_by_the_crc_spec_12_1(
         changed = full[:index] + str((int(char) + 1) % 10) + full[index + 1 :]
         Path(saved_twice.path).write_text(changed)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="epoch.file"):
+        with caplog.at_level(logging.WARNING, logger="mqha.epoch.file"):
             assert saved_twice.load() == OLD, changed
         assert saved_twice.path in caplog.text
 
@@ -121,7 +122,7 @@ def test_entry_digit_flip_reports_crc_mismatch_spec_12_1(
     saved_twice: EpochFile, caplog: pytest.LogCaptureFixture
 ) -> None:
     Path(saved_twice.path).write_text(read(saved_twice.path).replace("3-2500", "3-2600"))
-    with caplog.at_level(logging.WARNING, logger="epoch.file"):
+    with caplog.at_level(logging.WARNING, logger="mqha.epoch.file"):
         assert saved_twice.load() == OLD
     assert "CRC mismatch" in caplog.text
 
@@ -130,7 +131,7 @@ def test_missing_main_with_good_bak_loads_bak_spec_12_1(
     saved_twice: EpochFile, caplog: pytest.LogCaptureFixture
 ) -> None:
     os.remove(saved_twice.path)
-    with caplog.at_level(logging.WARNING, logger="epoch.file"):
+    with caplog.at_level(logging.WARNING, logger="mqha.epoch.file"):
         assert saved_twice.load() == OLD
     assert saved_twice.path in caplog.text and "missing" in caplog.text
 
@@ -284,6 +285,6 @@ def test_store_loads_from_bak_when_main_is_torn(tmp_path: Path, caplog: pytest.L
     store.append(1, 0)
     store.append(2, 1000)
     Path(path).write_text("2\n12345")
-    with caplog.at_level(logging.WARNING, logger="epoch.file"):
+    with caplog.at_level(logging.WARNING, logger="mqha.epoch.file"):
         assert EpochStore(path).history.pairs() == [(1, 0)]
     assert path in caplog.text

@@ -1,4 +1,5 @@
-"""HA replication over real loopback TCP, without the controller (spec §10, §11, §13–§15).
+"""HA replication over real loopback TCP, without the controller (docs/reference-behaviour.md §10, §11,
+§13–§15).
 
 Two or three in-process nodes (``ha_nodes.Node``: real commit logs, epoch files, HA server and
 client); the test plays the ReplicasManager through the broker hooks.
@@ -16,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from autoswitch_ha.events import HandshakeRequest
-from autoswitch_ha.frames import encode_frame
-from broker.protocol import PutStatus, ReadRequest
-from epoch.file import EpochFile
+from mqha.autoswitch_ha.events import HandshakeRequest
+from mqha.autoswitch_ha.frames import encode_frame
+from mqha.broker.protocol import PutStatus, ReadRequest
+from mqha.epoch.file import EpochFile
 from tests.helpers.processes import free_port
 from tests.integration.ha_nodes import Node, eventually, same_log
 
@@ -221,7 +222,8 @@ async def test_connection_loss_proposes_a_shrink_and_puts_time_out_until_confirm
         a.controller.down = True  # the controller cannot confirm the shrink
         await b.ha.client.stop()
         await eventually(lambda: frozenset({1}) in a.controller.proposals, message="shrink proposed at once")
-        # Union semantics while the change is in flight (spec §10.1): the put still needs slave 2.
+        # Union semantics while the change is in flight (docs/reference-behaviour.md §10.1): the put still
+        # needs slave 2.
         outcome = await a.put(1)
         assert outcome.status is PutStatus.FLUSH_SLAVE_TIMEOUT and outcome.appended
         # The controller confirms the shrink: puts succeed on the master alone.
@@ -349,7 +351,7 @@ async def test_a_slave_that_stops_reading_is_dropped_after_the_housekeeping_inte
 async def test_membership_follows_the_controller_leader_and_gates_handshakes(tmp_path: Path) -> None:
     from aiohttp import web
 
-    from broker.membership import BrokerSetMembers
+    from mqha.broker.membership import BrokerSetMembers
 
     leader_port = free_port()
 

@@ -1,9 +1,10 @@
-"""``mqadmin`` as a subprocess against 3 real ``mqcontroller`` processes (spec §19, ARCHITECTURE §6).
+"""``mqadmin`` as a subprocess against 3 real ``mqcontroller`` processes (docs/reference-behaviour.md §19,
+docs/architecture.md §6).
 
-Output is compared line by line with the formats of spec §19 (the expected text is written out here,
-not produced by ``admin_cli.commands``). Every command also gets its error paths: unknown broker set,
-controller down, bad option; and, with ``adminAuthToken`` set, mutating commands without the token
-are refused and change nothing while reads still work. Broker-facing commands (getBrokerEpoch,
+Output is compared line by line with the formats of docs/reference-behaviour.md §19 (the expected text is
+written out here, not produced by ``mqha.admin_cli.commands``). Every command also gets its error paths:
+unknown broker set, controller down, bad option; and, with ``adminAuthToken`` set, mutating commands without
+the token are refused and change nothing while reads still work. Broker-facing commands (getBrokerEpoch,
 haStatus) against real brokers are in ``test_mqadmin_brokers.py``.
 
 Broker sets (all of cluster c1, heartbeats with a long timeout so every replica stays alive):
@@ -44,7 +45,7 @@ TOKEN_ENV = "MQHA_ADMIN_TOKEN"
 
 def mqadmin_command() -> list[str]:
     script = Path(sys.executable).with_name("mqadmin")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "admin_cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.admin_cli"]
 
 
 def mqadmin(

@@ -1,4 +1,5 @@
-"""``mqadmin getBrokerEpoch`` / ``haStatus`` against real ``mqbroker`` processes (spec §19, §9.8, §10.7).
+"""``mqadmin getBrokerEpoch`` / ``haStatus`` against real ``mqbroker`` processes (docs/reference-behaviour.md
+§19, §9.8, §10.7).
 
 3 ``mqcontroller`` + 2 ``mqbroker`` of one set (``bs1`` in cluster ``c1``) on 127.0.0.1. The broker
 addresses are found through the controller (sync-state-data -> replica addresses); the expected
@@ -46,7 +47,7 @@ BROKER_SETTINGS = {
 
 def mqbroker_command() -> list[str]:
     script = Path(sys.executable).with_name("mqbroker")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.broker"]
 
 
 @dataclass
@@ -158,7 +159,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSet]:
 def test_get_broker_epoch_of_every_replica(brokers: BrokerSet) -> None:
     master, slave = brokers.master(), brokers.slaves()[0]
     expected: list[str] = []
-    for broker in (master, slave):  # the master first; its brokerId is 0 (spec §9.8)
+    for broker in (master, slave):  # the master first; its brokerId is 0 (docs/reference-behaviour.md §9.8)
         status = broker.get("/v1/status")
         expected += [
             "",

@@ -1,4 +1,5 @@
-"""ReplicasManager against 3 real ``mqcontroller`` processes (spec §9, ARCHITECTURE §3).
+"""ReplicasManager against 3 real ``mqcontroller`` processes (docs/reference-behaviour.md §9,
+docs/architecture.md §3).
 
 Three managers run in this test process, each with a :class:`RecordingHooks` broker: a real object
 that records every hook call and answers with the role and progress the test sets (no store, no HA
@@ -20,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from broker.config import BROKER_CONFIG
+from mqha.broker.config import BROKER_CONFIG
 from mqha.errors import StorageError
-from replicas_manager.client import ControllerClient
-from replicas_manager.hooks import BrokerProgress, MasterInfo
-from replicas_manager.planner import RegisterState, State
-from replicas_manager.runner import ReplicasManager
+from mqha.replicas_manager.client import ControllerClient
+from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
+from mqha.replicas_manager.planner import RegisterState, State
+from mqha.replicas_manager.runner import ReplicasManager
 from tests.helpers.processes import ProcessGroup, free_port
 from tests.integration.controller_cluster import ControllerCluster
 
@@ -161,7 +162,8 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
     configs = [broker_config(tmp_path, i, cluster) for i in range(3)]
     managers: list[ReplicasManager] = []
     try:
-        # The first broker registers (id 1) and, with no master, elects itself (spec §9.2).
+        # The first broker registers (id 1) and, with no master, elects itself (docs/reference-behaviour.md
+        # §9.2).
         m1, h1 = await start_manager(configs[0])
         managers.append(m1)
         assert h1.calls[0] == ("set_fenced", True)
@@ -178,7 +180,7 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
         managers += [m2, m3]
         assert await m2.wait_running(TIMEOUT) and await m3.wait_running(TIMEOUT)
         # Started together, they race for the next id: the loser's apply-id fails (2014) and it
-        # starts over with a new id (spec §9.3 step 4), so either may end up with 2.
+        # starts over with a new id (docs/reference-behaviour.md §9.3 step 4), so either may end up with 2.
         assert {m2.broker_controller_id, m3.broker_controller_id} == {2, 3}
         for manager, hooks in ((m2, h2), (m3, h3)):
             assert (manager.role, manager.master_epoch) == ("SLAVE", 1)
@@ -190,7 +192,8 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
         )
         assert m1.controller_leader == (await asyncio.to_thread(cluster.leader, 5)).address
 
-        # The master's SyncStateSet check asks for the replicas its HA layer has in sync (spec §9.5).
+        # The master's SyncStateSet check asks for the replicas its HA layer has in sync
+        # (docs/reference-behaviour.md §9.5).
         h1.wanted_sync_state_set = frozenset({1, 2, 3})
         await eventually(lambda: m1.sync_state_set == {1, 2, 3}, message="SyncStateSet grows to {1,2,3}")
         assert h1.named("apply_sync_state_set")[-1] == ("apply_sync_state_set", frozenset({1, 2, 3}), 2)
@@ -287,8 +290,8 @@ async def test_identity_file_of_another_broker_set_refuses_to_start(tmp_path: Pa
 
 @run_async(timeout=20)
 async def test_identity_files_are_written_atomically_and_resume_from_temp(tmp_path: Path) -> None:
-    from replicas_manager import identity
-    from replicas_manager.actions import BrokerIdentity, TempBrokerIdentity
+    from mqha.replicas_manager import identity
+    from mqha.replicas_manager.actions import BrokerIdentity, TempBrokerIdentity
 
     path = str(tmp_path / "store" / "brokerIdentity")
     assert identity.load(path, "c1", "b1") == (None, None)

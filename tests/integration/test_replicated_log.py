@@ -1,4 +1,5 @@
-"""controller/replicated.py with real processes: 3 ``raft_node.py`` members on 127.0.0.1 (ARCHITECTURE §3).
+"""mqha/controller/replicated.py with real processes: 3 ``raft_node.py`` members on 127.0.0.1
+(docs/architecture.md §3).
 
 Every process is stopped by pid when its test ends (ProcessGroup); every wait is bounded.
 """
@@ -18,7 +19,7 @@ import pytest
 from pysyncobj.journal import FileJournal
 from pysyncobj.version import VERSION
 
-from controller.replicated import (
+from mqha.controller.replicated import (
     DUMP_FILE_NAME,
     ApplyError,
     DurableFileJournal,

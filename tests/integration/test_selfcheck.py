@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from broker.selfcheck import run_selfcheck
+from mqha.broker.selfcheck import run_selfcheck
 
 
 def test_selfcheck_recovers_every_crash(tmp_path, capsys) -> None:
@@ -15,7 +15,7 @@ def test_selfcheck_recovers_every_crash(tmp_path, capsys) -> None:
 
 def test_mqha_selfcheck_command_exits_zero(tmp_path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "selfcheck", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "mqha", "selfcheck", "--dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.commitlog import CommitLog, MessageDraft
+from mqha.broker.commitlog import CommitLog, MessageDraft
 
 TS = 1_700_000_000_000
 SETTINGS = settings(max_examples=40, deadline=None)

@@ -1,4 +1,5 @@
-"""Hypothesis properties of the controller core (STYLE rules 3, 4; ARCHITECTURE §5 invariants).
+"""Hypothesis properties of the controller core (docs/architecture.md §11 rules 3, 4; docs/architecture.md §5
+invariants).
 
 - replaying any record sequence from empty is deterministic, and snapshot-at-any-point + replay of the
   rest equals the full replay; every record and every state round-trips through its codec;
@@ -18,10 +19,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.apply import apply, apply_encoded, replay
-from controller.election import ElectionPolicy
-from controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from controller.operations import (
+from mqha.codes import ResponseCode
+from mqha.controller.apply import apply, apply_encoded, replay
+from mqha.controller.election import ElectionPolicy
+from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
+from mqha.controller.operations import (
     handle_alter_sync_state_set,
     handle_apply_broker_id,
     handle_clean_broker_data,
@@ -29,7 +31,7 @@ from controller.operations import (
     handle_register_broker,
     reply_from_outcome,
 )
-from controller.records import (
+from mqha.controller.records import (
     RECORD_TYPES,
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
@@ -41,9 +43,8 @@ from controller.records import (
     decode_record,
     encode_record,
 )
-from controller.result import ControllerResult
-from controller.state import ControllerState, decode_state, encode_state
-from mqha.codes import ResponseCode
+from mqha.controller.result import ControllerResult
+from mqha.controller.state import ControllerState, decode_state, encode_state
 from mqha.wire.controller_api import (
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,

@@ -1,11 +1,13 @@
-"""Invariants of the epoch core (spec §12, §13): truncation safety, determinism, codec round trip.
+"""Invariants of the epoch core (docs/reference-behaviour.md §12, §13): truncation safety, determinism, codec
+round trip.
 
 Truncation safety needs histories that real replicas can hold: for arbitrary histories one epoch may
-carry two different start offsets (spec §13 case D), and then no truncation can make them agree. So
-those properties run a small simulated broker set: elections (clean or not) append epochs, masters
-(including deposed ones that have not noticed yet) write, and slaves handshake with the current
-master exactly as spec §13 says, through ``find_consistent_point``. Every byte is labelled with the
-epoch and offset it was written at, so "the logs agree" is checked on data, not only on histories.
+carry two different start offsets (docs/reference-behaviour.md §13 case D), and then no truncation can make
+them agree. So those properties run a small simulated broker set: elections (clean or not) append epochs,
+masters (including deposed ones that have not noticed yet) write, and slaves handshake with the current
+master exactly as docs/reference-behaviour.md §13 says, through ``find_consistent_point``. Every byte is
+labelled with the epoch and offset it was written at, so "the logs agree" is checked on data, not only on
+histories.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epoch.codec import decode_epoch_file, encode_epoch_file
-from epoch.history import EpochHistory, find_consistent_point
+from mqha.epoch.codec import decode_epoch_file, encode_epoch_file
+from mqha.epoch.history import EpochHistory, find_consistent_point
 from mqha.errors import MqhaError
 from mqha.ids import MAX_OFFSET
 from tests.strategies import (
@@ -46,7 +48,7 @@ class Replica:
         return len(self.log)
 
     def closed_history(self) -> EpochHistory:
-        # spec §13 step 2: the last entry ends at the replica's max offset.
+        # docs/reference-behaviour.md §13 step 2: the last entry ends at the replica's max offset.
         return self.history.with_last_end(self.max_offset)
 
 
@@ -108,15 +110,16 @@ class BrokerSet:
         slave, master = self.replicas[index], self.replicas[self.master]
         local, remote = slave.closed_history(), master.closed_history()
         if not slave.history or slave.max_offset == 0:
-            # spec §13 step 1 (new replica: truncate nothing), widened to any replica without data:
-            # by the letter of the spec a deposed master that never wrote, holding only (E, 0),
+            # docs/reference-behaviour.md §13 step 1 (new replica: truncate nothing), widened to any replica
+            # without data: by the letter of the spec a deposed master that never wrote, holding only (E, 0),
             # fails every handshake with a master whose history lacks E.
             point: int | None = 0
         else:
             point = find_consistent_point(local, remote)
         self.handshakes.append(Handshake(local, remote, list(slave.log), list(master.log), point))
         if point is None:
-            return  # spec §13 step 3: the handshake fails and is retried; nothing changes
+            # docs/reference-behaviour.md §13 step 3: the handshake fails and is retried; nothing changes
+            return
         slave.believes_master = False
         slave.log = slave.log[:point]
         slave.history = slave.history.truncate_suffix_by_offset(point)
@@ -138,7 +141,8 @@ def cut_at(history: EpochHistory, point: int) -> EpochHistory:
     return history.truncate_suffix_by_offset(point).with_last_end(point)
 
 
-# -- truncation safety (spec §13) ----------------------------------------------------------
+# -- truncation safety (docs/reference-behaviour.md §13)
+# ----------------------------------------------------------
 
 
 @settings(deadline=None, max_examples=300)

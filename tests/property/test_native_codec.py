@@ -1,4 +1,4 @@
-"""The compiled codec (``broker/commitlog/_native.c``) against the pure-Python codec, its definition.
+"""The compiled codec (``mqha/broker/commitlog/_native.c``) against the pure-Python codec, its definition.
 
 * the extension is built and active (a silent fallback would only show as a slow benchmark);
 * its CRC32 is zlib's;
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.commitlog import CommitLog, MessageDraft, codec, store
-from broker.commitlog.codec import InvalidDraft, Scan, quick_scan_end, scan_units
-from broker.commitlog.native import NATIVE, NATIVE_STATUS, PURE_PYTHON_ENV
+from mqha.broker.commitlog import CommitLog, MessageDraft, codec, store
+from mqha.broker.commitlog.codec import InvalidDraft, Scan, quick_scan_end, scan_units
+from mqha.broker.commitlog.native import NATIVE, NATIVE_STATUS, PURE_PYTHON_ENV
 
 pytestmark = pytest.mark.skipif(
     os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"), reason=f"{PURE_PYTHON_ENV} is set"

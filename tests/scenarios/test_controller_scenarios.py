@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.apply import apply, replay
-from controller.election import ElectionPolicy
-from controller.liveness import HeartbeatTable
-from controller.operations import (
+from mqha.controller.apply import apply, replay
+from mqha.controller.election import ElectionPolicy
+from mqha.controller.liveness import HeartbeatTable
+from mqha.controller.operations import (
     handle_alter_sync_state_set,
     handle_apply_broker_id,
     handle_clean_broker_data,
@@ -49,9 +49,9 @@ from controller.operations import (
     handle_register_broker,
     reply_from_outcome,
 )
-from controller.records import Record, decode_record, encode_record
-from controller.result import ControllerResult, Reply
-from controller.state import ControllerState, decode_state, encode_state
+from mqha.controller.records import Record, decode_record, encode_record
+from mqha.controller.result import ControllerResult, Reply
+from mqha.controller.state import ControllerState, decode_state, encode_state
 from mqha.wire.controller_api import (
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,

@@ -1,6 +1,6 @@
 {{/*
 Base of every resource name: fullnameOverride, else the release name. Pods are then
-<base>-controller-<i> and <base>-<group>-<i> (ARCHITECTURE §3 peer names).
+<base>-controller-<i> and <base>-<group>-<i> (docs/architecture.md §3 peer names).
 */}}
 {{- define "mqha.fullname" -}}
 {{- default .Release.Name .Values.fullnameOverride | trimSuffix "-" -}}

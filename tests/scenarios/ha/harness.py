@@ -14,7 +14,7 @@ import hashlib
 import struct
 from dataclasses import dataclass, field
 
-from autoswitch_ha.events import (
+from mqha.autoswitch_ha.events import (
     AppendData,
     AppendEpoch,
     CaughtUp,
@@ -25,9 +25,9 @@ from autoswitch_ha.events import (
     SlaveAck,
     TruncateTo,
 )
-from autoswitch_ha.master import LogView, MasterConfig, MasterConnection
-from autoswitch_ha.slave import SlaveConfig, SlaveConnection
-from epoch.history import EpochHistory
+from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
+from mqha.autoswitch_ha.slave import SlaveConfig, SlaveConnection
+from mqha.epoch.history import EpochHistory
 from mqha.errors import NotAlignedError
 
 SIZE = struct.Struct(">i")
@@ -149,7 +149,8 @@ class Replica:
         return LogView(
             min_offset=self.min_offset,
             max_offset=self.max_offset,
-            confirm_offset=self.max_offset,  # allAckInSyncStateSet off: the master's max (spec §14)
+            # allAckInSyncStateSet off: the master's max (docs/reference-behaviour.md §14)
+            confirm_offset=self.max_offset,
             epochs=self.epochs,
         )
 

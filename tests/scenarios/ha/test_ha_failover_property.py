@@ -1,4 +1,5 @@
-"""Random failovers, zombie writes and partial replication across three replicas (spec §11, §13).
+"""Random failovers, zombie writes and partial replication across three replicas (docs/reference-behaviour.md
+§11, §13).
 
 Hypothesis drives elections (clean: the most advanced replica by last epoch then max offset, as
 the controller's policy would pick; unclean: the second or third in that ranking), writes (by the
@@ -6,8 +7,8 @@ master, or by a deposed master never told, leaving unreplicated tails) and syncs
 the current master, some cut after a few round trips. Every handshake must cut the replica exactly
 at the longest prefix it shares byte for byte with the master (never keep a foreign byte, never
 drop a shared one); after every sync the replica holds exactly the master's bytes and epochs over
-its range; a failed handshake (spec §13 case D) happens only when nothing is shared, and is
-repaired by wiping the replica. At the end every replica converges to the master.
+its range; a failed handshake (docs/reference-behaviour.md §13 case D) happens only when nothing is shared,
+and is repaired by wiping the replica. At the end every replica converges to the master.
 """
 
 from dataclasses import dataclass
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from autoswitch_ha.master import MasterConfig
-from autoswitch_ha.slave import decide_truncation
-from autoswitch_ha.state import ERROR
+from mqha.autoswitch_ha.master import MasterConfig
+from mqha.autoswitch_ha.slave import decide_truncation
+from mqha.autoswitch_ha.state import ERROR
 from tests.scenarios.ha.harness import Pair, Replica, assert_replica_of
 
 REPLICAS = 3
@@ -62,7 +63,7 @@ class Cluster:
         self.wipes = 0
 
     def elect(self, op: Elect) -> None:
-        # The controller's ranking: last epoch, then max offset, then the lower id (ARCHITECTURE §7).
+        # The controller's ranking: last epoch, then max offset, then the lower id (docs/architecture.md §7).
         ranked = sorted(
             range(REPLICAS),
             key=lambda i: (-self.replicas[i].epochs.last_epoch(), -self.replicas[i].max_offset, i),
@@ -97,7 +98,8 @@ class Cluster:
                 pair.step()
             pair.cut()
         if pair.s.state is ERROR and pair.truncation is None:
-            # Only a genuine divergence may fail a handshake (spec §13 case D); repair by hand.
+            # Only a genuine divergence may fail a handshake (docs/reference-behaviour.md §13 case D); repair
+            # by hand.
             assert decide_truncation(local, local_max, master.epochs, master.max_offset, local_min) is None
             event(f"handshake failed, common prefix {'empty' if agreed == 0 else 'not empty'}")
             slave.wipe()

@@ -1,4 +1,5 @@
-"""A master machine and a slave machine replicating between in-memory logs (spec §11, §13).
+"""A master machine and a slave machine replicating between in-memory logs (docs/reference-behaviour.md §11,
+§13).
 
 Each test builds replicas, connects them with :class:`Pair` (bytes moved in 7-byte chunks, every
 action executed as a shell would) and checks the end state: the slave holds exactly the master's
@@ -7,11 +8,11 @@ bytes and the same epochs, or the handshake failed without touching anything.
 
 import pytest
 
-from autoswitch_ha.events import CaughtUp, ConnectionClosed, SlaveAck, TruncateTo
-from autoswitch_ha.master import MasterConfig
-from autoswitch_ha.slave import SlaveConfig
-from autoswitch_ha.state import ERROR, SHUTDOWN, TRANSFER
-from epoch.history import EpochHistory
+from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, SlaveAck, TruncateTo
+from mqha.autoswitch_ha.master import MasterConfig
+from mqha.autoswitch_ha.slave import SlaveConfig
+from mqha.autoswitch_ha.state import ERROR, SHUTDOWN, TRANSFER
+from mqha.epoch.history import EpochHistory
 from mqha.errors import RemoteProtocolError
 from tests.scenarios.ha.harness import Pair, Replica, assert_replica_of, message, sync
 
@@ -24,7 +25,8 @@ def cut_bytes(replica: Replica) -> int:
     return sum(top - to for top, to in replica.truncations)
 
 
-# -- spec §13 worked examples ---------------------------------------------------------------------
+# -- docs/reference-behaviour.md §13 worked examples
+# ---------------------------------------------------------------------
 
 
 def test_case_a_nothing_cut_master_streams_the_rest_of_epoch_2_then_epoch_3() -> None:
@@ -183,7 +185,8 @@ def test_partial_replication_then_failover_then_catch_up() -> None:
 
 
 def test_master_starts_a_new_epoch_during_a_live_connection() -> None:
-    # changeToMasterWhenLastRoleIsMaster appends an epoch without closing connections (spec §10.3).
+    # changeToMasterWhenLastRoleIsMaster appends an epoch without closing connections
+    # (docs/reference-behaviour.md §10.3).
     a, b = Replica("a", 1), Replica("b", 2)
     a.become_master(1)
     a.write(3)

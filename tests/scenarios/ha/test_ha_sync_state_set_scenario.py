@@ -1,7 +1,7 @@
 """A master with two slaves: the events of its HA connections drive the SyncStateSet and put acks
-(spec §10.4, §10.5, §14, §15), wired the way the broker shell will wire them."""
+(docs/reference-behaviour.md §10.4, §10.5, §14, §15), wired the way the broker shell will wire them."""
 
-from autoswitch_ha.ack import (
+from mqha.autoswitch_ha.ack import (
     AckPolicy,
     AckStatus,
     check_in_sync_replicas,
@@ -9,8 +9,8 @@ from autoswitch_ha.ack import (
     master_confirm_offset,
     replica_ack_status,
 )
-from autoswitch_ha.events import CaughtUp, ConnectionClosed, SlaveAck
-from autoswitch_ha.sync_state_set import InSyncState
+from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, SlaveAck
+from mqha.autoswitch_ha.sync_state_set import InSyncState
 from tests.scenarios.ha.harness import Pair, Replica
 
 ALL_ACK = AckPolicy(all_ack_in_sync_state_set=True, min_in_sync_replicas=1)
@@ -37,7 +37,7 @@ class MasterShell:
         )
 
     def confirm_offset(self) -> int:
-        """What the store reports (getConfirmOffset, spec §14)."""
+        """What the store reports (getConfirmOffset, docs/reference-behaviour.md §14)."""
         return master_confirm_offset(
             all_ack_in_sync_state_set=True,
             local_sync_state_set=self.sss.local_set,

@@ -1,4 +1,5 @@
-"""mqadmin core (``admin_cli.commands``): calls built from arguments, text of spec §19 from replies."""
+"""mqadmin core (``mqha.admin_cli.commands``): calls built from arguments, text of docs/reference-behaviour.md
+§19 from replies."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 
 import pytest
 
-from admin_cli import commands as core
-from admin_cli.commands import Answer, CommandFailed, UsageError
+from mqha.admin_cli import commands as core
+from mqha.admin_cli.commands import Answer, CommandFailed, UsageError
 from mqha.wire.controller_api import ReplicasInfo
 
 LEADER = "127.0.0.1:9878"
@@ -226,7 +227,8 @@ def test_replica_targets_master_first() -> None:
     assert core.master_target("b1", no_master) is None
 
 
-# ----------------------------------------------------------------------------------- text (spec §19)
+# ----------------------------------------------------------------------------------- text
+# (docs/reference-behaviour.md §19)
 
 
 def test_get_controller_metadata_text() -> None:

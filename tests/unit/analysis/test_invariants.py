@@ -1,10 +1,10 @@
-"""The pure invariant checker (ARCHITECTURE §5) on hand-made histories: each violates exactly one."""
+"""The pure invariant checker (docs/architecture.md §5) on hand-made histories: each violates exactly one."""
 
 from __future__ import annotations
 
 import pytest
 
-from analysis import invariants as inv
+from mqha.analysis import invariants as inv
 from tests.unit.analysis import histories as h
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from analysis import invariants as inv
-from analysis.report import build_timelines, render_html, render_timeline_svg, summary_text
-from analysis.schema import TABLES, schema_document, typed_row
+from mqha.analysis import invariants as inv
+from mqha.analysis.report import build_timelines, render_html, render_timeline_svg, summary_text
+from mqha.history.schema import TABLES, schema_document, typed_row
 from tests.unit.analysis import histories as h
 
 

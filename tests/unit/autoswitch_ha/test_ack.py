@@ -1,8 +1,9 @@
-"""Put ack rules (spec §15) and the master's confirmOffset (spec §10.5, §14)."""
+"""Put ack rules (docs/reference-behaviour.md §15) and the master's confirmOffset (docs/reference-behaviour.md
+§10.5, §14)."""
 
 import pytest
 
-from autoswitch_ha.ack import (
+from mqha.autoswitch_ha.ack import (
     ALL_IN_SYNC_STATE_SET,
     AckPolicy,
     AckStatus,

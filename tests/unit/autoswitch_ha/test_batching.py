@@ -1,4 +1,5 @@
-"""Transfer batches never span an epoch boundary (spec §11.2; spec §17 item 12 fixed)."""
+"""Transfer batches never span an epoch boundary (docs/reference-behaviour.md §11.2;
+docs/reference-behaviour.md §17 item 12 fixed)."""
 
 import bisect
 
@@ -6,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoswitch_ha.batching import BatchPlan, fit_to_epoch, plan_batch, plan_batches
-from autoswitch_ha.events import ReadLog, TransferBatch
-from autoswitch_ha.frames import FrameReader
-from autoswitch_ha.master import LogView, MasterConfig, MasterConnection
-from autoswitch_ha.slave import SlaveConnection
-from autoswitch_ha.state import Role
-from epoch.history import EpochEntry, EpochHistory
+from mqha.autoswitch_ha.batching import BatchPlan, fit_to_epoch, plan_batch, plan_batches
+from mqha.autoswitch_ha.events import ReadLog, TransferBatch
+from mqha.autoswitch_ha.frames import FrameReader
+from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
+from mqha.autoswitch_ha.slave import SlaveConnection
+from mqha.autoswitch_ha.state import Role
+from mqha.epoch.history import EpochEntry, EpochHistory
 from mqha.ids import MAX_OFFSET
 
 TWO = EpochHistory.from_pairs([(1, 0), (2, 1000)])
@@ -25,7 +26,8 @@ def test_open_last_epoch_reads_a_full_batch() -> None:
 
 
 def test_batch_is_cut_at_the_epoch_end_and_labelled_with_its_own_epoch() -> None:
-    # The reference would label these last 100 bytes of epoch 1 with epoch 2 (spec §17 item 12).
+    # The reference would label these last 100 bytes of epoch 1 with epoch 2 (docs/reference-behaviour.md §17
+    # item 12).
     plan = plan_batch(TWO, 900, 32768)
     assert plan == BatchPlan(offset=900, max_bytes=100, epoch=1, epoch_start_offset=0, epoch_end_offset=1000)
     assert plan is not None and plan.room == 100

@@ -1,4 +1,5 @@
-"""HA wire codec (spec §11.1): exact byte layouts, round trips, rejections, incremental reading."""
+"""HA wire codec (docs/reference-behaviour.md §11.1): exact byte layouts, round trips, rejections, incremental
+reading."""
 
 import dataclasses
 import struct
@@ -7,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoswitch_ha.events import EpochHistoryOffer, HandshakeRequest, OffsetReport, TransferBatch
-from autoswitch_ha.frames import (
+from mqha.autoswitch_ha.events import EpochHistoryOffer, HandshakeRequest, OffsetReport, TransferBatch
+from mqha.autoswitch_ha.frames import (
     CODE_HANDSHAKE,
     CODE_TRANSFER,
     MAX_HANDSHAKE_ENTRIES,
@@ -18,8 +19,8 @@ from autoswitch_ha.frames import (
     encode_frame,
     transfer_frames,
 )
-from autoswitch_ha.state import Role
-from epoch.history import EpochHistory
+from mqha.autoswitch_ha.state import Role
+from mqha.epoch.history import EpochHistory
 from mqha.errors import LocalProtocolError, RemoteProtocolError
 
 SLAVE, MASTER = Role.SLAVE, Role.MASTER

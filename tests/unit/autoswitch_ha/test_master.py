@@ -1,8 +1,9 @@
-"""The sans-IO master connection (spec §10.4, §10.6, §11.2), fed bytes and time by hand."""
+"""The sans-IO master connection (docs/reference-behaviour.md §10.4, §10.6, §11.2), fed bytes and time by
+hand."""
 
 import pytest
 
-from autoswitch_ha.events import (
+from mqha.autoswitch_ha.events import (
     CaughtUp,
     ConnectionClosed,
     EpochHistoryOffer,
@@ -12,10 +13,10 @@ from autoswitch_ha.events import (
     SlaveAck,
     TransferBatch,
 )
-from autoswitch_ha.frames import FrameReader, encode_frame
-from autoswitch_ha.master import LogView, MasterConfig, MasterConnection
-from autoswitch_ha.state import ERROR, HANDSHAKE, READY, SHUTDOWN, TRANSFER, Role
-from epoch.history import EpochHistory
+from mqha.autoswitch_ha.frames import FrameReader, encode_frame
+from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
+from mqha.autoswitch_ha.state import ERROR, HANDSHAKE, READY, SHUTDOWN, TRANSFER, Role
+from mqha.epoch.history import EpochHistory
 from mqha.errors import LocalProtocolError, RemoteProtocolError
 
 EPOCHS = EpochHistory.from_pairs([(1, 0), (2, 1000), (3, 2000)])
@@ -93,7 +94,7 @@ def test_master_waits_silently_for_the_first_ack() -> None:
     conn = MasterConnection(LOG, 0)
     conn.receive_data(hello(), 0)
     conn.data_to_send()
-    conn.tick(10_000)  # no heartbeats before TRANSFER (spec §11.2)
+    conn.tick(10_000)  # no heartbeats before TRANSFER (docs/reference-behaviour.md §11.2)
     assert conn.data_to_send() == b"" and drain(conn) == [HandshakeRequest(slave_id=SLAVE_ID)]
 
 
@@ -320,7 +321,8 @@ def test_confirm_offset_travels_with_the_data_when_there_is_data_to_send() -> No
 
 
 def test_new_epoch_between_read_and_answer_cuts_the_batch_at_the_boundary() -> None:
-    # A master re-elected in place appends an epoch without closing connections (spec §10.3).
+    # A master re-elected in place appends an epoch without closing connections (docs/reference-behaviour.md
+    # §10.3).
     conn, events = transferring(2400)
     assert events[-1] == ReadLog(offset=2400, max_bytes=1024 * 1024, batch_bytes=32 * 1024)
     grown = EpochHistory.from_pairs([(1, 0), (2, 1000), (3, 2000), (4, 2500)])
@@ -400,7 +402,8 @@ def test_housekeeping_also_applies_before_the_handshake() -> None:
     assert conn.state is SHUTDOWN
 
 
-# -- caught-up tracking (spec §10.4) ----------------------------------------------------------
+# -- caught-up tracking (docs/reference-behaviour.md §10.4)
+# ----------------------------------------------------------
 
 
 def test_ack_of_the_master_end_is_caught_up_now() -> None:

@@ -1,4 +1,4 @@
-"""The sans-IO slave connection and its truncation decision (spec §11.3, §13, §14)."""
+"""The sans-IO slave connection and its truncation decision (docs/reference-behaviour.md §11.3, §13, §14)."""
 
 import itertools
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoswitch_ha.events import (
+from mqha.autoswitch_ha.events import (
     AppendData,
     AppendEpoch,
     ConnectionClosed,
@@ -17,10 +17,10 @@ from autoswitch_ha.events import (
     TransferBatch,
     TruncateTo,
 )
-from autoswitch_ha.frames import FrameReader, encode_frame
-from autoswitch_ha.slave import SlaveConfig, SlaveConnection, TruncationDecision, decide_truncation
-from autoswitch_ha.state import ERROR, HANDSHAKE, READY, SHUTDOWN, SUSPEND, TRANSFER, Role
-from epoch.history import EpochHistory
+from mqha.autoswitch_ha.frames import FrameReader, encode_frame
+from mqha.autoswitch_ha.slave import SlaveConfig, SlaveConnection, TruncationDecision, decide_truncation
+from mqha.autoswitch_ha.state import ERROR, HANDSHAKE, READY, SHUTDOWN, SUSPEND, TRANSFER, Role
+from mqha.epoch.history import EpochHistory
 from mqha.errors import LocalProtocolError, NotAlignedError, RemoteProtocolError
 
 
@@ -28,10 +28,12 @@ def h(*pairs: tuple[int, int]) -> EpochHistory:
     return EpochHistory.from_pairs(pairs)
 
 
-# -- the truncation decision (spec §13) ---------------------------------------------------------
+# -- the truncation decision (docs/reference-behaviour.md §13)
+# ---------------------------------------------------------
 
 CASES = {
-    # spec §13 worked examples: (master epochs, master max, slave epochs, slave max) -> (point, kept epochs)
+    # docs/reference-behaviour.md §13 worked examples: (master epochs, master max, slave epochs, slave max) ->
+    # (point, kept epochs)
     "A nothing cut": (
         h((1, 0), (2, 1000), (3, 2000)),
         2500,
@@ -55,7 +57,7 @@ CASES = {
     ),
     "D no common epoch": (h((1, 200), (2, 500)), 700, h((1, 100), (2, 300), (3, 500)), 600, None),
     "E zero-length local epoch": (h((1, 0), (3, 1000)), 1500, h((1, 0), (2, 1000)), 1000, (1000, h((1, 0)))),
-    # EpochFileCacheTest examples (spec §13)
+    # EpochFileCacheTest examples (docs/reference-behaviour.md §13)
     "different start of epoch 3": (
         h((1, 100), (2, 300), (3, 450)),
         600,
@@ -206,7 +208,8 @@ def test_offer_yields_one_truncation_decision_then_an_immediate_ack() -> None:
     assert conn.master_max_offset == 2000
     conn.truncation_done(5)
     assert conn.state is TRANSFER
-    # spec §17 item 13 fixed: the first ACK goes out at once, not with the next heartbeat.
+    # docs/reference-behaviour.md §17 item 13 fixed: the first ACK goes out at once, not with the next
+    # heartbeat.
     assert sent(conn) == [OffsetReport(max_offset=1200)]
     assert (conn.reported_offset, conn.expected_offset) == (1200, 1200)
 

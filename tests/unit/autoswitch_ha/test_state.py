@@ -1,8 +1,8 @@
-"""The HA connection transition table (spec §11; STYLE §7.4 rule 1)."""
+"""The HA connection transition table (docs/reference-behaviour.md §11; docs/architecture.md §11 rule 1)."""
 
 import pytest
 
-from autoswitch_ha.state import (
+from mqha.autoswitch_ha.state import (
     ERROR,
     HANDSHAKE,
     OPEN_STATES,

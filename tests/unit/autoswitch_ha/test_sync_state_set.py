@@ -1,8 +1,9 @@
-"""The master's SyncStateSet shrink / expand decisions with injected time (spec §10.1, §10.4)."""
+"""The master's SyncStateSet shrink / expand decisions with injected time (docs/reference-behaviour.md §10.1,
+§10.4)."""
 
 import pytest
 
-from autoswitch_ha.sync_state_set import InSyncState, caught_up_time
+from mqha.autoswitch_ha.sync_state_set import InSyncState, caught_up_time
 
 MASTER = 1
 THREE = InSyncState.for_master(MASTER, {1, 2, 3})

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from bench.failover import History, cycle_stages, detection_times
+from mqha.bench.failover import History, cycle_stages, detection_times
 
 
 def test_detection_times_match_only_the_group() -> None:

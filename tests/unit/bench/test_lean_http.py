@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.loadgen import _read_response
+from mqha.bench.loadgen import _read_response
 
 
 def read(raw: bytes) -> tuple[int, bytes]:

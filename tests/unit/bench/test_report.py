@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report import Outcome, Target, fmt, format_table, percentile, ratio, summarize
+from mqha.bench.report import Outcome, Target, fmt, format_table, percentile, ratio, summarize
 
 
 def test_percentile_is_nearest_rank() -> None:

@@ -1,8 +1,8 @@
-"""Broker config keys and defaults (spec §16.2–§16.3, ARCHITECTURE §4)."""
+"""Broker config keys and defaults (docs/reference-behaviour.md §16.2–§16.3, docs/architecture.md §4)."""
 
 import pytest
 
-from broker.config import BROKER_CONFIG, check_broker_config
+from mqha.broker.config import BROKER_CONFIG, check_broker_config
 from mqha.errors import ConfigError
 
 BASE = (

@@ -1,4 +1,4 @@
-"""Commit-log record format (ARCHITECTURE §4): layout, bounds, blank marker, every rejection reason.
+"""Commit-log record format (docs/architecture.md §4): layout, bounds, blank marker, every rejection reason.
 
 Records are forged here from the layout in the codec's docstring with an independent packer, so these
 tests pin the byte format, not just encode/decode agreement.
@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from broker.commitlog.codec import (
+from mqha.broker.commitlog.codec import (
     BLANK_MAGIC,
     BLANK_SIZE,
     BODY_CRC_POS,

@@ -1,12 +1,13 @@
-"""The broker API codec (ARCHITECTURE §4): put/read validation and reply shapes, spec §15 statuses."""
+"""The broker API codec (docs/architecture.md §4): put/read validation and reply shapes,
+docs/reference-behaviour.md §15 statuses."""
 
 import base64
 
 import pytest
 
-from broker.commitlog import MessageDraft
-from broker.commitlog.codec import StoredMessage
-from broker.protocol import (
+from mqha.broker.commitlog import MessageDraft
+from mqha.broker.commitlog.codec import StoredMessage
+from mqha.broker.protocol import (
     Appended,
     BrokerCode,
     PutOutcome,
@@ -108,7 +109,8 @@ def test_read_request_defaults_and_bounds() -> None:
 def test_status_codes_spec_15() -> None:
     assert code_and_http_status(PutStatus.PUT_OK) == (BrokerCode.SUCCESS, 200)
     assert code_and_http_status(PutStatus.FLUSH_SLAVE_TIMEOUT) == (BrokerCode.FLUSH_SLAVE_TIMEOUT, 200)
-    # The send processor maps IN_SYNC_REPLICAS_NOT_ENOUGH to SYSTEM_ERROR (spec §15 step 1).
+    # The send processor maps IN_SYNC_REPLICAS_NOT_ENOUGH to SYSTEM_ERROR (docs/reference-behaviour.md §15
+    # step 1).
     assert code_and_http_status(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH) == (BrokerCode.SYSTEM_ERROR, 503)
     assert code_and_http_status(PutStatus.SERVICE_NOT_AVAILABLE) == (BrokerCode.SERVICE_NOT_AVAILABLE, 503)
     assert envelope(12) == {"code": 12, "codeName": "FLUSH_SLAVE_TIMEOUT", "remark": ""}

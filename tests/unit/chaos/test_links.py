@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from chaos.links import (
+from mqha.chaos.links import (
     RTO_MAX,
     RTO_MIN,
     Link,
@@ -17,7 +17,7 @@ from chaos.links import (
     retransmit_delay,
     translations,
 )
-from chaos.schedule import ALL_LINKS, CONTROLLER_LINKS, REPLICATION_LINKS, Topology
+from mqha.chaos.schedule import ALL_LINKS, CONTROLLER_LINKS, REPLICATION_LINKS, Topology
 
 TOPO = Topology.local(2, ["broker-a"], 3)
 API = {"n0": "127.0.0.1:40000", "n1": "127.0.0.1:40010"}

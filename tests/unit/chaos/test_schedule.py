@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.schedule import (
+from mqha.chaos.schedule import (
     BROKER,
     CONTROLLER,
     CONTROLLER_MAJORITY,

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
-from chaos.verdict import (
+from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
+from mqha.chaos.verdict import (
     FaultOutcome,
     RunFacts,
     duplicated,
@@ -17,7 +17,7 @@ from chaos.verdict import (
     percentile,
     recovery_time,
 )
-from client.results import SendResult, SendStatus
+from mqha.client.results import SendResult, SendStatus
 
 G = "broker-a"
 INVARIANTS = {

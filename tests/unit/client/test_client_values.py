@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from client.producer import _message_json, classify_reply
-from client.results import Message, SendResult, SendStatus
-from client.route import parse_controllers
+from mqha.client.producer import _message_json, classify_reply
+from mqha.client.results import Message, SendResult, SendStatus
+from mqha.client.route import parse_controllers
 
 OK_SINGLE = {
     "code": 0,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.checking import analysis_lines
-from cluster.commands import _settings
-from cluster.demo import _bar
-from cluster.failover import Distribution, ms
-from cluster.local import NodeStatus, format_status_table, group_names
+from mqha.cluster.checking import analysis_lines
+from mqha.cluster.commands import _settings
+from mqha.cluster.demo import _bar
+from mqha.cluster.failover import Distribution, ms
+from mqha.cluster.local import NodeStatus, format_status_table, group_names
 
 
 def test_group_names_follow_rocketmq_samples() -> None:

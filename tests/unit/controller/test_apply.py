@@ -1,4 +1,5 @@
-"""``apply``: the compare-and-set of each record type (spec §4 plus our fencing), and that it never raises."""
+"""``apply``: the compare-and-set of each record type (docs/reference-behaviour.md §4 plus our fencing), and
+that it never raises."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from controller.apply import Outcome, apply, apply_encoded, replay
-from controller.records import (
+from mqha.codes import ResponseCode as C
+from mqha.controller.apply import Outcome, apply, apply_encoded, replay
+from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
@@ -17,8 +19,7 @@ from controller.records import (
     UpdateBrokerAddressRecord,
     encode_record,
 )
-from controller.state import BrokerGroupState, ControllerState, ReplicaInfo
-from mqha.codes import ResponseCode as C
+from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
 
 R1 = ReplicaInfo("a1", "h1", "a1;1")
 R2 = ReplicaInfo("a2", None, "a2;2")

@@ -1,4 +1,4 @@
-"""The web console's document, built from values (``controller.console_view``; no IO)."""
+"""The web console's document, built from values (``mqha.controller.console_view``; no IO)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from analysis import invariants as inv
-from controller.apply import Outcome
-from controller.console_view import (
+from mqha.analysis import invariants as inv
+from mqha.codes import ResponseCode
+from mqha.controller.apply import Outcome
+from mqha.controller.console_view import (
     PeerView,
     ServingNode,
     VerdictFormatError,
@@ -17,10 +18,9 @@ from controller.console_view import (
     summarize_verdict,
     timeline_entry,
 )
-from controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from controller.records import ApplyBrokerIdRecord, ElectMasterRecord, NoopRecord
-from controller.state import BrokerGroupState, ControllerState, ReplicaInfo
-from mqha.codes import ResponseCode
+from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
+from mqha.controller.records import ApplyBrokerIdRecord, ElectMasterRecord, NoopRecord
+from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
 
 NOW = 10_000
 

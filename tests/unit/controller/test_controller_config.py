@@ -1,8 +1,8 @@
-"""Controller config keys and defaults (spec §16.1, ARCHITECTURE §3)."""
+"""Controller config keys and defaults (docs/reference-behaviour.md §16.1, docs/architecture.md §3)."""
 
 import pytest
 
-from controller.config import (
+from mqha.controller.config import (
     CONTROLLER_CONFIG,
     Peer,
     blacklisted_keys,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.election import ElectionPolicy, ElectionResult, elect, rank_key
-from controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from controller.state import BrokerGroupState, ReplicaInfo
+from mqha.controller.election import ElectionPolicy, ElectionResult, elect, rank_key
+from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
+from mqha.controller.state import BrokerGroupState, ReplicaInfo
 
 MAX = 2**31 - 1
 

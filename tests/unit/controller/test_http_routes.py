@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from controller import openapi
-from controller.config import CONTROLLER_CONFIG
-from controller.http_api import ROUTES
-from controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from controller.service import check_config, elect_trigger, groups_needing_election, peers_text
-from controller.state import BrokerGroupState, ControllerState, ReplicaInfo
+from mqha.controller import openapi
+from mqha.controller.config import CONTROLLER_CONFIG
+from mqha.controller.http_api import ROUTES
+from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
+from mqha.controller.service import check_config, elect_trigger, groups_needing_election, peers_text
+from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
 from mqha.errors import ConfigError
 from mqha.wire.controller_api import ApplyBrokerIdRequest, ElectMasterRequest
 

@@ -1,8 +1,8 @@
-"""Spec §7.1 heartbeat table, with the "latest report wins" deviation (ARCHITECTURE §7)."""
+"""Spec §7.1 heartbeat table, with the "latest report wins" deviation (docs/architecture.md §7)."""
 
 from __future__ import annotations
 
-from controller.liveness import BrokerLiveInfo, HeartbeatTable, LivenessSnapshot
+from mqha.controller.liveness import BrokerLiveInfo, HeartbeatTable, LivenessSnapshot
 from mqha.wire.controller_api import BrokerHeartbeatRequest
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from controller.apply import apply
-from controller.election import ElectionPolicy
-from controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from controller.operations import (
+from mqha.codes import ResponseCode as C
+from mqha.controller.apply import apply
+from mqha.controller.election import ElectionPolicy
+from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
+from mqha.controller.operations import (
     handle_alter_sync_state_set,
     handle_apply_broker_id,
     handle_clean_broker_data,
@@ -24,16 +25,15 @@ from controller.operations import (
     handle_register_broker,
     reply_from_outcome,
 )
-from controller.records import (
+from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
     ElectMasterRecord,
     UpdateBrokerAddressRecord,
 )
-from controller.result import ControllerResult, Reply
-from controller.state import BrokerGroupState, ControllerState, ReplicaInfo
-from mqha.codes import ResponseCode as C
+from mqha.controller.result import ControllerResult, Reply
+from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
 from mqha.wire.controller_api import (
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,

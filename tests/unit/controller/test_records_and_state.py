@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from controller.records import (
+from mqha.controller.records import (
     RECORD_TYPES,
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
@@ -19,7 +19,7 @@ from controller.records import (
     decode_record,
     encode_record,
 )
-from controller.state import (
+from mqha.controller.state import (
     BrokerGroupState,
     ControllerState,
     FrozenMap,

@@ -1,11 +1,12 @@
-"""Pure helpers of controller/replicated.py: address math, tuning validation, SyncObjConf, quorum ack age."""
+"""Pure helpers of mqha/controller/replicated.py: address math, tuning validation, SyncObjConf, quorum ack
+age."""
 
 from __future__ import annotations
 
 import pytest
 from pysyncobj.encryptor import HAS_CRYPTO
 
-from controller.replicated import (
+from mqha.controller.replicated import (
     RaftTuning,
     api_address_of,
     build_conf,
@@ -16,7 +17,7 @@ from controller.replicated import (
 from mqha.errors import ConfigError
 
 
-def test_raft_port_is_api_port_plus_offset_and_back() -> None:  # ARCHITECTURE §3
+def test_raft_port_is_api_port_plus_offset_and_back() -> None:  # docs/architecture.md §3
     assert raft_address_of("127.0.0.1:9878") == "127.0.0.1:9879"
     assert raft_address_of("10.0.0.5:9878", 10) == "10.0.0.5:9888"
     assert api_address_of("127.0.0.1:9879") == "127.0.0.1:9878"

@@ -1,9 +1,9 @@
-"""Epoch file text format (spec §12.1): exact bytes, CRC, strict decoding."""
+"""Epoch file text format (docs/reference-behaviour.md §12.1): exact bytes, CRC, strict decoding."""
 
 import pytest
 
-from epoch.codec import decode_epoch_file, encode_epoch_file, entry_block_crc
-from epoch.history import EpochHistory
+from mqha.epoch.codec import decode_epoch_file, encode_epoch_file, entry_block_crc
+from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError
 
 PATH = "/store/epochFileCheckpoint"

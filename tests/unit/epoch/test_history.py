@@ -1,10 +1,11 @@
-"""Epoch history core (spec §12.2) and the truncation point of the HA handshake (spec §13)."""
+"""Epoch history core (docs/reference-behaviour.md §12.2) and the truncation point of the HA handshake
+(docs/reference-behaviour.md §13)."""
 
 from dataclasses import dataclass
 
 import pytest
 
-from epoch.history import EpochEntry, EpochHistory, find_consistent_point
+from mqha.epoch.history import EpochEntry, EpochHistory, find_consistent_point
 from mqha.errors import FencedError, LocalProtocolError
 from mqha.ids import MAX_OFFSET
 
@@ -118,7 +119,8 @@ def test_next_entry_is_the_first_with_a_greater_epoch_spec_12_2(epoch: int, expe
     assert history((1, 0), (5, 100)).next_entry(3) == EpochEntry(5, 100, MAX)
 
 
-# -- append (spec §12.2, ARCHITECTURE §7) --------------------------------------------------
+# -- append (docs/reference-behaviour.md §12.2, docs/architecture.md §7)
+# --------------------------------------------------
 
 
 def test_append_to_empty_is_accepted_spec_12_2() -> None:
@@ -287,7 +289,8 @@ def test_truncate_prefix_keeps_a_closed_last_entry_spec_12_2() -> None:
     assert EMPTY.truncate_prefix_by_offset(10) == EMPTY
 
 
-# -- find_consistent_point (spec §12.2, §13) -------------------------------------------------
+# -- find_consistent_point (docs/reference-behaviour.md §12.2, §13)
+# -------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Config parsing: Java-properties syntax, typed keys, one clear error per bad key (ARCHITECTURE §1)."""
+"""Config parsing: Java-properties syntax, typed keys, one clear error per bad key (docs/architecture.md
+§1)."""
 
 import pytest
 

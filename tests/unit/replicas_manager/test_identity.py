@@ -1,12 +1,13 @@
-"""Identity file codec (spec §9.3): formats, what counts as loaded, the config check. No files."""
+"""Identity file codec (docs/reference-behaviour.md §9.3): formats, what counts as loaded, the config check.
+No files."""
 
 from __future__ import annotations
 
 import pytest
 
 from mqha.errors import StorageError
-from replicas_manager.actions import BrokerIdentity, TempBrokerIdentity
-from replicas_manager.identity import (
+from mqha.replicas_manager.actions import BrokerIdentity, TempBrokerIdentity
+from mqha.replicas_manager.identity import (
     check_names,
     format_identity,
     format_temp_identity,

@@ -1,4 +1,5 @@
-"""ReplicasPlanner: the broker-side start sequence, registration, role changes and SSS upkeep (spec §9).
+"""ReplicasPlanner: the broker-side start sequence, registration, role changes and SSS upkeep
+(docs/reference-behaviour.md §9).
 
 Pure: every test feeds values (time, replies, verdicts) and compares the actions that come out.
 """
@@ -11,8 +12,7 @@ import pytest
 
 from mqha.codes import ResponseCode
 from mqha.errors import LocalProtocolError
-from mqha.wire.controller_api import Reply
-from replicas_manager.actions import (
+from mqha.replicas_manager.actions import (
     Action,
     ApplyBrokerId,
     ApplySyncStateSet,
@@ -39,8 +39,8 @@ from replicas_manager.actions import (
     WriteTempIdentity,
     in_phase_order,
 )
-from replicas_manager.hooks import BrokerProgress, MasterInfo
-from replicas_manager.planner import (
+from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
+from mqha.replicas_manager.planner import (
     METADATA_RETRY_MS,
     RETRY_INTERVAL_MS,
     PlannerConfig,
@@ -48,6 +48,7 @@ from replicas_manager.planner import (
     ReplicasPlanner,
     State,
 )
+from mqha.wire.controller_api import Reply
 
 Code = ResponseCode
 
@@ -153,7 +154,8 @@ def running_slave(now: int = 0, epoch: int = 3) -> ReplicasPlanner:
     return p
 
 
-# -- start sequence, fresh broker (spec §9.2, §9.3) --------------------------------------------------
+# -- start sequence, fresh broker (docs/reference-behaviour.md §9.2, §9.3)
+# --------------------------------------------------
 
 
 def test_fresh_broker_start_sequence_to_master_spec_9_2_9_3() -> None:
@@ -197,7 +199,8 @@ def test_fresh_broker_start_sequence_to_master_spec_9_2_9_3() -> None:
         "haAddress": "127.0.0.1:10912",
     }
 
-    # No live master: registration elects nobody (spec §5.3), the start heartbeat is confirmed first.
+    # No live master: registration elects nobody (docs/reference-behaviour.md §5.3), the start heartbeat is
+    # confirmed first.
     out = p.on_controller_reply(out[2], registered_reply(syncStateSet=[]), 60)
     assert p.register_state is RegisterState.REGISTERED
     assert p.state is State.REGISTER_TO_CONTROLLER_DONE
@@ -251,7 +254,8 @@ def test_slave_path_heartbeat_then_running_spec_9_2() -> None:
     assert p.sync_state_set == frozenset() and p.sync_state_set_epoch == 0  # only a master keeps it
 
 
-# -- restart from the identity files (spec §9.3 "restart resumes") -----------------------------------
+# -- restart from the identity files (docs/reference-behaviour.md §9.3 "restart resumes")
+# -----------------------------------
 
 
 def test_restart_with_metadata_file_goes_straight_to_register_spec_9_3() -> None:
@@ -291,7 +295,8 @@ def test_identity_after_start_is_a_programming_error() -> None:
         p.on_identity_loaded(BrokerIdentity("c1", "b1", 3), None)
 
 
-# -- failure paths of spec §9.3 ----------------------------------------------------------------------
+# -- failure paths of docs/reference-behaviour.md §9.3
+# ----------------------------------------------------------------------
 
 
 def _to_apply(p: ReplicasPlanner) -> ApplyBrokerId:
@@ -395,7 +400,8 @@ def test_metadata_failures_retry_after_1_s_then_5_s_spec_9_2() -> None:
     assert p.state is State.INITIAL
 
 
-# -- brokerElect (spec §9.6) ------------------------------------------------------------------------
+# -- brokerElect (docs/reference-behaviour.md §9.6)
+# ------------------------------------------------------------------------
 
 
 def _at_elect(p: ReplicasPlanner) -> ElectMaster:
@@ -434,7 +440,8 @@ def test_elect_failure_retries_the_step_after_5_s_spec_9_2(reply: Reply | None) 
     assert kinds(p.on_heartbeat_sent(out[0], 0, 5200)) == [ElectMaster]
 
 
-# -- role changes (spec §9.6, ARCHITECTURE §7) -----------------------------------------------------
+# -- role changes (docs/reference-behaviour.md §9.6, docs/architecture.md §7)
+# -----------------------------------------------------
 
 
 def test_refused_role_change_leaves_role_and_epoch_unchanged_arch_7() -> None:
@@ -503,7 +510,8 @@ def test_master_demoted_by_push_stops_sync_state_set_checks_spec_9_5() -> None:
     assert p.on_sync_state_set_proposal(frozenset({2, 3}), 100_000) == []
 
 
-# -- replica-info sync (spec §9.4) -----------------------------------------------------------------
+# -- replica-info sync (docs/reference-behaviour.md §9.4)
+# -----------------------------------------------------------------
 
 
 def _replica_info_call(p: ReplicasPlanner, now: int) -> GetReplicaInfo:
@@ -577,7 +585,8 @@ def test_stale_reply_is_ignored() -> None:
     assert p.on_controller_reply(call, ok(**master_info(2, 9, {2}, 9)), 3001) != []
 
 
-# -- SyncStateSet check and reports (spec §9.5) ----------------------------------------------------
+# -- SyncStateSet check and reports (docs/reference-behaviour.md §9.5)
+# ----------------------------------------------------
 
 
 def test_sss_check_runs_on_the_master_period_and_reports_a_difference_spec_9_5() -> None:
@@ -632,7 +641,8 @@ def test_alter_reply_with_an_older_epoch_changes_nothing_spec_9_5() -> None:
     assert p.on_controller_reply(propose, reply, 1) == []
 
 
-# -- heartbeats (spec §9.7) ------------------------------------------------------------------------
+# -- heartbeats (docs/reference-behaviour.md §9.7)
+# ------------------------------------------------------------------------
 
 
 def test_heartbeat_content_and_period_spec_9_7() -> None:
@@ -706,7 +716,7 @@ def test_next_wakeup_follows_the_timers() -> None:
 
 
 def test_illegal_transition_raises_and_leaves_state() -> None:
-    from replicas_manager.planner import RegisterEvent, StateEvent
+    from mqha.replicas_manager.planner import RegisterEvent, StateEvent
 
     p = ReplicasPlanner(CFG)
     with pytest.raises(LocalProtocolError, match="RUNNING"):

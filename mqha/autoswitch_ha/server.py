@@ -1,0 +1,393 @@
+"""Asyncio master side of HA replication: the accept loop and one task per slave connection. SHELL.
+
+Each accepted socket gets a :class:`MasterLink` whose task drives one sans-IO
+:class:`~mqha.autoswitch_ha.master.MasterConnection` in the order its docstring gives:
+
+    bytes from the socket (a small reader task) → ``receive_data`` → wake the link
+    every ``TICK_MS`` → ``tick`` (heartbeats, housekeeping, caught-up time)
+    events, until None:  HandshakeRequest → ``MasterSide.accept_slave`` (may refuse: close)
+                         ReadLog          → ``supply_batches(read_batches(...))``
+                         CaughtUp/SlaveAck→ ``MasterSide`` callbacks
+                         ConnectionClosed → close the socket, ``MasterSide.link_closed``
+    ``data_to_send()`` → socket, then ``drain`` (back-pressure: the machine reads the log only when
+    its own buffer is empty, and we only empty it into a transport that is not over its limit).
+
+Decisions (who may connect, what an ack means for the SyncStateSet and waiting puts) belong to the
+:class:`MasterSide` (the ``AutoSwitchHAService``); this module only moves bytes and events. A corrupt
+frame or an unknown slave closes that connection only, with one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, ReadLog, SlaveAck
+from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 100
+READ_CHUNK = 256 * 1024
+WRITE_HIGH_WATER = 1024 * 1024  # room for a few batches in flight: the slave's acks are not a window
+JOIN_MAX_BYTES = 64 * 1024
+"""Frames whose pieces are all at most this size go out joined in one write: below it a copy costs
+less than another send (and another TCP segment); larger batches are written as they are."""
+
+
+class MasterSide(Protocol):
+    """The HA service as the master links see it."""
+
+    def log_view(self) -> LogView: ...
+
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]: ...
+
+    def accept_slave(self, link: MasterLink, request: HandshakeRequest) -> str | None:
+        """None to accept; else why the slave is refused (the connection closes)."""
+
+    def on_caught_up(self, link: MasterLink, event: CaughtUp) -> None: ...
+
+    def on_slave_ack(self, link: MasterLink, event: SlaveAck) -> None: ...
+
+    def link_closed(self, link: MasterLink, event: ConnectionClosed) -> None: ...
+
+
+class RateMeter:
+    """Bytes per second over the last whole second (haStatus ``transferredByteInSecond``)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._window_start = time.monotonic()
+        self._window_bytes = 0
+        self.per_second = 0
+
+    def add(self, count: int) -> None:
+        self.total += count
+        self._window_bytes += count
+        self.roll()
+
+    def roll(self) -> None:
+        now = time.monotonic()
+        elapsed = now - self._window_start
+        if elapsed >= 1.0:
+            self.per_second = int(self._window_bytes / elapsed)
+            self._window_start, self._window_bytes = now, 0
+
+
+class MasterLink:
+    """One slave connection: the socket, its :class:`MasterConnection`, and counters for haStatus."""
+
+    def __init__(
+        self,
+        side: MasterSide,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        config: MasterConfig,
+        clock: Callable[[], int],
+        *,
+        flow_limit_bytes_per_s: int | None = None,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.side = side
+        self._reader = reader
+        self._writer = writer
+        self._clock = clock
+        self.peer = _peer(writer)
+        self.conn = MasterConnection(side.log_view(), clock(), config)
+        self.sent = RateMeter()
+        self.received = RateMeter()
+        self._wake = asyncio.Event()
+        self._flow_limit = flow_limit_bytes_per_s
+        self._flow_window = (0.0, 0)  # (second it started, bytes sent in it)
+        self._on_bytes = on_bytes  # metrics: (sent, received)
+        self.closed: ConnectionClosed | None = None
+
+    @property
+    def slave_id(self) -> int | None:
+        return self.conn.slave_id
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def update_log(self, view: LogView) -> None:
+        self.conn.update_log(view)
+        self._wake.set()
+
+    def close(self, reason: str) -> None:
+        """Local orderly close (role change, duplicate connection, shutdown)."""
+        self.conn.close(reason)
+        self._wake.set()
+
+    async def run(self) -> None:
+        reader_task = asyncio.create_task(self._read_loop(), name=f"ha-master-read:{self.peer}")
+        with contextlib.suppress(AttributeError, NotImplementedError):
+            self._writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        try:
+            await self._serve()
+        except (ConnectionError, OSError) as exc:
+            self.conn.receive_data(b"", self._clock())
+            await self._pump()
+            self._ended(ConnectionClosed(reason=f"socket error: {exc}", error=exc))
+        except Exception as exc:  # a bug ends this connection only, loudly; the slave reconnects
+            log.exception("HA link %s (slave %s) failed", self.peer, self.slave_id)
+            self.conn.close(f"internal error: {exc}")
+            self._ended(ConnectionClosed(reason=f"internal error: {exc}", error=exc))
+        finally:
+            await cancel_and_wait(reader_task)
+            # abort: a finished connection's unsent bytes are useless, and a peer that stopped reading
+            # would otherwise keep the transport (and its buffer) alive.
+            self._writer.transport.abort()
+            self.conn.close("master shutting down")  # no-op unless cancelled (shutdown)
+            self._ended(ConnectionClosed(reason="master shutting down"))
+
+    def _ended(self, event: ConnectionClosed) -> None:
+        """Tell the service once that this link is over."""
+        if self.closed is None:
+            self.closed = event
+            self.side.link_closed(self, event)
+
+    async def _serve(self) -> None:
+        """The loop of the module docstring, until the machine reports ``ConnectionClosed``."""
+        last_tick = self._clock()
+        while True:
+            await self._pump()
+            if self.closed is not None:
+                return
+            chunks = self.conn.chunks_to_send()
+            if chunks:
+                sent = sum(map(len, chunks))
+                if max(map(len, chunks)) <= JOIN_MAX_BYTES:
+                    self._writer.write(b"".join(chunks))
+                else:
+                    for chunk in chunks:
+                        self._writer.write(chunk)
+                self.sent.add(sent)
+                if self._on_bytes is not None:
+                    self._on_bytes(sent, 0)
+                if not await drain_within(self._writer, self.conn.config.housekeeping_interval_ms):
+                    # A peer that stopped reading (SIGSTOP, dead host) must not pin this task:
+                    # ticks (housekeeping) do not run while we wait here.
+                    self.conn.close(
+                        "the slave stopped reading (send buffer full for the housekeeping interval)"
+                    )
+                continue  # the machine may want to read the next batch right away
+            now = await wait_for_tick(self._wake, last_tick, self._clock)
+            if now is not None:
+                last_tick = now
+                self.sent.roll()
+                self.received.roll()
+                self.conn.tick(now)
+
+    async def _pump(self) -> None:
+        while (event := self.conn.next_event()) is not None:
+            if isinstance(event, ReadLog):
+                await self._flow_control()
+                try:
+                    batch_bytes = event.batch_bytes or event.max_bytes  # 0: one batch
+                    batches = self.side.read_batches(event.offset, batch_bytes, event.max_bytes)
+                except Exception as exc:  # a log that cannot be read ends this connection only
+                    log.error(
+                        "HA link %s: reading the commit log at %d failed: %s", self.peer, event.offset, exc
+                    )
+                    self.conn.close(f"commit log read at {event.offset} failed: {exc}")
+                    continue
+                self._note_flow(sum(map(len, batches)))
+                self.conn.supply_batches(event.offset, batches, self._clock())
+            elif isinstance(event, HandshakeRequest):
+                refusal = self.side.accept_slave(self, event)
+                if refusal is not None:
+                    log.warning("HA link %s: refusing slave %d: %s", self.peer, event.slave_id, refusal)
+                    self.conn.close(f"refused: {refusal}")
+                else:
+                    log.info(
+                        "HA link %s: slave %d connected (syncFromLastFile=%s, asyncLearner=%s)",
+                        self.peer,
+                        event.slave_id,
+                        event.sync_from_last_file,
+                        event.async_learner,
+                    )
+            elif isinstance(event, SlaveAck):
+                self.side.on_slave_ack(self, event)
+            elif isinstance(event, CaughtUp):
+                self.side.on_caught_up(self, event)
+            else:
+                assert isinstance(event, ConnectionClosed)
+                self.closed = event
+                if event.error is not None:
+                    log.warning("HA link %s (slave %s) closed: %s", self.peer, self.slave_id, event.reason)
+                else:
+                    log.info("HA link %s (slave %s) closed: %s", self.peer, self.slave_id, event.reason)
+                self.side.link_closed(self, event)
+
+    async def _flow_control(self) -> None:
+        # haFlowControlEnable: at most maxHaTransferByteInSecond per connection per second.
+        if self._flow_limit is None:
+            return
+        start, count = self._flow_window
+        now = time.monotonic()
+        if now - start >= 1.0:
+            self._flow_window = (now, 0)
+            return
+        if count >= self._flow_limit:
+            await asyncio.sleep(1.0 - (now - start))
+            self._flow_window = (time.monotonic(), 0)
+
+    def _note_flow(self, count: int) -> None:
+        if self._flow_limit is not None:
+            start, sent = self._flow_window
+            self._flow_window = (start, sent + count)
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK)
+                self.received.add(len(data))
+                if data and self._on_bytes is not None:
+                    self._on_bytes(0, len(data))
+                self.conn.receive_data(data, self._clock())
+                self._wake.set()
+                if not data:
+                    return
+        except (ConnectionError, OSError):
+            self.conn.receive_data(b"", self._clock())
+            self._wake.set()
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | asyncio.Future[Any], retry_s: float = 1.0) -> None:
+    """Cancel ``task`` and wait until it ended. A cancellation of the caller is not swallowed
+    (``asyncio.wait`` raises it; a ``suppress(CancelledError)`` around ``await task`` would hide it),
+    and a task that swallowed its cancel (3.11 ``wait_for``) is cancelled again."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=retry_s)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("task %r ended with an error while being cancelled", task, exc_info=task.exception())
+
+
+# Bounded waits use ``asyncio.timeout``, never ``asyncio.wait_for``: in Python 3.11 ``wait_for``
+# swallows a cancellation that arrives as the awaited thing completes, and a task that ignores its
+# cancel hangs whoever stops it (a role change waiting for the HA client, for one).
+
+
+async def wait_for_tick(wake: asyncio.Event, last_tick: int, clock: Callable[[], int]) -> int | None:
+    """Sleep until ``wake`` is set or the tick after ``last_tick`` is due, and clear ``wake`` (the
+    caller's next round handles whatever set it). The time now if a tick is due, else None."""
+    wait_ms = TICK_MS - (clock() - last_tick)
+    if wait_ms > 0 and not wake.is_set():
+        await wait_event(wake, wait_ms / 1000)
+    wake.clear()
+    now = clock()
+    return now if now - last_tick >= TICK_MS else None
+
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait for ``event`` at most ``timeout_s``; True if it was set."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def drain_within(writer: asyncio.StreamWriter, timeout_ms: int) -> bool:
+    """``drain`` bounded by ``timeout_ms``; False when the peer did not take the data in time."""
+    transport = writer.transport
+    if (
+        transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[1]
+        and not transport.is_closing()
+    ):
+        return True  # below the high-water mark drain returns at once: skip the timeout's set-up
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            await writer.drain()
+    except TimeoutError:
+        return False
+    return True
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+class HAServer:
+    """The accept loop on ``haListenPort``: one :class:`MasterLink` task per connection."""
+
+    def __init__(
+        self,
+        side: MasterSide,
+        host: str,
+        port: int,
+        config: MasterConfig,
+        clock: Callable[[], int],
+        *,
+        flow_limit_bytes_per_s: int | None = None,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.side = side
+        self.host = host
+        self.port = port
+        self.config = config
+        self._clock = clock
+        self._flow_limit = flow_limit_bytes_per_s
+        self._on_bytes = on_bytes
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._links: set[MasterLink] = set()
+
+    @property
+    def bound_port(self) -> int:
+        assert self._server is not None and self._server.sockets
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        log.info("HA server listening on %s:%d", self.host, self.bound_port)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        link = MasterLink(
+            self.side,
+            reader,
+            writer,
+            self.config,
+            self._clock,
+            flow_limit_bytes_per_s=self._flow_limit,
+            on_bytes=self._on_bytes,
+        )
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._links.add(link)
+        try:
+            await link.run()
+        except asyncio.CancelledError:
+            pass  # stop() gave up waiting; the link already cleaned up in its finally
+        finally:
+            self._tasks.discard(task)
+            self._links.discard(link)
+
+    async def stop(self, timeout: float = 2.0) -> None:
+        """Stop accepting, close every link in order (each tells the service), then wait for them."""
+        if self._server is not None:
+            self._server.close()
+        for link in list(self._links):
+            link.close("master shutting down")
+        tasks = list(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:  # a link stuck in a write to a frozen peer
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=timeout)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(timeout):
+                    await self._server.wait_closed()
+            self._server = None

@@ -1,0 +1,202 @@
+"""Closed-loop load generator (shell): N clients, one request at a time each, for a fixed window.
+
+Every benchmark drives both sides of a comparison through this one loop (same event loop, same
+aiohttp keep-alive connections, same timing), so what differs between the two figures is the system
+under test, not the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from mqha.bench.report import summarize
+
+Op = Callable[[], Awaitable[None]]
+"""One request of one client; raises :class:`OpFailed` (or any exception) when it did not succeed."""
+
+
+class OpFailed(Exception):
+    """A request answered, but not with success; ``kind`` names why (counted per kind)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+@dataclass
+class LoadResult:
+    """What one window of load showed."""
+
+    clients: int
+    seconds: float
+    latencies: list[float] = field(default_factory=list)  # successful requests only, seconds
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ops_per_s(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "clients": self.clients,
+            "seconds": self.seconds,
+            "ops": len(self.latencies),
+            "ops_per_s": self.ops_per_s,
+            **summarize(self.latencies),
+            "errors": dict(self.errors),
+        }
+
+
+async def closed_loop(ops: Sequence[Op], seconds: float) -> LoadResult:
+    """Run every op in its own loop until ``seconds`` have passed; a failed request counts as an
+    error and the client goes on (ops resynchronise their own state after a failure)."""
+    result = LoadResult(len(ops), seconds)
+    deadline = time.perf_counter() + seconds
+
+    async def client(op: Op) -> None:
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            try:
+                await op()
+            except OpFailed as exc:
+                result.errors[exc.kind] += 1
+                continue
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                result.errors[type(exc).__name__] += 1
+                await asyncio.sleep(0.01)  # a refused connection must not spin
+                continue
+            result.latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(op) for op in ops))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+class LeanHttp:
+    """A minimal HTTP/1.1 keep-alive JSON client for one closed-loop client: one connection per
+    host:port, one request at a time. aiohttp's client spends ~150 us of CPU per request; on a 2-core
+    machine shared with the servers under test that was ~30 % of a core at 2,000 requests/s, taken
+    from whatever the run measures. Transport and framing errors raise ``ConnectionResetError`` (an
+    ``OSError``) and drop the connection; the next request opens a new one.
+    """
+
+    def __init__(self) -> None:
+        self._conns: dict[str, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+
+    async def request(
+        self, method: str, url: str, body: Any = None, timeout: float | None = None
+    ) -> tuple[int, Any]:
+        """(status, decoded JSON body or None) of one request."""
+        origin, _, path = url.removeprefix("http://").partition("/")
+        payload = b"" if body is None else orjson.dumps(body)
+        head = (
+            f"{method} /{path} HTTP/1.1\r\nHost: {origin}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n"
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await self._connection(origin)
+                writer.write(head.encode("ascii") + payload)
+                status, data = await _read_response(reader)
+        except (
+            TimeoutError,
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+        ) as exc:
+            self._drop(origin)
+            if isinstance(exc, TimeoutError | OSError):
+                raise
+            raise ConnectionResetError(f"{url}: {exc!r}") from exc
+        return status, orjson.loads(data) if data.strip() else None
+
+    async def _connection(self, origin: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        conn = self._conns.get(origin)
+        if conn is None or conn[1].is_closing():
+            host, _, port = origin.rpartition(":")
+            conn = self._conns[origin] = await asyncio.open_connection(host, int(port))
+        return conn
+
+    def _drop(self, origin: str) -> None:
+        conn = self._conns.pop(origin, None)
+        if conn is not None:
+            conn[1].transport.abort()
+
+    def close(self) -> None:
+        for origin in list(self._conns):
+            self._drop(origin)
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """Status and body of one HTTP/1.1 response (Content-Length or chunked)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {
+        name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])
+    }
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            chunks.append(await reader.readexactly(size + 2))
+        await reader.readuntil(b"\r\n")  # no trailers are sent to us
+        return status, b"".join(chunk[:-2] for chunk in chunks)
+    return status, await reader.readexactly(int(headers.get("content-length", "0")))
+
+
+Http = aiohttp.ClientSession | LeanHttp
+
+
+def http_session(connections: int, timeout: float = 10.0) -> aiohttp.ClientSession:
+    """A keep-alive aiohttp session with room for one connection per client."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections + 4),
+        timeout=aiohttp.ClientTimeout(total=timeout),
+    )
+
+
+async def post_json(http: Http, url: str, body: Any, timeout: float | None = None) -> tuple[int, Any]:
+    """POST JSON, return (status, decoded body); transport errors raise."""
+    if isinstance(http, LeanHttp):
+        return await http.request("POST", url, body, timeout)
+    kwargs: dict[str, Any] = {"json": body}
+    if timeout is not None:
+        kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
+    async with http.post(url, **kwargs) as response:
+        return response.status, await response.json(content_type=None)
+
+
+async def get_json(http: Http, url: str, timeout: float | None = None) -> tuple[int, Any]:
+    """GET JSON, return (status, decoded body); transport errors raise."""
+    if isinstance(http, LeanHttp):
+        return await http.request("GET", url, None, timeout)
+    kwargs: dict[str, Any] = {}
+    if timeout is not None:
+        kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
+    async with http.get(url, **kwargs) as response:
+        return response.status, await response.json(content_type=None)
+
+
+async def first_success(
+    attempt: Callable[[], Awaitable[bool]], timeout: float, pause: float = 0.005
+) -> float:
+    """Seconds until ``attempt()`` first returns True (transport errors count as False); bounded."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if await attempt():
+                return time.monotonic() - started
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            pass
+        await asyncio.sleep(pause)
+    raise TimeoutError(f"no success within {timeout:g} s")

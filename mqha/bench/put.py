@@ -1,0 +1,134 @@
+"""``mqha bench put``: put throughput and latency per ack mode on a 3-replica group.
+
+Three local clusters run side by side (one controller each, one group of 3 mqbroker replicas), the
+same except for the ack rule: async (the master answers once the message is in its own log),
+``inSyncReplicas=2`` (one slave must hold it too) and ``allAckInSyncStateSet=true`` (every member of
+the SyncStateSet). The load generator sends single 1 KiB messages to the master's HTTP API, one at a
+time per client, in interleaved rounds; the figures are the medians of the rounds and the ratio of
+each sync mode's throughput to async's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from mqha.bench.loadgen import LoadResult, OpFailed, closed_loop, http_session
+from mqha.bench.report import Outcome, Target, fmt, format_table, median, ratio
+from mqha.cluster.local import LocalCluster
+
+MODES: dict[str, dict[str, str]] = {
+    "async": {"allAckInSyncStateSet": "false", "inSyncReplicas": "1"},
+    "inSyncReplicas=2": {"allAckInSyncStateSet": "false", "inSyncReplicas": "2"},
+    "allAckInSyncStateSet": {"allAckInSyncStateSet": "true"},
+}
+BODY = 1024
+
+
+def settings(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"clients": 8, "window": 1.0, "rounds": 1}
+    return {"clients": 8, "window": 5.0, "rounds": 3}
+
+
+def message_payload(body_bytes: int, batch: int = 1) -> bytes:
+    """A put request body: one message, or a batch of ``batch`` identical ones (random bytes)."""
+    message = {"topic": "BenchTopic", "bodyBase64": base64.b64encode(os.urandom(body_bytes)).decode()}
+    return json.dumps({"messages": [message] * batch} if batch > 1 else message).encode()
+
+
+class PutClient:
+    """POST one prepared put request; anything but PUT_OK (for every message) fails."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, payload: bytes) -> None:
+        self.http, self.url, self.payload = http, url, payload
+        self.headers = {"Content-Type": "application/json"}
+
+    async def __call__(self) -> None:
+        async with self.http.post(self.url, data=self.payload, headers=self.headers) as response:
+            body = await response.json(content_type=None)
+        results = body.get("results", [body]) if isinstance(body, dict) else [{}]
+        for result in results:
+            status = result.get("status", result.get("codeName"))
+            if status != "PUT_OK":
+                raise OpFailed(str(status))
+
+
+async def put_load(url: str, payload: bytes, clients: int, seconds: float) -> LoadResult:
+    """``clients`` closed loops posting ``payload`` to ``url`` for ``seconds``."""
+    async with http_session(clients) as http:
+        return await closed_loop([PutClient(http, url, payload) for _ in range(clients)], seconds)
+
+
+def _measure(base: Path, quick: bool) -> dict[str, Any]:
+    cfg = settings(quick)
+    payload = message_payload(BODY)
+    data: dict[str, Any] = {"settings": {**cfg, "body_bytes": BODY, "modes": MODES}, "modes": {}}
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for index, (mode, extra) in enumerate(MODES.items()):
+            cluster = LocalCluster(
+                base / f"mode{index}",
+                controllers=1,
+                groups=1,
+                replicas=3,
+                broker_settings=extra,
+                log_level="WARNING",
+            )
+            stack.enter_context(cluster)
+            master = cluster.master(timeout=30)
+            if master is None:
+                raise RuntimeError(f"{mode}: no master\n{cluster.status_table()}")
+            urls[mode] = master.url + "/v1/messages"
+        for url in urls.values():
+            asyncio.run(put_load(url, payload, cfg["clients"], 0.5))  # warm-up
+        runs: dict[str, list[LoadResult]] = {mode: [] for mode in MODES}
+        for _ in range(cfg["rounds"]):
+            for mode, url in urls.items():
+                runs[mode].append(asyncio.run(put_load(url, payload, cfg["clients"], cfg["window"])))
+    for mode, results in runs.items():
+        rounds = [r.as_json() for r in results]
+        data["modes"][mode] = {
+            **{k: median([r[k] for r in rounds]) for k in ("ops_per_s", "p50_ms", "p99_ms")},
+            "errors": sum(sum(r["errors"].values()) for r in rounds),
+            "rounds": rounds,
+        }
+    return data
+
+
+def _report(data: dict[str, Any]) -> Outcome:
+    cfg, modes = data["settings"], data["modes"]
+    base = modes["async"]["ops_per_s"]
+    rows = [
+        (
+            mode,
+            fmt(m["ops_per_s"], ".0f"),
+            fmt(m["p50_ms"], ".2f"),
+            fmt(m["p99_ms"], ".2f"),
+            fmt(ratio(m["ops_per_s"], base), ".2f"),
+            m["errors"],
+        )
+        for mode, m in modes.items()
+    ]
+    title = (
+        f"put, 3-replica group, {cfg['clients']} clients x single {cfg['body_bytes']} B messages, "
+        f"median of {cfg['rounds']} interleaved {cfg['window']:g} s rounds"
+    )
+    table = format_table(title, ("ack mode", "msgs/s", "p50 ms", "p99 ms", "/ async", "errors"), rows)
+    targets = [
+        Target(f"{mode} msgs/s / async", ratio(modes[mode]["ops_per_s"], base), 0.85, at_least=True)
+        for mode in ("inSyncReplicas=2", "allAckInSyncStateSet")
+    ]
+    return Outcome("put", [table], targets, data)
+
+
+def run(base: Path, quick: bool) -> Outcome:
+    """Three clusters up, interleaved windows of load, tables."""
+    return _report(_measure(base, quick))

@@ -1,0 +1,838 @@
+"""The broker's commit log: segmented files, appends, reads for consumers and HA, truncation, recovery.
+
+SHELL. The record format and every byte-level check live in ``codec`` (core); this module orders file
+operations. Offsets are global physical offsets: segment ``k`` holds ``[k * size, (k + 1) * size)``.
+
+Directory contents: segment files named by their 20-digit base offset, ``checkpoint`` (32 bytes,
+see ``codec.Checkpoint``) and, once the log has filled half a segment, ``spare.segment``: the next
+segment's file, preallocated in the background and renamed into place at the roll-over
+(``segment.SpareFile``). Anything else, a base offset that is not a multiple of the segment size, a gap
+between bases, or a non-last file whose size is not the segment size makes ``open`` refuse with one
+``ForeignFileError``/``CorruptFileError`` naming the file, before anything is changed or deleted.
+
+Durability
+    ``ASYNC_FLUSH``: ``append`` returns once the bytes are in the page cache (a killed process loses
+    nothing; a machine crash loses at most about ``flush_interval_ms``); a flusher thread fsyncs every
+    ``flush_interval_ms``. ``SYNC_FLUSH``: ``append`` fsyncs before returning; concurrent appenders
+    share fsyncs (group commit). In both modes the flusher then records the durable offset in the
+    checkpoint ("flushed offset"). A new segment's name is made durable by the flush that first covers
+    its data (a directory fsync before the data's), not at creation: a roll-over costs no fsync.
+
+Recovery (``open``), two paths
+    * Clean shutdown (checkpoint says CLEAN: ``close`` flushed everything, then wrote it): the segments
+      before the last are trusted as they are; the last segment is verified in full (every unit's size,
+      magic, physicalOffset, body and record CRC), like the reference's normal recovery but with one
+      file instead of three because our clean flag is only written after a complete fsync.
+    * Crash (no checkpoint, a torn one, or DIRTY): verification starts at the segment holding the
+      checkpoint's flushed offset (bytes below it were fsynced before the checkpoint was written) and
+      runs to the end, so a segment whose tail never reached the disk while a later one did is caught.
+    Older segments are not re-read at open; every ``read`` still checks the CRCs of what it returns.
+    Verification stops at the first torn unit (short), bad magic, out-of-range size, wrong
+    physicalOffset or CRC mismatch; max_offset becomes the end of the last valid unit. Any non-zero byte
+    after that point in its segment is zeroed and later segment files are deleted (a reopened log must
+    never see old bytes as messages), with one WARNING naming the file and the offset. Then the verified
+    segments are fsynced and the checkpoint is rewritten as DIRTY with flushed offset = max_offset
+    before anything is appended, so a crash from here on takes the crash path.
+
+Truncation lowers the checkpoint's flushed offset (durably) before it cuts, so crash recovery never
+trusts bytes that a truncation removed and a later append replaced; it zeroes the cut part of its
+segment (a whole segment from its base is deleted instead) and deletes later files last-first, so a
+crash part-way leaves a prefix of the old log and never a gap between file names.
+
+Speed (``tests/bench/test_commitlog_bench.py``, docs/performance.md §6): the per-message loops (encoding
+appends, walking units on recovery, reads for the HA master and replicated batches) run compiled when
+``codec``'s native module is built, and batches pay one lock, one write and one fsync per segment. A
+roll-over takes the spare file, so the append that crosses a segment end does not wait for the file
+system to allocate the next one.
+
+Threads: one lock guards the segment list and offsets; a second lock (taken first) serialises fsyncs
+against truncation, deletion and close, so the flusher never fsyncs a file being closed. Reads copy
+bytes out of the maps; no memoryview of a map escapes a call.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+from collections.abc import Callable, Sequence
+from enum import Enum
+from types import TracebackType
+from typing import NamedTuple
+
+from mqha.broker.commitlog.codec import (
+    BLANK_MAGIC,
+    BLANK_SIZE,
+    CHECKPOINT_SIZE,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Checkpoint,
+    InvalidDraft,
+    InvalidRecord,
+    MessageDraft,
+    ScanStop,
+    StoredMessage,
+    decode_checkpoint,
+    decode_message,
+    encode_blank,
+    encode_checkpoint,
+    encode_message,
+    encode_run,
+    quick_scan_end,
+    scan_units,
+    unit_size_at,
+)
+from mqha.broker.commitlog.segment import SPARE_NAME, Segment, SpareFile, fsync_directory, parse_segment_name
+from mqha.clock import wall_ms
+from mqha.errors import CorruptFileError, ForeignFileError, NotAlignedError, RemoteProtocolError, StorageError
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "checkpoint"
+MIN_SEGMENT_SIZE = 256
+
+
+class FlushMode(Enum):
+    """When appended bytes are fsynced; names as RocketMQ's ``flushDiskType``."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class AppendResult(NamedTuple):
+    offset: int
+    size: int
+    msg_id: str
+    store_ts: int
+
+
+class RecoveryReport(NamedTuple):
+    """What ``open`` found; kept on the log as ``recovery`` for logs, metrics and tests."""
+
+    clean: bool  # the clean-shutdown path was taken
+    verified_from: int  # global offset where full verification started
+    verified_bytes: int
+    cut_offset: int | None  # where bytes were cut, None if nothing was
+    cut_reason: str
+    deleted_files: tuple[str, ...]
+
+
+class CommitLog:
+    """A segmented commit log in one directory. Use ``CommitLog.open``; close it (or use ``with``)."""
+
+    def __init__(
+        self,
+        directory: str,
+        segment_size: int,
+        *,
+        flush_mode: FlushMode,
+        flush_interval_ms: int,
+        max_message_size: int,
+        clock: Callable[[], int],
+    ) -> None:
+        self.directory = directory
+        self._clock = clock
+        self.segment_size = segment_size
+        self.flush_mode = flush_mode
+        self.flush_interval_ms = flush_interval_ms
+        # A message must fit an empty segment with room left for the blank marker.
+        self.max_message_size = min(max_message_size, segment_size - BLANK_SIZE)
+        self._segments: list[Segment] = []
+        self._spare = SpareFile(directory, segment_size)
+        self._spare_due = segment_size // 2  # the log end at which to prepare the next segment's file
+        self._min = 0
+        self._max = 0
+        self._flushed = 0  # every byte below is durable
+        self._checkpointed = -1  # flushed offset last written to the checkpoint
+        self._new_names = False  # a segment was created since the directory was last fsynced
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # taken before _lock, never after it
+        self._checkpoint_fd = -1
+        self._closed = False
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        # msgIds: 16 random hex digits per open log + a 16-digit counter (unique, cheap, sortable).
+        self._id_prefix = os.urandom(8).hex().upper()
+        self._next_id = 0
+        self.recovery = RecoveryReport(True, 0, 0, None, "", ())
+
+    # --- opening and recovery --------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        segment_size: int,
+        flush_mode: FlushMode = FlushMode.ASYNC_FLUSH,
+        flush_interval_ms: int = 500,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        *,
+        clock: Callable[[], int] = wall_ms,
+    ) -> CommitLog:
+        """Open (creating the directory if needed) and recover the log in ``directory``. ``clock`` gives
+        the store timestamp in wall-clock ms (tests pass a fixed one to get reproducible bytes)."""
+        if segment_size < MIN_SEGMENT_SIZE:
+            raise ValueError(f"segment_size {segment_size} is below the minimum {MIN_SEGMENT_SIZE}")
+        if flush_interval_ms <= 0:
+            raise ValueError(f"flush_interval_ms must be positive, got {flush_interval_ms}")
+        os.makedirs(directory, exist_ok=True)
+        self = cls(
+            directory,
+            segment_size,
+            flush_mode=flush_mode,
+            flush_interval_ms=flush_interval_ms,
+            max_message_size=max_message_size,
+            clock=clock,
+        )
+        try:
+            self._recover()
+        except BaseException:
+            self._close_files()
+            raise
+        self._spare.discard_leftover()
+        self._spare_due = self._half_of(self._max)
+        self._flusher = threading.Thread(
+            target=self._flusher_loop, name=f"commitlog-flush:{directory}", daemon=True
+        )
+        self._flusher.start()
+        return self
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def _list_segments(self) -> list[Segment]:
+        """The segment files, validated before anything is touched (see the module docstring)."""
+        bases: list[int] = []
+        for name in sorted(os.listdir(self.directory)):
+            path = self._path(name)
+            if name in (CHECKPOINT_NAME, SPARE_NAME):
+                if not os.path.isfile(path):
+                    raise ForeignFileError(
+                        path, f"expected the commit log's {name} file, found something else"
+                    )
+                continue
+            base = parse_segment_name(name)
+            if base is None or not os.path.isfile(path):
+                raise ForeignFileError(
+                    path,
+                    "not a commit-log segment (the directory holds only files named by a 20-digit offset)",
+                )
+            if base % self.segment_size:
+                raise CorruptFileError(
+                    path,
+                    f"base offset {base} is not a multiple of the segment size {self.segment_size} "
+                    "(was the log written with another mappedFileSizeCommitLog?)",
+                )
+            bases.append(base)
+        segments = [Segment(self.directory, base, self.segment_size) for base in bases]
+        for i, segment in enumerate(segments):
+            if i and segment.base != segments[i - 1].end:
+                raise CorruptFileError(
+                    segment.path, f"gap in the commit log: the previous segment ends at {segments[i - 1].end}"
+                )
+            size = os.path.getsize(segment.path)
+            last = i == len(segments) - 1
+            if size > self.segment_size or (size != self.segment_size and not last):
+                raise CorruptFileError(
+                    segment.path,
+                    f"size {size} bytes, expected {self.segment_size} (another "
+                    "mappedFileSizeCommitLog, or a damaged file)",
+                )
+        return segments
+
+    def _read_checkpoint(self) -> Checkpoint | None:
+        path = self._path(CHECKPOINT_NAME)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(CHECKPOINT_SIZE + 1)
+        except FileNotFoundError:
+            return None
+        checkpoint = decode_checkpoint(data)
+        if checkpoint is None:
+            log.warning("%s: unreadable checkpoint (torn write?); recovering as after a crash", path)
+            return None
+        if checkpoint.segment_size != self.segment_size:
+            raise CorruptFileError(
+                path,
+                f"the log was written with segment size {checkpoint.segment_size}, opened with "
+                f"{self.segment_size}",
+            )
+        return checkpoint
+
+    def _recover(self) -> None:
+        segments = self._list_segments()
+        checkpoint = self._read_checkpoint()
+        # --- nothing has been modified up to here: refuse rather than delete ---
+        self._segments = segments
+        if not segments:
+            self._min = self._max = self._flushed = 0
+            self.recovery = RecoveryReport(checkpoint is not None and checkpoint.clean, 0, 0, None, "", ())
+            self._open_checkpoint(dirty_flushed=0)
+            return
+        clean = checkpoint is not None and checkpoint.clean
+        if clean:
+            first = len(segments) - 1
+        else:
+            flushed = checkpoint.flushed_offset if checkpoint is not None else 0
+            first = min(max((flushed - segments[0].base) // self.segment_size, 0), len(segments) - 1)
+        last = segments[-1]
+        if last.extend_if_short():
+            log.info("%s: extended a short last segment to %d bytes", last.path, self.segment_size)
+        end, cut_index, cut_reason = self._verify(segments, first)
+        stale, deleted = self._cut(segments, cut_index, end, cut_reason) if cut_index >= 0 else (0, [])
+        for segment in segments[first:]:
+            segment.sync()  # after a killed process the verified bytes may still be only in the page cache
+        self._min = segments[0].base
+        self._max = end
+        self._flushed = end
+        cut = bool(stale or deleted)
+        if clean and checkpoint is not None and checkpoint.flushed_offset != end and not cut:
+            # Files changed after a clean shutdown without anything to cut (e.g. the last file removed).
+            log.warning(
+                "%s: clean-shutdown checkpoint says the log ends at %d, the segments end at %d",
+                self._path(CHECKPOINT_NAME),
+                checkpoint.flushed_offset,
+                end,
+            )
+        self.recovery = RecoveryReport(
+            clean,
+            segments[first].base,
+            end - segments[first].base,
+            end if cut else None,
+            cut_reason if cut else "",
+            tuple(deleted),
+        )
+        self._open_checkpoint(dirty_flushed=end)
+
+    @staticmethod
+    def _verify(segments: list[Segment], first: int) -> tuple[int, int, str]:
+        """Fully verify ``segments[first:]``. Returns (end of valid data, index of the segment where the
+        data ends or -1 if it ends with a complete segment, why it ends there)."""
+        end = segments[first].base
+        for i in range(first, len(segments)):
+            segment = segments[i]
+            segment.advise(mmap.MADV_SEQUENTIAL)
+            scan = scan_units(segment.view, 0, segment.size, segment.base, segment.end)
+            segment.advise(mmap.MADV_NORMAL)
+            end = segment.base + scan.end
+            if scan.stop is not ScanStop.BLANK:
+                return end, i, str(scan.error) if scan.error is not None else "end of data"
+            # complete: the next segment (if any) continues the log
+        return end, -1, ""
+
+    def _cut(self, segments: list[Segment], index: int, end: int, reason: str) -> tuple[int, list[str]]:
+        """Zero whatever follows ``end`` in ``segments[index]`` and delete the later files; one WARNING
+        if anything was actually there. Returns (stale bytes zeroed, deleted paths)."""
+        segment = segments[index]
+        stale = segment.zero(end - segment.base, segment.size)
+        deleted = [later.path for later in segments[index + 1 :]]
+        self._delete_from_the_end(segments[index + 1 :])
+        del segments[index + 1 :]
+        if stale or deleted:
+            log.warning(
+                "commit log recovery: cut %s at offset %d (%s): zeroed %d stale bytes, deleted %d later "
+                "segment file(s)%s",
+                segment.path,
+                end,
+                reason,
+                stale,
+                len(deleted),
+                f" {[os.path.basename(p) for p in deleted]}" if deleted else "",
+            )
+        return stale, deleted
+
+    def _open_checkpoint(self, dirty_flushed: int) -> None:
+        """Open the checkpoint file and durably mark the log open (DIRTY) before any append."""
+        path = self._path(CHECKPOINT_NAME)
+        created = not os.path.exists(path)
+        self._checkpoint_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._write_checkpoint(Checkpoint(False, self.segment_size, dirty_flushed))
+        if created:
+            fsync_directory(self.directory)
+
+    def _write_checkpoint(self, checkpoint: Checkpoint) -> None:
+        # One 32-byte write in place: a torn one fails its CRC and recovery takes the crash path.
+        os.pwrite(self._checkpoint_fd, encode_checkpoint(checkpoint), 0)
+        os.fdatasync(self._checkpoint_fd)
+        self._checkpointed = checkpoint.flushed_offset
+
+    # --- offsets ---------------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self._min
+
+    @property
+    def max_offset(self) -> int:
+        """End of the last valid unit: where the next append goes."""
+        return self._max
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every byte below this offset has been fsynced."""
+        return self._flushed
+
+    def _segment_for(self, offset: int) -> Segment:
+        """The existing segment holding ``offset`` (caller holds the lock and checked the range)."""
+        return self._segments[(offset - self._segments[0].base) // self.segment_size]
+
+    def _not_aligned(self, offset: int, why: str) -> NotAlignedError:
+        path = self._segment_for(offset).path if self._min <= offset < self._max else self.directory
+        return NotAlignedError(path, f"offset {offset}: {why} (log holds [{self._min}, {self._max}))")
+
+    # --- appending -------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(self.directory, "commit log is closed")
+
+    def _tail_segment(self, start: int) -> Segment:
+        """The segment an append at ``start`` (== max, or a segment base) writes to, created if needed
+        (from the spare file when one is ready)."""
+        if self._segments and start < self._segments[-1].end:
+            return self._segments[-1]
+        base = start - start % self.segment_size
+        spare = self._spare.take()
+        if spare is not None:
+            segment = Segment.adopt(spare, self.directory, base, self.segment_size)
+        else:
+            segment = Segment.create(self.directory, base, self.segment_size)
+        self._new_names = True  # the next flush makes the name durable before the data in it
+        self._segments.append(segment)
+        if len(self._segments) == 1:
+            self._min = segment.base
+        return segment
+
+    def _half_of(self, offset: int) -> int:
+        """The middle of the segment holding ``offset``: once the log reaches it, the next segment's
+        file is prepared (a log that never gets that far never costs a spare file)."""
+        return offset - offset % self.segment_size + self.segment_size // 2
+
+    def _maybe_prepare_spare(self) -> None:
+        if self._max >= self._spare_due:
+            self._spare.prepare()
+            self._spare_due = self._half_of(self._max) + self.segment_size  # the next segment's middle
+
+    def append(self, draft: MessageDraft) -> AppendResult:
+        """Store one message; raises ``InvalidDraft`` (a ``LocalProtocolError``) for a bad draft."""
+        return self._append([draft])[0]
+
+    def append_batch(self, drafts: Sequence[MessageDraft]) -> list[AppendResult]:
+        """Store messages in order with one write per segment touched and (SYNC_FLUSH) one fsync.
+        All or nothing: every draft is encoded before anything is written, so a bad draft (``InvalidDraft``,
+        naming its index) leaves the log unchanged."""
+        return self._append(drafts if type(drafts) is list else list(drafts)) if drafts else []
+
+    def _append(self, drafts: list[MessageDraft]) -> list[AppendResult]:
+        store_ts = self._clock()
+        with self._lock:
+            self._check_open()
+            runs, results = self._encode(drafts, store_ts)
+            for run_start, run_parts in runs:
+                segment = self._tail_segment(run_start)
+                data = b"".join(run_parts)  # a single bytes part comes back as itself, uncopied
+                segment.write(run_start - segment.base, data)
+                self._max = run_start + len(data)
+            end = self._max
+            self._maybe_prepare_spare()
+        if self.flush_mode is FlushMode.SYNC_FLUSH:
+            self._flush_to(end)
+        return results
+
+    def _encode(
+        self, drafts: list[MessageDraft], store_ts: int
+    ) -> tuple[list[tuple[int, list[bytes]]], list[AppendResult]]:
+        """The units to write for ``drafts`` at the log's end, as (start offset, units) per segment
+        touched, and the results. Writes nothing (caller holds the lock). The compiled encoder
+        (``codec.encode_run``) takes the plain drafts; this loop takes the rest, closes segments with a
+        blank marker and raises the precise ``InvalidDraft``."""
+        max_size = self.max_message_size
+        seg_size = self.segment_size
+        prefix = self._id_prefix
+        next_id = self._next_id
+        results: list[AppendResult] = []
+        start = pos = self._max
+        segments = self._segments
+        seg_end = segments[-1].end if segments and pos < segments[-1].end else pos - pos % seg_size + seg_size
+        runs: list[tuple[int, list[bytes]]] = []  # (start offset, units) per segment touched
+        parts: list[bytes] = []
+        index, count = 0, len(drafts)
+        while index < count:
+            if encode_run is not None:
+                data, done, ids_used = encode_run(
+                    drafts,
+                    index,
+                    pos,
+                    segment_end=seg_end,
+                    store_ts=store_ts,
+                    max_message_size=max_size,
+                    id_prefix=prefix,
+                    next_id=next_id,
+                    result_type=AppendResult,
+                    results=results,
+                )
+                if done:
+                    parts.append(data)
+                    pos += len(data)
+                    index += done
+                    next_id += ids_used
+                    if index == count:
+                        break
+            draft = drafts[index]
+            msg_id = draft.msg_id
+            if not msg_id:
+                msg_id = f"{prefix}{next_id:016X}"
+                next_id += 1
+            try:
+                record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
+                size = len(record)
+                if size + BLANK_SIZE > seg_end - pos:  # close this segment with a blank marker
+                    parts.append(encode_blank(seg_end - pos))
+                    runs.append((start, parts))
+                    start = pos = seg_end
+                    seg_end += seg_size
+                    parts = []
+                    record = encode_message(draft, pos, store_ts, msg_id=msg_id, max_message_size=max_size)
+            except InvalidDraft as exc:
+                if count > 1:
+                    exc.add_note(f"message {index} of the batch; nothing was stored")
+                raise
+            parts.append(record)
+            results.append(AppendResult(pos, size, msg_id, store_ts))
+            pos += size
+            index += 1
+        runs.append((start, parts))
+        self._next_id = next_id
+        return runs, results
+
+    def append_raw(self, offset: int, *parts: bytes | memoryview) -> None:
+        """Append bytes copied from a master's ``read_raw``, verbatim (so replicas' files are identical).
+
+        ``parts`` lie back to back from ``offset`` (the batches of one receive: one ``pwritev`` per
+        segment takes them). ``offset`` must equal ``max_offset`` (an empty log accepts any segment
+        base, for a slave that starts at the master's first or last file); else ``NotAlignedError``.
+        Each part must be whole units (messages and blank markers) with correct physicalOffset fields,
+        CRCs and structure, within one segment; else ``RemoteProtocolError`` and nothing is written.
+        """
+        if not any(parts):
+            return
+        seg_size = self.segment_size
+        with self._lock:
+            self._check_open()
+            empty = not self._segments
+            if offset != self._max and not (empty and offset % seg_size == 0):
+                raise NotAlignedError(
+                    self.directory, f"append_raw at offset {offset}, but the log ends at {self._max}"
+                )
+            runs: list[tuple[int, list[bytes | memoryview]]] = []  # (start offset, parts) per segment
+            start = offset
+            for part in parts:
+                seg_end = start - start % seg_size + seg_size
+                if start + len(part) > seg_end:
+                    raise RemoteProtocolError(
+                        f"replicated bytes [{start}, {start + len(part)}) cross the segment end {seg_end}"
+                    )
+                if quick_scan_end(part, 0, len(part), start, seg_end, strict=True) != len(part):
+                    scan = scan_units(part, 0, len(part), start, seg_end, strict=True)
+                    if scan.end != len(part) or scan.stop is ScanStop.INVALID:
+                        raise RemoteProtocolError(
+                            f"replicated bytes at offset {start + scan.end} rejected: {scan.error}"
+                        )
+                if runs and runs[-1][0] // seg_size == start // seg_size:
+                    runs[-1][1].append(part)
+                else:
+                    runs.append((start, [part]))
+                start += len(part)
+            for run_start, run_parts in runs:
+                segment = self._tail_segment(run_start)
+                segment.write_parts(run_start - segment.base, run_parts)
+                if empty:
+                    self._min = self._flushed = segment.base
+                    empty = False
+                self._max = run_start + sum(map(len, run_parts))
+            end = self._max
+            self._maybe_prepare_spare()
+        if self.flush_mode is FlushMode.SYNC_FLUSH:
+            self._flush_to(end)
+
+    # --- reading ---------------------------------------------------------------------------------------
+    def read(self, offset: int) -> StoredMessage:
+        """The message starting at ``offset``; ``NotAlignedError`` if no message starts there."""
+        with self._lock:
+            self._check_open()
+            if not self._min <= offset < self._max:
+                raise self._not_aligned(offset, "outside the log")
+            segment = self._segment_for(offset)
+            try:
+                message = decode_message(segment.view, offset - segment.base, base_offset=segment.base)
+            except InvalidRecord as exc:
+                raise self._not_aligned(offset, f"no message starts here ({exc.reason.value})") from None
+            if message.next_offset > self._max:  # cannot happen for a boundary below max
+                raise self._not_aligned(offset, "message runs past the end of the log")
+            return message
+
+    def read_messages(
+        self, offset: int, max_messages: int, limit_offset: int
+    ) -> tuple[list[StoredMessage], int]:
+        """Up to ``max_messages`` messages starting at ``offset`` (below ``min_offset``: from there), each
+        ending at or before ``limit_offset`` (the confirmOffset) and ``max_offset``, skipping blank
+        markers across segments. Returns the messages and the offset to continue from."""
+        messages: list[StoredMessage] = []
+        with self._lock:
+            self._check_open()
+            pos = max(offset, self._min)
+            limit = min(limit_offset, self._max)
+            while len(messages) < max_messages and pos < limit:
+                segment = self._segment_for(pos)
+                rel = pos - segment.base
+                size, magic = unit_size_at(segment.view, rel)
+                if magic == BLANK_MAGIC and size == segment.size - rel:
+                    pos = (
+                        segment.end
+                    )  # the blank marker ends the segment; the next message starts the next one
+                    continue
+                try:
+                    message = decode_message(segment.view, rel, base_offset=segment.base)
+                except InvalidRecord as exc:
+                    raise self._not_aligned(pos, f"no message starts here ({exc.reason.value})") from None
+                if message.next_offset > limit:
+                    break
+                messages.append(message)
+                pos = message.next_offset
+            return messages, pos
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,
+        all within one segment, at most ``max_bytes`` in total except that at least one unit is returned.
+        ``b""`` at ``max_offset``. For the HA master: the slave stores them with ``append_raw``.
+        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them."""
+        batches = self.read_batches(offset, max_bytes, max_bytes)
+        return batches[0] if batches else b""
+
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]:
+        """:meth:`read_raw` of up to ``max_bytes`` in one read, cut into consecutive batches of whole
+        units, each at most ``batch_bytes`` unless it is one unit larger than that. The first batch
+        always holds at least one unit; ``[]`` at ``max_offset``.
+
+        The bytes come with ``pread``, not through the map: a catching-up slave's stream copies from the
+        page cache without faulting pages into this process (RSS stays flat, no unmapping afterwards).
+        """
+        with self._lock:
+            self._check_open()
+            if offset == self._max:
+                return []
+            if not self._min <= offset < self._max:
+                raise self._not_aligned(offset, "outside the log")
+            segment = self._segment_for(offset)
+            left = min(self._max, segment.end) - offset  # valid bytes from offset to the segment's data end
+            window = min(max(max_bytes, BLANK_SIZE), left)
+            data = segment.pread(offset - segment.base, window)
+            size = unit_size_at(data, 0)[0] if window >= BLANK_SIZE else 0
+            if window < size <= left:  # the first unit alone is larger than max_bytes
+                window = size
+                data = segment.pread(offset - segment.base, window)
+            view = memoryview(data)
+            batches: list[bytes | memoryview] = []
+            pos = 0
+            while pos < window:
+                # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
+                # log's end, so a unit cut there ends the batch rather than counting as torn.
+                stop = min(pos + batch_bytes, window)
+                quick = quick_scan_end(view, pos, stop, offset, segment.end, verify_crc=False)
+                if quick > pos:
+                    batches.append(view[pos:quick])
+                    pos = quick
+                    continue
+                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
+                if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
+                    scan = scan_units(
+                        view,
+                        pos,
+                        window,
+                        offset,
+                        segment.end,
+                        verify_crc=False,
+                        window=window < left,
+                        max_messages=1,
+                    )
+                    if scan.end == pos and scan.stop is ScanStop.LIMIT:
+                        break  # it does not fit in this read: the next one starts with it
+                if scan.end == pos:  # neither a message nor a blank marker starts here
+                    if pos == 0:
+                        why = scan.error.reason.value if scan.error is not None else "zeros"
+                        raise self._not_aligned(offset, f"no unit starts here ({why})")
+                    break  # the next read reports it
+                batches.append(view[pos : scan.end])
+                pos = scan.end
+            return batches
+
+    def is_boundary(self, offset: int) -> bool:
+        """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the
+        headers from the segment start (fast, no CRC): meant for truncation, not for every request."""
+        with self._lock:
+            self._check_open()
+            return self._is_boundary(offset)
+
+    def _is_boundary(self, offset: int) -> bool:
+        if offset in (self._min, self._max):
+            return True
+        if not self._min < offset < self._max:
+            return False
+        segment = self._segment_for(offset)
+        rel = offset - segment.base
+        if rel == 0:
+            return True
+        scan = scan_units(segment.view, 0, rel, segment.base, segment.end, verify_crc=False)
+        return scan.stop is ScanStop.LIMIT and scan.end == rel
+
+    # --- cutting ---------------------------------------------------------------------------------------
+    def truncate(self, offset: int) -> None:
+        """Cut everything at and after ``offset`` (a unit boundary), durably. ``offset >= max_offset`` is a
+        no-op (nothing lies there; docs/reference-behaviour.md §13 step 4); a non-boundary or an offset below
+        ``min_offset`` raises ``NotAlignedError``."""
+        with self._flush_lock, self._lock:
+            self._check_open()
+            if offset >= self._max:
+                return
+            if not self._is_boundary(offset):
+                raise self._not_aligned(offset, "not a message boundary; refusing to truncate")
+            # First make sure crash recovery will re-verify from here, then cut.
+            if self._checkpointed > offset or self._flushed > offset:
+                self._flushed = min(self._flushed, offset)
+                self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
+            segment = self._segment_for(offset)
+            index = self._segments.index(segment)
+            if offset == segment.base and index > 0:
+                index -= 1  # the whole segment goes: the log ends with the (complete) previous one
+            else:
+                segment.zero(offset - segment.base, min(self._max, segment.end) - segment.base)
+                segment.sync()
+            later = self._segments[index + 1 :]
+            del self._segments[index + 1 :]
+            self._delete_from_the_end(later)
+            old_max = self._max
+            self._max = offset
+            self._spare_due = self._half_of(offset)
+            log.info(
+                "commit log truncated from %d to %d (%d later segment file(s) deleted)",
+                old_max,
+                offset,
+                len(later),
+            )
+
+    def _delete_from_the_end(self, segments: list[Segment]) -> None:
+        """Delete trailing segment files last first, so a crash part-way leaves no gap in the names."""
+        for segment in reversed(segments):
+            segment.delete()
+        if segments:
+            fsync_directory(self.directory)
+
+    def delete_segments_before(self, offset: int) -> int:
+        """Delete whole segment files that end at or before ``offset``, never the last one. Returns how
+        many were deleted; ``min_offset`` moves to the first remaining segment."""
+        with self._flush_lock, self._lock:
+            self._check_open()
+            doomed = [s for s in self._segments[:-1] if s.end <= offset]
+            for segment in doomed:
+                segment.delete()
+            del self._segments[: len(doomed)]
+            if doomed:
+                fsync_directory(self.directory)
+                self._min = self._segments[0].base
+                log.info("commit log: deleted %d segment file(s); min offset now %d", len(doomed), self._min)
+            return len(doomed)
+
+    # --- flushing and closing --------------------------------------------------------------------------
+    def _flush_to(self, offset: int) -> None:
+        """fsync until ``offset`` is durable; concurrent callers share one fsync (group commit)."""
+        with self._flush_lock:
+            if self._flushed >= offset:
+                return
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            target = self._max
+            flushed = self._flushed
+            dirty = [s for s in self._segments if s.end > flushed and s.base < target]
+            new_names, self._new_names = self._new_names, False
+        # Outside _lock: appends go on while the disk works. Names first: flushed data always lies in a
+        # file whose name survives a crash (else a crash could leave it under the spare's name).
+        try:
+            if new_names:
+                fsync_directory(self.directory)
+            for segment in dirty:
+                segment.sync()
+        except BaseException:
+            if new_names:
+                with self._lock:
+                    self._new_names = True  # not durable yet: the next flush tries again
+            raise
+        with self._lock:
+            self._flushed = max(self._flushed, target)
+
+    def flush(self) -> None:
+        """fsync everything appended so far and record it in the checkpoint."""
+        with self._flush_lock:
+            self._check_open()
+            self._flush_locked()
+            if self._flushed != self._checkpointed:
+                self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
+
+    def _flusher_loop(self) -> None:
+        interval = self.flush_interval_ms / 1000
+        while not self._stop.wait(interval):
+            try:
+                with self._flush_lock:
+                    if self._closed:
+                        return
+                    if self.flush_mode is FlushMode.ASYNC_FLUSH:
+                        self._flush_locked()
+                    if self._flushed != self._checkpointed:
+                        self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
+                self._release_flushed_pages()
+            except OSError:
+                log.exception("commit log flush failed in %s; will retry", self.directory)
+
+    def _release_flushed_pages(self) -> None:
+        """Unmap the pages of flushed data from this process (they stay in the page cache), so the
+        broker's RSS is bounded by what it wrote or read in one flush interval, not by the log size."""
+        with self._lock:
+            if self._closed:
+                return
+            flushed = self._flushed
+            for segment in self._segments:
+                if segment.mapped and segment.base < flushed:
+                    segment.release(0, min(segment.end, flushed) - segment.base)
+
+    def close(self) -> None:
+        """Flush, mark the shutdown clean in the checkpoint, release files. Idempotent."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join()
+        self._spare.wait()  # no thread outlives the log (the spare file stays; the next open deletes it)
+        with self._flush_lock:
+            try:
+                self._flush_locked()
+                # Only a complete flush earns the CLEAN mark (recovery then trusts all but the last file).
+                self._write_checkpoint(Checkpoint(True, self.segment_size, self._flushed))
+            finally:
+                with self._lock:
+                    self._closed = True
+                    self._close_files()
+
+    def _close_files(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        if self._checkpoint_fd >= 0:
+            os.close(self._checkpoint_fd)
+            self._checkpoint_fd = -1
+
+    def __enter__(self) -> CommitLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

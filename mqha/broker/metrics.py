@@ -1,0 +1,173 @@
+"""Prometheus metrics of one broker, in the broker's own registry (``GET /metrics``). SHELL.
+
+Gauges that mirror state (role, epochs, offsets, per-slave ack lag, HA byte counters) are read from
+the live objects at scrape time by a custom collector, so they can never go stale or keep labels of a
+slave that left. Put latency and results are recorded by the HTTP layer as they happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from mqha.autoswitch_ha.ack import ALL_IN_SYNC_STATE_SET, AckPolicy
+
+if TYPE_CHECKING:
+    from mqha.broker.hooks_impl import BrokerRuntime
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+ROLES = ("MASTER", "SLAVE", "NONE")
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
+
+
+def ack_mode(policy: AckPolicy) -> str:
+    """The label of the put's ack mode: ``async``, ``allAckInSyncStateSet`` or ``inSyncReplicas=N``."""
+    if not policy.needs_replica_wait:
+        return "async"
+    if policy.required_acks == ALL_IN_SYNC_STATE_SET:
+        return "allAckInSyncStateSet"
+    return f"inSyncReplicas={policy.required_acks}"
+
+
+class _StateCollector(Collector):
+    def __init__(self, runtime: BrokerRuntime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        rt = self.runtime
+        ha, store = rt.ha, rt.store
+        name = rt.broker_name
+        role = GaugeMetricFamily(
+            "mqha_broker_role", "1 for the broker's current role", labels=["broker_name", "role"]
+        )
+        for value in ROLES:
+            role.add_metric([name, value], 1.0 if ha.role.value == value else 0.0)
+        yield role
+        for metric, doc, value in (
+            ("mqha_broker_fenced", "1 while the broker is fenced (not registered)", float(store.fenced)),
+            ("mqha_broker_master_epoch", "master epoch the broker follows or leads", rt.master_epoch),
+            ("mqha_broker_last_epoch", "last epoch in the epoch file", store.epochs.last_epoch()),
+            ("mqha_broker_sync_state_set_epoch", "SyncStateSet epoch last applied", rt.sync_state_set_epoch),
+            (
+                "mqha_broker_sync_state_set_size",
+                "members of the effective SyncStateSet",
+                len(ha.sync_state_set()),
+            ),
+            ("mqha_broker_min_offset", "commit log min physical offset", store.min_offset),
+            ("mqha_broker_max_offset", "commit log max physical offset", store.max_offset),
+            ("mqha_broker_confirm_offset", "confirm offset (readers see up to it)", ha.confirm_offset()),
+        ):
+            gauge = GaugeMetricFamily(metric, doc, labels=["broker_name"])
+            gauge.add_metric([name], float(value))
+            yield gauge
+        lag = GaugeMetricFamily(
+            "mqha_broker_slave_ack_lag_bytes",
+            "bytes the slave has not acknowledged (master only)",
+            labels=["broker_name", "slave_broker_id"],
+        )
+        for slave, behind in sorted(ha.ack_lags().items()):
+            lag.add_metric([name, str(slave)], float(behind))
+        yield lag
+        for metric, doc, value in (
+            ("mqha_broker_ha_sent_bytes", "HA bytes sent (both roles)", ha.bytes_sent),
+            ("mqha_broker_ha_received_bytes", "HA bytes received (both roles)", ha.bytes_received),
+        ):
+            counter = CounterMetricFamily(metric, doc, labels=["broker_name"])
+            counter.add_metric([name], float(value))
+            yield counter
+
+
+SESSION_STATES = ("connecting", "open", "disconnected", "closed")  # replicas_manager.client
+
+
+class _ReplicationHealthCollector(Collector):
+    """Issue 6 additions: slave caught-up age, minInSyncReplicas, the session to each controller.
+
+    The sessions come from the ReplicasManager, which ``mqbroker`` installs as the HA service's
+    ``reporter`` (duck-typed: anything without ``sessions()`` -- a test double -- shows none).
+    """
+
+    def __init__(self, runtime: BrokerRuntime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        rt = self.runtime
+        ha, name = rt.ha, rt.broker_name
+        age = GaugeMetricFamily(
+            "mqha_broker_slave_caught_up_age_seconds",
+            "seconds since the slave was last caught up with the master (master only)",
+            labels=["broker_name", "slave_broker_id"],
+        )
+        in_sync = ha.in_sync
+        if ha.role.value == "MASTER" and in_sync is not None:
+            now_ms = ha._clock()  # the clock the caught-up times were taken with
+            for slave, at_ms in sorted(in_sync.caught_up_ms.items()):
+                if slave != in_sync.local_id:
+                    age.add_metric([name, str(slave)], max(0.0, (now_ms - at_ms) / 1000))
+        yield age
+        minimum = GaugeMetricFamily(
+            "mqha_broker_min_in_sync_replicas",
+            "configured minInSyncReplicas (alert when the SyncStateSet is smaller)",
+            labels=["broker_name"],
+        )
+        minimum.add_metric([name], float(rt.config.get("minInSyncReplicas", 1)))
+        yield minimum
+        state = GaugeMetricFamily(
+            "mqha_broker_controller_session_state",
+            "1 for the current state of the broker's session to each controller",
+            labels=["broker_name", "controller", "state"],
+        )
+        connects = CounterMetricFamily(
+            "mqha_broker_controller_session_connects",
+            "sessions opened to each controller (reconnects included)",
+            labels=["broker_name", "controller"],
+        )
+        sessions = getattr(getattr(ha, "reporter", None), "sessions", None)
+        for controller, info in sorted((sessions() if callable(sessions) else {}).items()):
+            current = info.get("state")
+            for value in SESSION_STATES:
+                state.add_metric([name, controller, value], 1.0 if current == value else 0.0)
+            connects.add_metric([name, controller], float(info.get("connects") or 0))
+        yield state
+        yield connects
+
+
+class BrokerMetrics:
+    def __init__(self, runtime: BrokerRuntime) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(_StateCollector(runtime))
+        self.registry.register(_ReplicationHealthCollector(runtime))
+        self.broker_name = runtime.broker_name
+        self.ack_mode = ack_mode(runtime.ha.policy)
+        self.put_latency = Histogram(
+            "mqha_broker_put_latency_seconds",
+            "put request latency, from the parsed request to the reply",
+            ["broker_name", "ack_mode", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.put_requests = Counter(
+            "mqha_broker_put_requests",
+            "put requests by ack mode and result status",
+            ["broker_name", "ack_mode", "status"],
+            registry=self.registry,
+        )
+        self.put_messages = Counter(
+            "mqha_broker_put_messages",
+            "messages in put requests by result status",
+            ["broker_name", "ack_mode", "status"],
+            registry=self.registry,
+        )
+
+    def observe_put(self, status: str, messages: int, seconds: float) -> None:
+        labels = (self.broker_name, self.ack_mode, status)
+        self.put_latency.labels(*labels).observe(seconds)
+        self.put_requests.labels(*labels).inc()
+        self.put_messages.labels(*labels).inc(messages)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

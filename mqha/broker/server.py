@@ -1,0 +1,252 @@
+"""The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
+
+Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
+``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``. Request bodies go through
+``mqha.broker.protocol`` (validation, reply shapes); the put/read paths are ``BrokerStore.put`` / ``read``.
+Errors are translated once, here: ``RequestError`` → its code's HTTP status, a body over
+``maxRequestBodyBytes`` → 413 (refused from its ``Content-Length`` before anything is read), anything
+unexpected → 500 with the error logged. Every body carries ``{code, codeName, remark}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from mqha.broker.hooks_impl import BrokerRuntime
+from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
+from mqha.broker.protocol import (
+    BrokerCode,
+    PutOutcome,
+    PutRequest,
+    envelope,
+    illegal,
+    parse_put_request,
+    parse_read_request,
+    put_reply,
+    read_reply,
+)
+from mqha.errors import RequestError
+from mqha.ids import MAX_OFFSET
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+RUNTIME = web.AppKey("runtime", BrokerRuntime)
+
+FINAL_LOG_WAIT_S = 30.0
+"""How long a final-log dump waits for its rows to be committed to the history database."""
+
+_HTTP_OF_CODE = {
+    BrokerCode.SUCCESS: 200,
+    BrokerCode.MESSAGE_ILLEGAL: 400,
+    BrokerCode.SERVICE_NOT_AVAILABLE: 503,
+    BrokerCode.SYSTEM_ERROR: 500,
+}
+
+
+def _json(status: int, body: Mapping[str, Any]) -> web.Response:
+    return web.json_response(body, status=status, dumps=lambda obj: json.dumps(obj, separators=(",", ":")))
+
+
+def _error(code: BrokerCode, remark: str, status: int | None = None, **extra: Any) -> web.Response:
+    return _json(status or _HTTP_OF_CODE.get(code, 400), envelope(code, remark, **extra))
+
+
+class BrokerHttpServer:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        runtime: BrokerRuntime,
+        metrics: BrokerMetrics,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        replicas_status: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.config = config
+        self.runtime = runtime
+        self.store = runtime.store
+        self.ha = runtime.ha
+        self.metrics = metrics
+        self.host = host if host is not None else config["brokerIP1"]
+        self.port = port if port is not None else config["listenPort"]
+        self.max_body = config["maxRequestBodyBytes"]
+        self.max_message_size = config["maxMessageSize"]
+        self.replicas_status = replicas_status
+        self._runner: web.AppRunner | None = None
+        self.bound_port: int | None = None
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])
+        app[RUNTIME] = self.runtime
+        app.router.add_post("/v1/messages", self.put_messages)
+        app.router.add_get("/v1/messages", self.get_messages)
+        app.router.add_get("/v1/epochs", self.get_epochs)
+        app.router.add_get("/v1/ha/status", self.get_ha_status)
+        app.router.add_get("/v1/status", self.get_status)
+        app.router.add_get("/metrics", self.get_metrics)
+        app.router.add_get("/healthz", self.get_healthz)
+        app.router.add_post("/v1/history/final-log", self.post_final_log)
+        return app
+
+    async def start(self) -> None:
+        # lingering_time bounds how long the rest of a refused (413) body is drained and discarded.
+        self._runner = web.AppRunner(
+            self.make_app(), access_log=None, shutdown_timeout=2.0, lingering_time=1.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        addresses = self._runner.addresses
+        self.bound_port = int(addresses[0][1]) if addresses else self.port
+        log.info("broker API listening on %s:%d", self.host, self.bound_port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- error translation -----------------------------------------------------------------------
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except RequestError as exc:
+            code = BrokerCode(int(exc.code)) if int(exc.code) in BrokerCode._value2member_map_ else exc.code
+            return _error(code, exc.remark)  # type: ignore[arg-type]
+        except web.HTTPRequestEntityTooLarge:
+            return _error(
+                BrokerCode.MESSAGE_ILLEGAL, f"request body exceeds maxRequestBodyBytes {self.max_body}", 413
+            )
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return _json(exc.status, envelope(BrokerCode.SYSTEM_ERROR, exc.reason))
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            return _error(BrokerCode.SYSTEM_ERROR, "internal error; see the broker log", 500)
+
+    # -- messages --------------------------------------------------------------------------------
+
+    async def put_messages(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        length = request.content_length
+        if length is not None and length > self.max_body:
+            # Refuse from the header alone: a 100 MB body is never buffered.
+            return _error(
+                BrokerCode.MESSAGE_ILLEGAL,
+                f"request body of {length} bytes exceeds maxRequestBodyBytes {self.max_body}",
+                413,
+            )
+        rejected = self.store.reject_if_unavailable()
+        if rejected is not None:
+            return self._put_response(PutRequest((), batch=False), rejected, started)
+        raw = await request.read()
+        try:
+            payload = json.loads(raw)
+        except ValueError as exc:
+            raise illegal(f"request body is not JSON: {exc}") from None
+        put = parse_put_request(payload, max_message_size=self.max_message_size)
+        outcome = await self.store.put(put.drafts)
+        return self._put_response(put, outcome, started)
+
+    def _put_response(self, put: PutRequest, outcome: PutOutcome, started: float) -> web.Response:
+        status, body = put_reply(put, outcome)
+        self.metrics.observe_put(outcome.status.value, len(put.drafts), time.perf_counter() - started)
+        return _json(status, body)
+
+    async def get_messages(self, request: web.Request) -> web.Response:
+        if self.store.fenced:
+            return _error(
+                BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
+            )
+        read = parse_read_request(request.query)
+        messages, next_offset, limit = self.store.read(read)
+        return _json(200, read_reply(messages, next_offset, limit, self.store.max_offset))
+
+    # -- admin -----------------------------------------------------------------------------------
+
+    async def get_epochs(self, request: web.Request) -> web.Response:
+        rt = self.runtime
+        top = self.store.max_offset
+        entries = [
+            {
+                "epoch": e.epoch,
+                "startOffset": e.start_offset,
+                "endOffset": top if e.end_offset == MAX_OFFSET else e.end_offset,
+            }
+            for e in self.store.epochs
+        ]
+        return _json(
+            200,
+            envelope(
+                BrokerCode.SUCCESS,
+                "",
+                clusterName=rt.cluster_name,
+                brokerName=rt.broker_name,
+                brokerId=rt.role_broker_id,
+                controllerBrokerId=rt.broker_controller_id,
+                epochList=entries,
+                maxOffset=top,
+                confirmOffset=self.ha.confirm_offset(),
+            ),
+        )
+
+    async def get_ha_status(self, request: web.Request) -> web.Response:
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.runtime_info()))
+
+    async def get_status(self, request: web.Request) -> web.Response:
+        rt = self.runtime
+        master = rt.master
+        body: dict[str, Any] = {
+            "clusterName": rt.cluster_name,
+            "brokerName": rt.broker_name,
+            "brokerAddress": rt.address,
+            "haAddress": rt.ha_address,
+            "role": self.ha.role.value,
+            "brokerRole": rt.broker_role,
+            "brokerId": rt.role_broker_id,
+            "controllerBrokerId": rt.broker_controller_id,
+            "fenced": self.store.fenced,
+            "masterBrokerId": master.broker_id if master is not None else None,
+            "masterAddress": master.address if master is not None else None,
+            "masterHaAddress": master.ha_address if master is not None else None,
+            "masterEpoch": rt.master_epoch,
+            "lastEpoch": self.store.epochs.last_epoch(),
+            "syncStateSet": sorted(self.ha.sync_state_set()),
+            "localSyncStateSet": sorted(self.ha.in_sync.local_set) if self.ha.in_sync is not None else [],
+            "syncStateSetEpoch": rt.sync_state_set_epoch,
+            "minOffset": self.store.min_offset,
+            "maxOffset": self.store.max_offset,
+            "confirmOffset": self.ha.confirm_offset(),
+            "flushedOffset": self.store.log.flushed_offset,
+            "ackMode": self.metrics.ack_mode,
+        }
+        if self.replicas_status is not None:
+            try:
+                body["replicasManager"] = dict(self.replicas_status())
+            except Exception as exc:  # status must not fail because a sub-part does
+                body["replicasManager"] = {"error": str(exc)}
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **body))
+
+    async def get_metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def post_final_log(self, request: web.Request) -> web.Response:
+        """Write this replica's log index as ``final_logs`` rows into its own history database
+        (docs/architecture.md §5), for the no-loss check after a run; answers once the rows are committed."""
+        if self.store.history is None or self.store.history.broker_id is None:
+            return _error(BrokerCode.SERVICE_NOT_AVAILABLE, "no history yet: the broker is not registered")
+        rows = await asyncio.to_thread(self.store.dump_final_log, FINAL_LOG_WAIT_S)
+        return _json(200, envelope(BrokerCode.SUCCESS, "", rows=rows))
+
+    async def get_healthz(self, request: web.Request) -> web.Response:
+        return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.ha.role.value))

@@ -1,0 +1,86 @@
+"""``mqha chaos`` (registered into ``mqha.cli``'s parser)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``chaos`` to the ``mqha`` subcommands."""
+    chaos = sub.add_parser(
+        "chaos",
+        help="a local cluster under load and seeded faults; verdict table, non-zero exit on loss",
+        description="Start a local cluster, produce and consume while injecting faults chosen by --seed "
+        "one at a time, heal, check the history, print a verdict table. Exit 1 on a lost acknowledged "
+        "message, an invariant violation or a check that could not run.",
+    )
+    chaos.add_argument("--duration", type=float, default=120.0, help="seconds during which faults start")
+    chaos.add_argument(
+        "--faults", default="kill,pause,partition", help="kinds, comma-separated: kill,pause,partition,loss"
+    )
+    chaos.add_argument("--seed", type=int, default=1, help="the same seed gives the same fault schedule")
+    chaos.add_argument("--groups", type=int, default=1, help="broker groups (default 1)")
+    chaos.add_argument("--replicas", type=int, default=3, help="replicas per group (default 3)")
+    chaos.add_argument("--controllers", type=int, default=3, help="controllers (default 3)")
+    chaos.add_argument("--dir", default=None, help="run directory (default: a new temporary one)")
+    chaos.add_argument(
+        "--check",
+        choices=("auto", "spark", "python", "off"),
+        default="auto",
+        help="invariant checker: auto (Spark when Java is present), spark, python, off",
+    )
+    chaos.add_argument("--concurrency", type=int, default=4, help="concurrent sends per group")
+    chaos.add_argument("--plan", action="store_true", help="print the fault schedule and exit")
+    chaos.add_argument(
+        "--plant-ack-before-replication",
+        action="store_true",
+        help="TEST ONLY: brokers acknowledge puts before replication (a planted bug the run must catch)",
+    )
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    """Run ``args`` if it is one of ours; None otherwise."""
+    if args.command != "chaos":
+        return None
+    from mqha.chaos.schedule import parse_kinds
+
+    try:
+        kinds = parse_kinds(args.faults)
+    except ValueError as exc:
+        print(f"mqha chaos: --faults: {exc}", file=sys.stderr)
+        return 2
+    if min(args.groups, args.replicas, args.controllers) < 1 or args.duration <= 0:
+        print("mqha chaos: --groups, --replicas, --controllers, --duration must be positive", file=sys.stderr)
+        return 2
+    if args.plan:
+        from mqha.chaos.schedule import Topology, plan, schedule_text
+        from mqha.cluster.local import group_names
+
+        topology = Topology.local(args.controllers, group_names(args.groups), args.replicas)
+        sys.stdout.write(schedule_text(plan(args.seed, kinds, args.duration, topology)))
+        return 0
+    from mqha.chaos.runner import ChaosOptions, run_chaos
+    from mqha.cluster.local import ClusterError
+
+    options = ChaosOptions(
+        duration=args.duration,
+        kinds=kinds,
+        seed=args.seed,
+        controllers=args.controllers,
+        groups=args.groups,
+        replicas=args.replicas,
+        run_dir=Path(args.dir) if args.dir else None,
+        check=args.check,
+        concurrency=max(1, args.concurrency),
+        plant_ack_before_replication=args.plant_ack_before_replication,
+    )
+    try:
+        return run_chaos(options).exit_code
+    except ClusterError as exc:  # everything started was stopped on the way out
+        print(f"mqha chaos: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mqha chaos: interrupted; everything it started was stopped", file=sys.stderr)
+        return 130

@@ -1,0 +1,358 @@
+"""``mqha chaos``: a local cluster under a workload and a seeded fault schedule, then a verdict (shell).
+
+Sequence (decisions live in ``mqha.chaos.schedule``, ``mqha.chaos.links`` and ``mqha.chaos.verdict``):
+
+1. a :class:`LocalCluster` whose brokers reach the controllers and each other through per-link
+   proxies (``mqha.chaos.proxy``), ``allAckInSyncStateSet=true``;
+2. per broker group, a producer (unique msgIds, every answer recorded) and a consumer (every read
+   recorded);
+3. the schedule's steps, one at a time: inject, hold, heal, wait until every group is whole again
+   (bounded), a quiet gap; no new step starts after ``duration`` seconds;
+4. heal everything, let it settle, stop the clients, read every replica's final log, stop the
+   cluster, ``mqha export`` + ``mqha analyze`` (``mqha.cluster.checking``), print the verdict table.
+
+Every process is started through the cluster (stopped by pid in the ``finally``); the proxy is a
+thread of this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from mqha.chaos import links as chaos_links
+from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
+from mqha.chaos.schedule import (
+    BROKER,
+    CONTROLLER_LEADER,
+    KILL,
+    MASTER,
+    MASTER_AND_LEADER,
+    PARTITION,
+    PAUSE,
+    FaultStep,
+    Topology,
+    plan,
+    schedule_text,
+)
+from mqha.chaos.verdict import FaultOutcome, RunFacts, Verdict, judge, recovery_time
+from mqha.cluster.checking import (
+    ToolChild,
+    adopt_final_log_dump,
+    analysis_engine,
+    dump_final_logs,
+    export_and_analyze,
+)
+from mqha.cluster.local import ClusterError, LocalCluster
+from mqha.cluster.processes import free_port_pair
+from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
+from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
+
+TOPIC = "chaos"
+
+
+@dataclass
+class ChaosOptions:
+    duration: float = 120.0  # seconds during which new faults start
+    kinds: tuple[str, ...] = (KILL, PAUSE, PARTITION)
+    seed: int = 1
+    controllers: int = 3
+    groups: int = 1
+    replicas: int = 3
+    run_dir: Path | None = None
+    check: str = "auto"  # auto | spark | python | off
+    concurrency: int = 4
+    body_size: int = 200
+    settle_timeout: float = 30.0  # per step: heal -> every group whole again
+    plant_ack_before_replication: bool = False  # the planted bug (tests only)
+    broker_settings: dict[str, str] = field(default_factory=dict)
+
+
+def topology_of(cluster: LocalCluster) -> Topology:
+    return Topology(
+        tuple(c.name for c in cluster.controllers),
+        tuple((g, tuple(b.name for b in cluster.group_brokers(g))) for g in cluster.groups),
+    )
+
+
+def _link_ports() -> Iterator[int]:
+    """Free ports with 5 digits, as the cluster's (the address translation keeps lengths)."""
+    while True:
+        port = free_port_pair()
+        if port >= 10000:
+            yield port
+
+
+class ChaosRun:
+    """One ``mqha chaos`` run; ``run`` always stops what it started."""
+
+    def __init__(self, options: ChaosOptions, out: TextIO = sys.stdout) -> None:
+        self.options = options
+        self.out = out
+        self.run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="mqha-chaos-")).resolve()
+        self.cluster = LocalCluster(
+            self.run_dir,
+            controllers=options.controllers,
+            groups=options.groups,
+            replicas=options.replicas,
+            broker_settings={"allAckInSyncStateSet": "true", **options.broker_settings},
+        )
+        if options.plant_ack_before_replication:
+            self.cluster.env[ACK_BEFORE_REPLICATION_ENV] = "1"
+        self.topology = topology_of(self.cluster)
+        self.steps = plan(options.seed, options.kinds, options.duration, self.topology)
+        self.links = chaos_links.plan_links(
+            self.topology,
+            {c.name: c.address for c in self.cluster.controllers},
+            {b.name: b.ha_address or "" for b in self.cluster.brokers},
+            _link_ports(),
+        )
+        for broker in self.cluster.brokers:
+            self.cluster.node_settings[broker.name] = {
+                "controllerAddr": chaos_links.controller_addr(self.links, broker.name)
+            }
+        self.proxy = FaultProxy(
+            self.links,
+            translations={
+                link.name: chaos_links.translations(self.links, link.source)
+                for link in self.links
+                if link.scope == chaos_links.CONTROLLER_LINKS
+            },
+            seed=options.seed,
+        )
+        self.producers: dict[str, ProduceWorkload] = {}
+        self.consumers: dict[str, ConsumeWorkload] = {}
+        self.outcomes: list[FaultOutcome] = []
+        self.child = ToolChild()
+        self.started = time.monotonic()
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    @property
+    def title(self) -> str:
+        o = self.options
+        return (
+            f"mqha chaos: seed {o.seed}, faults {','.join(o.kinds)}, {o.duration:g} s, {o.controllers} "
+            f"controllers, {o.groups} group(s) x {o.replicas} replicas, allAckInSyncStateSet=true"
+            + (", PLANTED BUG: ack before replication" if o.plant_ack_before_replication else "")
+        )
+
+    # -- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> Verdict:
+        try:
+            self.say(self.title)
+            self.say(f"run directory: {self.run_dir}")
+            self.say(f"schedule ({len(self.steps)} steps):")
+            self.out.write(schedule_text(self.steps))
+            self.start()
+            self.inject_all()
+            return self.finish()
+        finally:
+            self.cleanup()
+
+    def start(self) -> None:
+        self.proxy.start()
+        t0 = time.monotonic()
+        self.cluster.start(timeout=90)
+        self.say(f"cluster ready in {time.monotonic() - t0:.1f} s; starting producers and consumers")
+        controllers = self.cluster.controller_addresses
+        clients = self.run_dir / "clients"
+        for group in self.cluster.groups:
+            self.producers[group] = ProduceWorkload(
+                controllers,
+                group,
+                concurrency=self.options.concurrency,
+                topic=TOPIC,
+                body_size=self.options.body_size,
+                record_to=clients / f"producer-{group}",
+                client_id=f"chaos-producer-{group}",
+            ).start()
+            self.consumers[group] = ConsumeWorkload(
+                controllers,
+                group,
+                record_to=clients / f"consumer-{group}",
+                client_id=f"chaos-consumer-{group}",
+            ).start()
+        for workload in self.producers.values():
+            workload.wait_acked(workload.concurrency * 10, timeout=30)
+
+    def inject_all(self) -> None:
+        faults_from = time.monotonic()  # the duration counts from the first fault, not the set-up
+        for step in self.steps:
+            if time.monotonic() - faults_from > self.options.duration:
+                self.say(f"duration reached: {len(self.outcomes)} of {len(self.steps)} steps injected")
+                return
+            self._start_stopped(list(self.cluster.nodes))  # a restart that failed before
+            outcome = self.inject(step)
+            if outcome is not None:
+                self.outcomes.append(outcome)
+            time.sleep(step.gap)
+
+    def _resolve(self, step: FaultStep) -> tuple[str, ...]:
+        """The nodes a step hits now (a master or a leader is looked up, bounded)."""
+        nodes = list(step.nodes)
+        if step.target in (MASTER, MASTER_AND_LEADER):
+            master = self.cluster.master(step.group, timeout=10)
+            if master is None:
+                return ()
+            nodes.append(master.name)
+        if step.target in (CONTROLLER_LEADER, MASTER_AND_LEADER):
+            deadline = time.monotonic() + 10
+            leader = self.cluster.controller_leader()
+            while leader is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                leader = self.cluster.controller_leader()
+            if leader is None:
+                return ()
+            nodes.append(leader.name)
+        return tuple(nodes)
+
+    def _link_names(self, step: FaultStep, nodes: Sequence[str]) -> list[str]:
+        touched = (chaos_links.links_touching(self.links, n, step.links) for n in nodes)
+        return sorted({link.name for links in touched for link in links})
+
+    def inject(self, step: FaultStep) -> FaultOutcome | None:
+        nodes = self._resolve(step)
+        if not nodes:
+            self.say(f"{step.describe()}: skipped, no {step.target} found")
+            return None
+        own = step.target in (MASTER, BROKER) and step.group
+        groups = (step.group,) if own and step.group else tuple(self.cluster.groups)
+        names = self._link_names(step, nodes) if step.kind in (PARTITION, LOSS) else []
+        marks = {g: len(self.producers[g].results) for g in groups}
+        injected_at = time.monotonic()
+        if step.kind == KILL:
+            for node in nodes:
+                self.cluster.kill(node)
+        elif step.kind == PAUSE:
+            for node in nodes:
+                self.cluster.pause(node)
+        else:
+            self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
+        time.sleep(max(0.0, injected_at + step.hold - time.monotonic()))
+        if step.kind == KILL:
+            self._start_stopped(nodes)
+        elif step.kind == PAUSE:
+            for node in nodes:
+                self.cluster.resume(node)
+        else:
+            self.proxy.set_mode(names, PASS)
+        healed_at = time.monotonic()
+        whole_at: float | None = None
+        try:
+            self.cluster.wait_ready(self.options.settle_timeout)
+            whole_at = time.monotonic()
+        except ClusterError as exc:
+            first_line = str(exc).splitlines()[0]
+            self.say(f"    not whole again within {self.options.settle_timeout:g} s: {first_line}")
+        outcome = FaultOutcome(step, nodes, groups, injected_at, healed_at, whole_at)
+        # Results are appended as sends complete: only those after the mark can follow the fault.
+        recovered = [recovery_time(injected_at, self.producers[g].results[marks[g] :]) for g in groups]
+        known = [r for r in recovered if r is not None]
+        shown = f"{max(known):.2f} s" if known and len(known) == len(recovered) else "-"
+        whole = "-" if whole_at is None else f"{whole_at - healed_at:.1f} s"
+        self.say(
+            f"{step.describe()} -> hit {','.join(nodes)}; recovery {shown}; "
+            f"whole again {whole} after the heal"
+        )
+        return outcome
+
+    def _start_stopped(self, nodes: Sequence[str]) -> None:
+        """Start those of ``nodes`` that are not running; a failed start is reported, and the next
+        step or the final heal tries again."""
+        for node in nodes:
+            if self.cluster.is_running(node):
+                continue
+            try:
+                self.cluster.start_node(node, timeout=30)
+            except ClusterError as exc:
+                self.say(f"    restart of {node} failed: {str(exc).splitlines()[0]}")
+
+    def heal_all(self) -> bool:
+        """Every link open, every node resumed and running; True when every group is whole again."""
+        self.proxy.heal()
+        for node in self.cluster.nodes.values():
+            self.cluster.resume(node)
+        self._start_stopped(list(self.cluster.nodes))
+        try:
+            self.cluster.wait_ready(60)
+        except ClusterError as exc:
+            self.say(f"not whole again after the final heal: {exc}")
+            return False
+        return True
+
+    def finish(self) -> Verdict:
+        settled = self.heal_all()
+        time.sleep(2.0)  # traffic on the healed cluster
+        for workload in self.producers.values():
+            workload.stop()
+        sends = tuple(r for w in self.producers.values() for r in w.snapshot())
+        for group, consumer in self.consumers.items():
+            master = self.cluster.master(group, timeout=10)
+            end = int((self.cluster.broker_status(master) or {}).get("confirmOffset") or 0) if master else 0
+            consumer.catch_up(end, timeout=30)
+            consumer.stop()
+        reads = sum(c.delivered for c in self.consumers.values())
+        staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
+        dumped = dump_final_logs(self.cluster, staging)
+        final_logs = {}
+        for group in self.cluster.groups:
+            master = self.cluster.master(group, timeout=10)
+            if master is not None and master.name in dumped:
+                final_logs[group] = {row["offset"]: row["msgId"] for row in dumped[master.name]}
+        self.cluster.stop()
+        self.proxy.stop()
+        adopt_final_log_dump(self.cluster, staging)
+        engine = analysis_engine(self.options.check)
+        self.say(f"checking the history ({engine or 'no invariant check'}) ...")
+        check = export_and_analyze(self.run_dir, engine, self.child)
+        problem = None
+        if engine is not None and check.invariants is None:
+            problem = (
+                f"export failed (exit {check.export_code}): {check.export_line}"
+                if check.analyze_code is None
+                else f"analysis gave no verdict (exit {check.analyze_code})"
+            )
+        facts = RunFacts(
+            title=self.title,
+            planned=len(self.steps),
+            faults=tuple(self.outcomes),
+            sends=sends,
+            reads=reads,
+            final_logs=final_logs,
+            engine=engine or "off",
+            invariants=check.invariants,
+            check_problem=problem,
+            settled=settled,
+            heartbeat_timeout=int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000,
+        )
+        verdict = judge(facts)
+        self.say()
+        self.out.write(verdict.text)
+        self.say(f"({time.monotonic() - self.started:.0f} s in all; history and reports in {self.run_dir})")
+        return verdict
+
+    def cleanup(self) -> None:
+        for workload in self.producers.values():
+            with contextlib.suppress(Exception):
+                workload.stop(timeout=5, cancel=True)
+        for consumer in self.consumers.values():
+            with contextlib.suppress(Exception):
+                consumer.stop(timeout=5)
+        self.child.stop()
+        self.cluster.stop()
+        self.proxy.stop()
+
+
+def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> Verdict:
+    """Run one chaos run; the verdict is printed and returned."""
+    return ChaosRun(options, out).run()

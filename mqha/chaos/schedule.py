@@ -1,0 +1,208 @@
+"""The fault schedule of a chaos run: seed + fault kinds + duration + topology -> fault steps (core).
+
+Pure: no clock, no IO. The same inputs always give the same list, so ``--seed N`` replays a run's
+faults (which role is hit, for how long, on which links). Roles that only exist at run time -- the
+master of a group, the controller leader -- are named here and resolved by the runner when the step
+starts; nodes that do not depend on the run (a random broker, a controller majority) are chosen here.
+
+A step is: inject, hold for ``hold`` seconds, heal (restart / SIGCONT / unblock), wait until the
+cluster is whole again, then wait ``gap`` seconds before the next step.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+KILL = "kill"
+PAUSE = "pause"
+PARTITION = "partition"
+LOSS = "loss"
+FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS)
+
+# Targets: which node(s) a step hits.
+BROKER = "broker"  # a broker chosen here (any group)
+MASTER = "master"  # the master of ``group`` when the step starts
+CONTROLLER = "controller"  # a controller chosen here
+CONTROLLER_LEADER = "controller-leader"  # the Raft leader when the step starts
+CONTROLLER_MAJORITY = "controller-majority"  # a majority of the controllers, chosen here
+MASTER_AND_LEADER = "master+controller-leader"  # brokers and controllers together
+
+# Link scopes of a partition or a loss (broker links only; see ``mqha.chaos.links``).
+ALL_LINKS = "all"
+CONTROLLER_LINKS = "controller"  # broker <-> controllers
+REPLICATION_LINKS = "replication"  # master <-> slaves
+
+CONTROLLER_TARGETS = frozenset({CONTROLLER, CONTROLLER_LEADER, CONTROLLER_MAJORITY})
+
+# What each kind may hit. Partitions and loss act on the per-broker link proxies only: the Raft
+# traffic between controllers is not proxied (its peer list is each node's identity).
+_MENU: dict[str, tuple[tuple[str, str], ...]] = {
+    KILL: (
+        (MASTER, ""),
+        (MASTER, ""),
+        (BROKER, ""),
+        (CONTROLLER_LEADER, ""),
+        (CONTROLLER, ""),
+        (CONTROLLER_MAJORITY, ""),
+        (MASTER_AND_LEADER, ""),
+    ),
+    PAUSE: (
+        (MASTER, ""),
+        (MASTER, ""),
+        (BROKER, ""),
+        (CONTROLLER_LEADER, ""),
+        (CONTROLLER_MAJORITY, ""),
+        (MASTER_AND_LEADER, ""),
+    ),
+    PARTITION: (
+        (MASTER, ALL_LINKS),
+        (MASTER, ALL_LINKS),
+        (MASTER, CONTROLLER_LINKS),
+        (MASTER, REPLICATION_LINKS),
+        (BROKER, ALL_LINKS),
+    ),
+    LOSS: (
+        (MASTER, ALL_LINKS),
+        (MASTER, REPLICATION_LINKS),
+        (BROKER, CONTROLLER_LINKS),
+    ),
+}
+
+# Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
+HOLD_RANGES: dict[str, tuple[float, float]] = {
+    KILL: (0.5, 3.0),
+    PAUSE: (0.5, 5.0),
+    PARTITION: (2.0, 6.0),
+    LOSS: (3.0, 8.0),
+}
+GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
+LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
+SETTLE_ESTIMATE = {KILL: 4.0, PAUSE: 3.0, PARTITION: 3.0, LOSS: 1.0}  # planning only: heal -> whole
+PLAN_HEADROOM = 1.5
+"""The plan holds steps for this many times the duration (by the estimates above): settling is often
+quicker than estimated, and the runner, which starts no step after the duration, must not run out of
+steps before it. A run injects a prefix of the plan, so the same seed still replays the same faults."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The nodes of the cluster under test, by name."""
+
+    controllers: tuple[str, ...]
+    groups: tuple[tuple[str, tuple[str, ...]], ...]  # (brokerName, its replica node names)
+
+    @classmethod
+    def local(cls, controllers: int, groups: Sequence[str], replicas: int) -> Topology:
+        """The node names ``mqha.cluster.local.LocalCluster`` gives: ``n0``.., ``<group>-0``.."""
+        return cls(
+            tuple(f"n{i}" for i in range(controllers)),
+            tuple((g, tuple(f"{g}-{r}" for r in range(replicas))) for g in groups),
+        )
+
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        return tuple(b for _, members in self.groups for b in members)
+
+    def group_of(self, broker: str) -> str:
+        return next(g for g, members in self.groups if broker in members)
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    """One fault. ``nodes``: the nodes chosen here (empty for run-time roles); ``group``: the broker
+    group a master target refers to (also the group of a chosen broker)."""
+
+    index: int
+    kind: str
+    target: str
+    hold: float
+    gap: float
+    nodes: tuple[str, ...] = ()
+    group: str | None = None
+    links: str = ""  # partition / loss: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS
+    fraction: float = 0.0  # loss: the share of chunks dropped
+
+    @property
+    def category(self) -> str:
+        """What the verdict groups recovery times by: kind, target and link scope."""
+        scope = f"[{self.links}]" if self.links else ""
+        return f"{self.kind} {self.target}{scope}"
+
+    @property
+    def hits_controllers(self) -> bool:
+        return self.target in CONTROLLER_TARGETS or self.target == MASTER_AND_LEADER
+
+    def describe(self) -> str:
+        who = self.target
+        if self.nodes:
+            who += "(" + ",".join(self.nodes) + ")"
+        elif self.group is not None:
+            who += f"({self.group})"
+        what = {
+            KILL: f"kill -9 {who}, restart after {self.hold:.1f} s",
+            PAUSE: f"SIGSTOP {who} for {self.hold:.1f} s",
+            PARTITION: f"partition {who} [{self.links} links] for {self.hold:.1f} s",
+            LOSS: f"drop {self.fraction:.0%} of chunks of {who} [{self.links} links] for {self.hold:.1f} s",
+        }[self.kind]
+        return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``kill,pause`` -> the kinds, validated and without repeats (ValueError names the bad one)."""
+    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    if unknown or not kinds:
+        raise ValueError(
+            f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(FAULT_KINDS)}"
+        )
+    return kinds
+
+
+def _round(value: float) -> float:
+    return round(value, 1)
+
+
+def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -> list[FaultStep]:
+    """The steps that fit in ``PLAN_HEADROOM`` x ``duration`` seconds (by each step's hold, gap and an
+    estimate of the settling time), kinds taken in turn so every listed kind is exercised, everything
+    else drawn from ``random.Random(seed)``."""
+    if not kinds:
+        raise ValueError("at least one fault kind")
+    if not topology.controllers or not topology.brokers:
+        raise ValueError("a topology needs controllers and brokers")
+    rng = random.Random(seed)
+    majority = len(topology.controllers) // 2 + 1
+    steps: list[FaultStep] = []
+    spent = 0.0
+    budget = duration * PLAN_HEADROOM
+    while True:
+        kind = kinds[len(steps) % len(kinds)]
+        target, links = rng.choice(_MENU[kind])
+        hold = _round(rng.uniform(*HOLD_RANGES[kind]))
+        gap = _round(rng.uniform(*GAP_RANGE))
+        nodes: tuple[str, ...] = ()
+        group: str | None = None
+        if target == BROKER:
+            nodes = (rng.choice(topology.brokers),)
+            group = topology.group_of(nodes[0])
+        elif target in (MASTER, MASTER_AND_LEADER):
+            group = rng.choice(topology.groups)[0]
+        elif target == CONTROLLER:
+            nodes = (rng.choice(topology.controllers),)
+        elif target == CONTROLLER_MAJORITY:
+            nodes = tuple(sorted(rng.sample(topology.controllers, majority)))
+        fraction = rng.choice(LOSS_FRACTIONS) if kind == LOSS else 0.0
+        spent += hold + gap + SETTLE_ESTIMATE[kind]
+        if spent > budget and steps:
+            return steps
+        steps.append(FaultStep(len(steps) + 1, kind, target, hold, gap, nodes, group, links, fraction))
+        if spent > budget:
+            return steps
+
+
+def schedule_text(steps: Sequence[FaultStep]) -> str:
+    """The schedule as printed by ``mqha chaos --plan`` (compare two runs' schedules with diff)."""
+    return "\n".join(step.describe() for step in steps) + "\n"

@@ -1,0 +1,278 @@
+"""What a chaos run showed: counts, recovery percentiles, the verdict table and the exit code (core).
+
+Pure: values in (what the runner observed), text and numbers out.
+
+- lost: a send acknowledged ``PUT_OK`` whose msgId is not at its offset in its group's final master log;
+- duplicated: one msgId at two offsets of a final master log (a retry after a lost answer; reported,
+  not a failure);
+- recovery of a fault: from its injection to the first ``PUT_OK`` of a send that started after it or
+  failed after it (a send only in flight across the instant proves nothing), on any master of the
+  groups the fault touched;
+- failed puts of a fault: sends of those groups that ended without ``PUT_OK`` and overlapped the
+  fault, from injection to the moment the cluster was whole again.
+
+The run fails (exit 1) on any lost message, any invariant violation, a check that could not run, or
+a cluster that was not whole again at the end. Recovery targets are reported, not enforced: on a
+shared machine they measure the machine as much as the system.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from mqha.analysis.invariants import DUPLICATE
+from mqha.chaos.schedule import (
+    KILL,
+    MASTER,
+    MASTER_AND_LEADER,
+    PARTITION,
+    PAUSE,
+    FaultStep,
+)
+from mqha.client.results import SendResult, SendStatus
+
+# Targets of the issue (seconds): crash of the master; pause or partition of the master (added to
+# controllerHeartBeatTimeoutMills); controller faults: no failed put while the master is alive.
+MASTER_CRASH_P50 = 1.0
+MASTER_CRASH_P99 = 2.0
+MASTER_HANG_MARGIN = 2.0
+
+
+@dataclass(frozen=True)
+class FaultOutcome:
+    """One injected step as it happened (``time.monotonic`` seconds)."""
+
+    step: FaultStep
+    nodes: tuple[str, ...]  # the nodes actually hit
+    groups: tuple[str, ...]  # the broker groups whose sends it may disturb
+    injected_at: float
+    healed_at: float
+    whole_at: float | None  # the cluster was whole again (None: not within the bound)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything the verdict needs."""
+
+    title: str
+    planned: int
+    faults: tuple[FaultOutcome, ...]
+    sends: tuple[SendResult, ...]
+    reads: int
+    final_logs: Mapping[str, Mapping[int, str]]  # group -> offset -> msgId, of its final master
+    engine: str  # spark | python | off
+    invariants: Mapping[str, int] | None  # invariant -> violations (None: no analysis result)
+    check_problem: str | None  # why the analysis gave no result
+    settled: bool  # every group whole again after the final heal
+    heartbeat_timeout: float  # controllerHeartBeatTimeoutMills, seconds
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in (0, 100]); ValueError on no values."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def recovery_time(fault_at: float, sends: Iterable[SendResult]) -> float | None:
+    """Seconds from ``fault_at`` to the first acknowledged send that started or failed after it."""
+    firsts = [
+        s.completed_at
+        for s in sends
+        if s.ok
+        and s.completed_at >= fault_at
+        and (s.started_at >= fault_at or (s.first_error_at is not None and s.first_error_at >= fault_at))
+    ]
+    return min(firsts) - fault_at if firsts else None
+
+
+def failed_during(start: float, end: float, sends: Iterable[SendResult]) -> int:
+    """Sends that ended without ``PUT_OK`` and overlapped ``[start, end]``."""
+    return sum(1 for s in sends if not s.ok and s.completed_at >= start and s.started_at <= end)
+
+
+def lost_messages(
+    sends: Iterable[SendResult], final_logs: Mapping[str, Mapping[int, str]]
+) -> list[SendResult]:
+    """Acknowledged sends whose msgId is not at their offset in their group's final master log."""
+    return [
+        s
+        for s in sends
+        if s.ok and (s.offset is None or final_logs.get(s.broker_name, {}).get(s.offset) != s.msg_id)
+    ]
+
+
+def duplicated(final_logs: Mapping[str, Mapping[int, str]]) -> int:
+    """Messages stored more than once (extra copies of a msgId) across the final master logs."""
+    return sum(len(log) - len(set(log.values())) for log in final_logs.values())
+
+
+def _group_sends(sends: Sequence[SendResult], groups: Sequence[str]) -> list[SendResult]:
+    wanted = set(groups)
+    return [s for s in sends if s.broker_name in wanted]
+
+
+@dataclass(frozen=True)
+class CategoryFigures:
+    """Recovery figures of one fault category (kind, target, link scope)."""
+
+    category: str
+    count: int
+    recoveries: tuple[float, ...]  # faults without any later ack are left out (``unrecovered``)
+    unrecovered: int
+    failed_puts: int
+    target: str  # the target text, "" when the category has none
+    met: bool | None  # None: no target
+
+    def cells(self) -> tuple[str, ...]:
+        def sec(value: float | None) -> str:
+            return "-" if value is None else f"{value:.2f}s"
+
+        r = self.recoveries
+        return (
+            self.category,
+            str(self.count),
+            sec(percentile(r, 50) if r else None),
+            sec(percentile(r, 99) if r else None),
+            sec(max(r) if r else None),
+            str(self.unrecovered),
+            str(self.failed_puts),
+            "" if self.met is None else f"{self.target}: {'met' if self.met else 'MISSED'}",
+        )
+
+
+def _target(step: FaultStep, heartbeat_timeout: float) -> str:
+    if step.kind == KILL and step.target in (MASTER, MASTER_AND_LEADER):
+        return f"p50<={MASTER_CRASH_P50:g}s p99<={MASTER_CRASH_P99:g}s"
+    if step.kind in (PAUSE, PARTITION) and step.target == MASTER and step.links in ("", "all"):
+        return f"max<={heartbeat_timeout + MASTER_HANG_MARGIN:g}s"
+    if step.hits_controllers and step.target != MASTER_AND_LEADER:
+        return "no failed put"
+    return ""
+
+
+def _met(target: str, recoveries: Sequence[float], unrecovered: int, failed: int, hb: float) -> bool | None:
+    if not target:
+        return None
+    if target == "no failed put":
+        return failed == 0
+    if unrecovered:
+        return False
+    if not recoveries:
+        return None
+    if target.startswith("p50"):
+        p50, p99 = percentile(recoveries, 50), percentile(recoveries, 99)
+        return p50 <= MASTER_CRASH_P50 and p99 <= MASTER_CRASH_P99
+    return max(recoveries) <= hb + MASTER_HANG_MARGIN
+
+
+def category_figures(facts: RunFacts) -> list[CategoryFigures]:
+    """Per fault category, in order of first appearance."""
+    grouped: dict[str, list[FaultOutcome]] = {}
+    for fault in facts.faults:
+        grouped.setdefault(fault.step.category, []).append(fault)
+    out = []
+    for category, faults in grouped.items():
+        recoveries, unrecovered, failed = [], 0, 0
+        for f in faults:
+            sends = _group_sends(facts.sends, f.groups)
+            r = recovery_time(f.injected_at, sends)
+            if r is None:
+                unrecovered += 1
+            else:
+                recoveries.append(r)
+            failed += failed_during(f.injected_at, f.whole_at or f.healed_at, sends)
+        target = _target(faults[0].step, facts.heartbeat_timeout)
+        met = _met(target, recoveries, unrecovered, failed, facts.heartbeat_timeout)
+        out.append(
+            CategoryFigures(category, len(faults), tuple(recoveries), unrecovered, failed, target, met)
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[str, ...]  # why it failed (empty when ok)
+    lost: int
+    duplicated: int
+    text: str
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def judge(facts: RunFacts) -> Verdict:
+    """The verdict and its table (see the module docstring for what fails a run)."""
+    counts = Counter(s.status for s in facts.sends)
+    lost = len(lost_messages(facts.sends, facts.final_logs))
+    dups = duplicated(facts.final_logs)
+    kinds = Counter(f.step.kind for f in facts.faults)
+    reasons = []
+    if lost:
+        reasons.append(f"{lost} acknowledged message(s) lost")
+    if facts.invariants is None:
+        if facts.engine != "off":
+            reasons.append(f"no invariant check: {facts.check_problem or 'no result'}")
+    else:
+        reasons += [
+            f"invariant {name}: {n} violation(s)"
+            for name, n in facts.invariants.items()
+            if n and name != DUPLICATE
+        ]
+    if not facts.settled:
+        reasons.append("the cluster was not whole again after the final heal")
+    if not facts.final_logs:
+        reasons.append("no final master log could be read")
+
+    lines = [facts.title]
+    lines.append(
+        f"faults injected: {len(facts.faults)} of {facts.planned} planned"
+        + (" (" + ", ".join(f"{k} {n}" for k, n in kinds.items()) + ")" if kinds else "")
+    )
+    lines.append(
+        f"messages: sent {len(facts.sends):,}  acked {counts[SendStatus.PUT_OK]:,}  "
+        f"unknown {counts[SendStatus.UNKNOWN]:,}  failed {counts[SendStatus.FAILED]:,}  "
+        f"not-replicated {counts[SendStatus.FLUSH_SLAVE_TIMEOUT]:,}  lost {lost}  duplicated {dups}"
+    )
+    read_uncommitted = (facts.invariants or {}).get("read_uncommitted")
+    lines.append(
+        f"reads: {facts.reads:,} delivered to consumers; read-uncommitted "
+        + ("-" if read_uncommitted is None else str(read_uncommitted))
+    )
+    figures = category_figures(facts)
+    if figures:
+        lines.append("recovery per fault (injection -> first acked send on a master):")
+        header = ("FAULT", "N", "P50", "P99", "MAX", "UNRECOVERED", "FAILED_PUTS", "TARGET")
+        every = [r for f in figures for r in f.recoveries]
+        total = CategoryFigures(
+            "all",
+            sum(f.count for f in figures),
+            tuple(every),
+            sum(f.unrecovered for f in figures),
+            sum(f.failed_puts for f in figures),
+            "",
+            None,
+        )
+        lines += _table([header, *(f.cells() for f in figures), total.cells()])
+    if facts.invariants is not None:
+        lines.append(f"invariants ({facts.engine}):")
+        for name, n in facts.invariants.items():
+            state = f"counted {n} (not a failure)" if name == DUPLICATE else ("ok" if not n else f"FAIL {n}")
+            lines.append(f"  {name:<22} {state}")
+    else:
+        lines.append(f"invariants: not checked ({facts.check_problem or facts.engine})")
+    ok = not reasons
+    lines.append("verdict: " + ("PASS" if ok else "FAIL -- " + "; ".join(reasons)))
+    return Verdict(ok, tuple(reasons), lost, dups, "\n".join(lines) + "\n")

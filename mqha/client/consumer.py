@@ -1,0 +1,200 @@
+"""Consumer: reads a broker group's log from an offset, following master changes (shell, aiohttp).
+
+Usage::
+
+    async with Consumer(controllers, "broker-a", offset=0) as consumer:
+        while True:
+            for message in await consumer.poll():
+                handle(message)
+
+Reads go to the group's current master (route from the controllers, refreshed when the master stops
+answering or a broker refuses). A read never returns anything past the broker's ``confirmOffset``:
+the broker enforces it, and the consumer drops any message beyond the ``confirmOffset`` of the reply
+as a second guard -- so nothing it hands out can be truncated by a later failover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+from collections.abc import Sequence
+
+import aiohttp
+
+from mqha.client.recording import ClientRecorder, RecordTarget
+from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
+from mqha.client.route import RouteResolver
+
+_PAUSE_MIN = 0.005
+_PAUSE_MAX = 0.1
+
+
+class Consumer:
+    """Reads one broker group (``broker_name``) from ``offset`` (a message boundary; 0 = the start).
+
+    Args:
+        controllers: controller API addresses, ``"h:p;h:p"`` or a list.
+        broker_name: the broker group to read.
+        offset: where to start (commit-log offset of a message, e.g. a ``SendResult.offset``).
+        max_messages: default batch size of :meth:`poll` (the broker caps it at 1024).
+        request_timeout: bound of one read request.
+        poll_timeout: default time :meth:`poll` keeps trying to reach a master before ``ReadError``.
+        record_to: record every delivered message as a ``reads`` row.
+        client_id: the ``client`` column of recorded rows.
+        session: an aiohttp session to share (not closed by the consumer).
+    """
+
+    def __init__(
+        self,
+        controllers: str | Sequence[str],
+        broker_name: str,
+        *,
+        offset: int = 0,
+        max_messages: int = 32,
+        request_timeout: float = 2.0,
+        poll_timeout: float = 10.0,
+        record_to: RecordTarget | None = None,
+        client_id: str | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.broker_name = broker_name
+        self.max_messages = max_messages
+        self.request_timeout = request_timeout
+        self.poll_timeout = poll_timeout
+        self.client_id = client_id or f"consumer-{os.getpid()}-{os.urandom(3).hex()}"
+        self._offset = offset
+        self._controllers = controllers
+        self._given_session = session
+        self._session = session
+        self._resolver: RouteResolver | None = None
+        self._route: Route | None = None
+        self._recorder = ClientRecorder(record_to, self.client_id) if record_to is not None else None
+        self.confirm_offset = -1
+        self.route_refreshes = 0
+
+    async def start(self) -> Consumer:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        self._resolver = RouteResolver(self._controllers, self._session)
+        return self
+
+    async def close(self) -> None:
+        if self._session is not None and self._given_session is None:
+            await self._session.close()
+        self._session = None
+        if self._recorder is not None:
+            self._recorder.close()
+
+    async def __aenter__(self) -> Consumer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def offset(self) -> int:
+        """The offset the next poll reads from."""
+        return self._offset
+
+    def seek(self, offset: int) -> None:
+        """Read from ``offset`` next (must be a message boundary)."""
+        self._offset = offset
+
+    @property
+    def route(self) -> Route | None:
+        return self._route
+
+    async def poll(self, max_messages: int | None = None, *, timeout: float | None = None) -> list[Message]:
+        """The next messages at or after :attr:`offset` (possibly none), advancing the offset.
+
+        Raises :class:`ReadError` when no master answered within ``timeout`` (default
+        ``poll_timeout``) or the broker rejected the offset.
+        """
+        if self._session is None:
+            await self.start()
+        assert self._session is not None and self._resolver is not None
+        deadline = time.monotonic() + (self.poll_timeout if timeout is None else timeout)
+        limit = max_messages or self.max_messages
+        pause = 0.0
+        problem = "no attempt"
+        while True:
+            route = self._route
+            if route is None:
+                try:
+                    route = self._route = await self._resolver.resolve(self.broker_name)
+                    self.route_refreshes += 1
+                except NoRouteError as exc:
+                    problem = str(exc)
+            if route is not None:
+                url = f"http://{route.master_address}/v1/messages?offset={self._offset}&maxMessages={limit}"
+                try:
+                    async with self._session.get(
+                        url, timeout=aiohttp.ClientTimeout(total=self.request_timeout)
+                    ) as response:
+                        status = response.status
+                        body = await response.json(content_type=None)
+                except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                    status, body, problem = 0, None, f"{route.master_address}: {describe(exc)}"
+                if status == 200 and isinstance(body, dict):
+                    return self._deliver(route, body)
+                if status == 400:
+                    raise ReadError(f"offset {self._offset} refused: {json_field(body, 'remark')}")
+                if status:
+                    problem = f"{route.master_address}: HTTP {status} {json_field(body, 'remark') or ''}"
+                self._route = None  # a fenced/dead/slow master: ask the controllers again
+            if time.monotonic() >= deadline:
+                raise ReadError(f"no master of {self.broker_name} served a read: {problem}")
+            pause = min(max(pause * 2, _PAUSE_MIN), _PAUSE_MAX)
+            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+
+    def _deliver(self, route: Route, body: dict[str, object]) -> list[Message]:
+        confirm = body.get("confirmOffset")
+        if isinstance(confirm, int):
+            self.confirm_offset = confirm
+        out: list[Message] = []
+        for item in body.get("messages") or []:  # type: ignore[union-attr]
+            offset, size = int(item["offset"]), int(item["size"])
+            if isinstance(confirm, int) and offset + size > confirm:
+                break  # beyond what every SyncStateSet member holds: could still be truncated
+            raw = item.get("body")
+            data = (
+                raw.encode("utf-8") if isinstance(raw, str) else base64.b64decode(item.get("bodyBase64", ""))
+            )
+            message = Message(
+                broker_name=self.broker_name,
+                offset=offset,
+                size=size,
+                msg_id=str(item.get("msgId")),
+                topic=str(item.get("topic")),
+                body=data,
+                keys=item.get("keys") or "",
+                properties=dict(item.get("properties") or {}),
+                store_timestamp=item.get("storeTimestamp"),
+                broker_id=route.master_broker_id,
+            )
+            out.append(message)
+            if self._recorder is not None:
+                self._recorder.read(message)
+        if out:
+            self._offset = out[-1].next_offset
+        return out
+
+    async def read_until(
+        self, count: int, *, timeout: float = 10.0, idle_pause: float = 0.02
+    ) -> list[Message]:
+        """Poll until ``count`` messages were received or ``timeout`` passed; returns what arrived."""
+        deadline = time.monotonic() + timeout
+        out: list[Message] = []
+        while len(out) < count and time.monotonic() < deadline:
+            try:
+                batch = await self.poll(
+                    min(1024, count - len(out)), timeout=max(0.1, deadline - time.monotonic())
+                )
+            except ReadError:
+                break
+            out += batch
+            if not batch:
+                await asyncio.sleep(idle_pause)
+        return out

@@ -1,0 +1,288 @@
+"""A background produce workload: ``concurrency`` send loops on their own event loop thread (shell).
+
+Used by the demo, the recovery benchmark and tests: the caller's thread stays free for blocking cluster
+operations (kill, restart, status), while the workload keeps sending through a real :class:`Producer`.
+Every :class:`SendResult` is kept (a demo or a test run holds tens of thousands at most).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mqha.client.producer import Producer
+from mqha.client.recording import RecordTarget
+from mqha.client.results import SendResult, SendStatus
+
+
+@dataclass(frozen=True)
+class RecoverySample:
+    """One failover as the client saw it (seconds, ``time.monotonic`` clock).
+
+    ``recovery``: first failed send attempt → first send acknowledged by the new master.
+    """
+
+    killed_at: float
+    first_failure_at: float
+    first_new_ack_at: float
+    new_epoch: int
+
+    @property
+    def recovery(self) -> float:
+        return self.first_new_ack_at - self.first_failure_at
+
+    @property
+    def kill_to_ack(self) -> float:
+        return self.first_new_ack_at - self.killed_at
+
+
+class ProduceWorkload:
+    """Sends ``body_size``-byte messages to ``broker_name`` from ``concurrency`` loops until stopped."""
+
+    def __init__(
+        self,
+        controllers: str | Sequence[str],
+        broker_name: str,
+        *,
+        concurrency: int = 4,
+        topic: str = "demo",
+        body_size: int = 100,
+        batch: int = 1,
+        record_to: RecordTarget | None = None,
+        client_id: str | None = None,
+        send_timeout: float = 10.0,
+        pause: float = 0.0,
+    ) -> None:
+        self.controllers = controllers
+        self.broker_name = broker_name
+        self.concurrency = concurrency
+        self.topic = topic
+        self.body_size = body_size
+        self.batch = batch
+        self.record_to = record_to
+        self.client_id = client_id
+        self.send_timeout = send_timeout
+        self.pause = pause
+        self.results: list[SendResult] = []
+        self.counts: Counter[SendStatus] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started_at = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> ProduceWorkload:
+        self._thread = threading.Thread(target=self._run, name=f"workload-{self.broker_name}", daemon=True)
+        self.started_at = time.monotonic()
+        self._thread.start()
+        self._ready.wait(timeout)
+        return self
+
+    def stop(self, timeout: float = 15.0, *, cancel: bool = False) -> None:
+        """Stop sending; in-flight sends finish (bounded by their deadline) and the recorder flushes.
+        With ``cancel`` (an interrupted run) in-flight sends are abandoned at once, unrecorded."""
+        self._stop.set()
+        loop, tasks = self._loop, self._tasks
+        if cancel and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop may close in between
+                loop.call_soon_threadsafe(lambda: [t.cancel() for t in tasks])
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._error is not None:
+            raise RuntimeError(f"workload failed: {self._error!r}") from self._error
+
+    def __enter__(self) -> ProduceWorkload:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # surfaced by stop()
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        producer = Producer(
+            self.controllers,
+            self.broker_name,
+            send_timeout=self.send_timeout,
+            record_to=self.record_to,
+            client_id=self.client_id,
+        )
+        async with producer:
+            loops = [asyncio.create_task(self._send_loop(producer, i)) for i in range(self.concurrency)]
+            self._loop, self._tasks = asyncio.get_running_loop(), loops
+            self._ready.set()
+            outcomes = await asyncio.gather(*loops, return_exceptions=True)
+            errors = [o for o in outcomes if isinstance(o, BaseException)]
+            real = [e for e in errors if not isinstance(e, asyncio.CancelledError)]
+            if real:
+                raise real[0]
+
+    async def _send_loop(self, producer: Producer, index: int) -> None:
+        n = 0
+        pad = "x" * max(0, self.body_size - 24)
+        while not self._stop.is_set():
+            bodies = [f"w{index}-{n + i:09d}-{pad}" for i in range(self.batch)]
+            n += self.batch
+            if self.batch == 1:
+                results = [await producer.send(self.topic, bodies[0])]
+            else:
+                results = await producer.send_batch(self.topic, bodies)
+            with self._lock:
+                self.results.extend(results)
+                self.counts.update(r.status for r in results)
+            if self.pause:
+                await asyncio.sleep(self.pause)
+
+    # -- observation -------------------------------------------------------------------------------
+
+    @property
+    def acked(self) -> int:
+        return self.counts[SendStatus.PUT_OK]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def snapshot(self) -> list[SendResult]:
+        with self._lock:
+            return list(self.results)
+
+    def last_ack(self) -> SendResult | None:
+        with self._lock:
+            for result in reversed(self.results):
+                if result.ok:
+                    return result
+        return None
+
+    def recovery(self, killed_at: float, old_epoch: int) -> RecoverySample | None:
+        """The failover gap after a master kill at ``killed_at`` (monotonic), once the new master
+        (epoch > ``old_epoch``) has acknowledged a send; None before that."""
+        with self._lock:
+            tail = [r for r in self.results if r.completed_at >= killed_at]
+        acks = [r for r in tail if r.ok and r.epoch is not None and r.epoch > old_epoch]
+        if not acks:
+            return None
+        first_ack = min(acks, key=lambda r: r.completed_at)
+        failures = [
+            r.first_error_at for r in tail if r.first_error_at is not None and r.first_error_at >= killed_at
+        ]
+        # With sends in flight the kill always fails one; if none did, count from the kill itself.
+        first_failure = min(failures) if failures else killed_at
+        return RecoverySample(killed_at, first_failure, first_ack.completed_at, int(first_ack.epoch or 0))
+
+    def wait_recovery(self, killed_at: float, old_epoch: int, timeout: float = 30.0) -> RecoverySample:
+        deadline = time.monotonic() + timeout
+        while True:
+            sample = self.recovery(killed_at, old_epoch)
+            if sample is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"no send acknowledged by a master of epoch > {old_epoch} within {timeout:g} s"
+                )
+            time.sleep(0.01)
+        # Sends that failed earlier may still be completing: let every loop finish one send started
+        # after the first new ack (bounded), then measure again.
+        settle = time.monotonic() + 3.0
+        while time.monotonic() < settle:
+            with self._lock:
+                later = sum(r.started_at > sample.first_new_ack_at for r in self.results)
+            if later >= self.concurrency:
+                break
+            time.sleep(0.01)
+        return self.recovery(killed_at, old_epoch) or sample
+
+    def wait_acked(self, count: int, timeout: float = 30.0) -> None:
+        """Wait until at least ``count`` sends in total were acknowledged."""
+        deadline = time.monotonic() + timeout
+        while self.acked < count:
+            if self._error is not None:
+                raise RuntimeError(f"workload failed: {self._error!r}")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"only {self.acked} of {count} sends acknowledged within {timeout:g} s")
+            time.sleep(0.01)
+
+
+class ConsumeWorkload:
+    """Reads ``broker_name`` from offset 0 on its own event loop thread until stopped, recording every
+    delivered message (``reads``) when ``record_to`` is given; read errors during a failover are
+    waited out, not raised."""
+
+    def __init__(
+        self,
+        controllers: str | Sequence[str],
+        broker_name: str,
+        *,
+        record_to: RecordTarget | None = None,
+        client_id: str | None = None,
+        batch: int = 256,
+    ) -> None:
+        self.controllers = controllers
+        self.broker_name = broker_name
+        self.record_to = record_to
+        self.client_id = client_id
+        self.batch = batch
+        self.delivered = 0
+        self.offset = 0
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> ConsumeWorkload:
+        self._thread = threading.Thread(target=self._run, name=f"consumer-{self.broker_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._error is not None:
+            raise RuntimeError(f"consumer failed: {self._error!r}") from self._error
+
+    def catch_up(self, end_offset: int, timeout: float = 30.0) -> bool:
+        """Wait (bounded) until everything before ``end_offset`` was delivered."""
+        deadline = time.monotonic() + timeout
+        while self.offset < end_offset and time.monotonic() < deadline and self._error is None:
+            time.sleep(0.05)
+        return self.offset >= end_offset
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # surfaced by stop()
+            self._error = exc
+
+    async def _main(self) -> None:
+        from mqha.client.consumer import Consumer
+        from mqha.client.results import ReadError
+
+        async with Consumer(
+            self.controllers, self.broker_name, record_to=self.record_to, client_id=self.client_id
+        ) as consumer:
+            while not self._stop.is_set():
+                try:
+                    messages = await consumer.poll(self.batch, timeout=2.0)
+                except ReadError:
+                    self.errors += 1
+                    messages = []
+                self.delivered += len(messages)
+                self.offset = consumer.offset
+                if not messages:
+                    await asyncio.sleep(0.05)

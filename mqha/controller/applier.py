@@ -1,0 +1,68 @@
+"""The state machine behind the replicated log: holds the current ``ControllerState`` (shell glue).
+
+``ControllerApplier`` implements ``mqha.controller.replicated.Applier``. Each committed entry goes through
+``apply_encoded`` (decode + compare-and-set apply, never raises) and the resulting ``Outcome`` is
+returned, which PySyncObj hands back to the proposer on this node (``ReplicatedLog.propose``), so the
+reply of a write is built from what apply did (docs/raft.md §3).
+
+Threads. ``apply``, ``snapshot`` and ``restore`` run on PySyncObj's tick thread. The state is an
+immutable value and the applier only ever *replaces* its reference (one attribute store, atomic under
+the GIL), so readers on the asyncio loop read ``applier.state`` without a lock and always see a whole
+state as of some applied index.
+
+``noop_record`` is the bytes of the leader barrier (a ``NoopRecord``): apply accepts it without
+touching any group and only advances ``applied_index``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from mqha.controller.apply import Outcome, apply_encoded
+from mqha.controller.records import NoopRecord, encode_record
+from mqha.controller.state import ControllerState, decode_state, encode_state
+
+log = logging.getLogger(__name__)
+
+NOOP_RECORD: bytes = encode_record(NoopRecord(tag="leader-barrier"))
+
+OutcomeObserver = Callable[[Outcome], None]
+
+
+class ControllerApplier:
+    """Current controller state; the only writer is the tick thread, through :meth:`apply`/:meth:`restore`."""
+
+    noop_record: bytes = NOOP_RECORD
+
+    def __init__(self, state: ControllerState | None = None) -> None:
+        self._state = ControllerState.empty() if state is None else state
+        self._observers: list[OutcomeObserver] = []
+        self.restores = 0
+
+    @property
+    def state(self) -> ControllerState:
+        return self._state
+
+    def add_observer(self, observer: OutcomeObserver) -> None:
+        """Call ``observer(outcome)`` after each applied entry, ON THE TICK THREAD (post to a loop
+        with ``call_soon_threadsafe`` if needed). Exceptions are logged and swallowed."""
+        self._observers.append(observer)
+
+    def apply(self, data: bytes, raft_index: int) -> Outcome:
+        state, outcome = apply_encoded(self._state, data, raft_index)
+        self._state = state  # one reference store: loop-side readers see old or new, never a mix
+        for observer in self._observers:
+            try:
+                observer(outcome)
+            except Exception:  # an observer must not wedge the Raft node (pysyncobj note P3)
+                log.exception("outcome observer %r raised at raft index %d", observer, raft_index)
+        return outcome
+
+    def snapshot(self) -> bytes:
+        return encode_state(self._state)
+
+    def restore(self, data: bytes) -> None:
+        # Raises SnapshotFormatError on foreign bytes; ReplicatedLog reports that as unhealthy.
+        self._state = decode_state(data)
+        self.restores += 1

@@ -1,0 +1,169 @@
+"""Broker liveness: soft state fed by heartbeats, never in the log (docs/reference-behaviour.md §7.1,
+docs/architecture.md §11 rule 5).
+
+``HeartbeatTable`` is the per-node table (mutable, owned by the controller service's thread); time
+enters only as ``now_ms`` arguments. Decisions never read the table directly: they receive a
+``LivenessView`` — normally ``table.view(now_ms)``, a frozen ``LivenessSnapshot`` — so they stay pure
+and a test can hand them any liveness it likes.
+
+Deviation (docs/architecture.md §7): the latest report of the broker's current process wins. The reference
+only lets epoch/maxOffset move forward and never updates the address, so after a broker truncated
+its log (or restarted elsewhere) the controller kept ranking it by progress it no longer has. Here
+every heartbeat overwrites the entry. ``session`` (an opaque token of the connection a heartbeat came
+on, e.g. the WebSocket) lets the shell drop an entry when a session closes without dropping the entry
+a newer process of the same broker has already refreshed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from mqha.controller.state import FrozenMap
+from mqha.wire.controller_api import INT32_MAX, BrokerHeartbeatRequest
+
+LiveKey = tuple[str, int]
+"""(brokerName, controller broker id): the controller keys everything by broker name
+(docs/reference-behaviour.md §1.1)."""
+
+
+@dataclass(frozen=True)
+class BrokerLiveInfo:
+    """What the last heartbeat of one replica said, and when it arrived."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    epoch: int = -1
+    max_offset: int = -1
+    confirm_offset: int = -1
+    election_priority: int = INT32_MAX
+    timeout_ms: int = 10_000
+    last_seen_ms: int = 0
+    session: Hashable | None = field(default=None, compare=False)
+
+    def is_alive(self, now_ms: int) -> bool:
+        """Spec §7.1: alive while ``lastUpdate + timeout >= now``."""
+        return self.last_seen_ms + self.timeout_ms >= now_ms
+
+    @property
+    def key(self) -> LiveKey:
+        return (self.broker_name, self.broker_id)
+
+
+class LivenessView(Protocol):
+    """What decisions may ask about liveness (RocketMQ's BrokerValidPredicate + BrokerLiveInfoGetter)."""
+
+    def is_alive(self, broker_name: str, broker_id: int) -> bool: ...
+
+    def info(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None: ...
+
+
+@dataclass(frozen=True)
+class LivenessSnapshot:
+    """A frozen copy of the heartbeat table at ``now_ms``; implements ``LivenessView``."""
+
+    now_ms: int
+    entries: Mapping[LiveKey, BrokerLiveInfo] = field(default_factory=FrozenMap)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.entries, FrozenMap):
+            object.__setattr__(self, "entries", FrozenMap(self.entries))
+
+    @classmethod
+    def of(cls, now_ms: int, infos: list[BrokerLiveInfo] | tuple[BrokerLiveInfo, ...]) -> LivenessSnapshot:
+        return cls(now_ms, {info.key: info for info in infos})
+
+    def is_alive(self, broker_name: str, broker_id: int) -> bool:
+        info = self.entries.get((broker_name, broker_id))
+        return info is not None and info.is_alive(self.now_ms)
+
+    def info(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
+        return self.entries.get((broker_name, broker_id))
+
+
+class HeartbeatTable:
+    """Heartbeats of every replica this node has heard from (one table per controller node)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[LiveKey, BrokerLiveInfo] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def record(
+        self, now_ms: int, heartbeat: BrokerHeartbeatRequest, session: Hashable | None = None
+    ) -> BrokerLiveInfo:
+        """Store a heartbeat; the latest report wins (deviation, see module docstring)."""
+        info = BrokerLiveInfo(
+            cluster_name=heartbeat.cluster_name,
+            broker_name=heartbeat.broker_name,
+            broker_id=heartbeat.broker_id,
+            broker_addr=heartbeat.broker_addr,
+            epoch=heartbeat.epoch,
+            max_offset=heartbeat.max_offset,
+            confirm_offset=heartbeat.confirm_offset,
+            election_priority=heartbeat.election_priority,
+            timeout_ms=heartbeat.heartbeat_timeout_mills,
+            last_seen_ms=now_ms,
+            session=session,
+        )
+        self._entries[info.key] = info
+        return info
+
+    def touch(self, now_ms: int, broker_name: str, broker_id: int) -> bool:
+        """Refresh ``last_seen`` only (e.g. a session ping); False when the broker is unknown."""
+        info = self._entries.get((broker_name, broker_id))
+        if info is None:
+            return False
+        self._entries[info.key] = replace(info, last_seen_ms=now_ms)
+        return True
+
+    def is_alive(self, now_ms: int, broker_name: str, broker_id: int) -> bool:
+        info = self._entries.get((broker_name, broker_id))
+        return info is not None and info.is_alive(now_ms)
+
+    def info(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
+        return self._entries.get((broker_name, broker_id))
+
+    def expired(self, now_ms: int) -> list[BrokerLiveInfo]:
+        """Entries past their timeout (``now - lastUpdate > timeout``), sorted by key; not removed."""
+        return [info for key, info in sorted(self._entries.items()) if not info.is_alive(now_ms)]
+
+    def pop_expired(self, now_ms: int) -> list[BrokerLiveInfo]:
+        """Remove and return the expired entries (the docs/reference-behaviour.md §7.1 scan)."""
+        gone = self.expired(now_ms)
+        for info in gone:
+            del self._entries[info.key]
+        return gone
+
+    def remove(
+        self, broker_name: str, broker_id: int, session: Hashable | None = None
+    ) -> BrokerLiveInfo | None:
+        """Forget a replica (its channel closed). With ``session``, only if the entry came from it."""
+        info = self._entries.get((broker_name, broker_id))
+        if info is None or (session is not None and info.session != session):
+            return None
+        del self._entries[info.key]
+        return info
+
+    def remove_session(self, session: Hashable) -> list[BrokerLiveInfo]:
+        """Forget every replica whose latest heartbeat came on ``session`` (a closed connection)."""
+        gone = [info for key, info in sorted(self._entries.items()) if info.session == session]
+        for info in gone:
+            del self._entries[info.key]
+        return gone
+
+    def remove_group(self, broker_name: str) -> None:
+        """Forget a whole broker set (after its metadata was cleaned)."""
+        for key in [key for key in self._entries if key[0] == broker_name]:
+            del self._entries[key]
+
+    def entries(self) -> list[BrokerLiveInfo]:
+        return [info for _, info in sorted(self._entries.items())]
+
+    def view(self, now_ms: int) -> LivenessSnapshot:
+        """A frozen view for one decision."""
+        return LivenessSnapshot(now_ms, FrozenMap(self._entries))

@@ -1,0 +1,411 @@
+"""OpenAPI 3.1 description of the controller's HTTP API (served at ``/openapi.json``).
+
+Request schemas are generated from the wire dataclasses of ``mqha.wire.controller_api`` (their JSON
+names and kinds), so they cannot drift from what the server parses; the route list must equal
+``mqha.controller.http_api.ROUTES`` (a test checks it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from mqha.codes import ResponseCode
+from mqha.wire.controller_api import (
+    BOOL,
+    IDS_TO_CLEAN,
+    INT,
+    INT_SET,
+    STR,
+    STR_TUPLE,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    BrokerHeartbeatRequest,
+    CleanBrokerDataRequest,
+    ElectMasterRequest,
+    RegisterBrokerRequest,
+)
+
+_BASE_SCHEMAS: dict[str, dict[str, Any]] = {
+    STR.label: {"type": "string"},
+    INT.label: {"type": "integer"},
+    BOOL.label: {"type": "boolean"},
+    INT_SET.label: {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+    STR_TUPLE.label: {"type": "array", "items": {"type": "string"}},
+    IDS_TO_CLEAN.label: {
+        "oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string", "example": "1;2;3"}]
+    },
+}
+_NULLABLE = " or null"
+
+
+def _kind_schema(label: str) -> dict[str, Any]:
+    if label.endswith(_NULLABLE):
+        return {"oneOf": [_kind_schema(label[: -len(_NULLABLE)]), {"type": "null"}]}
+    return dict(_BASE_SCHEMAS.get(label, {}))
+
+
+def request_schema(cls: Any, path_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+    """JSON schema of a strict request dataclass (no additional properties)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        name = f.metadata["json"]
+        schema = _kind_schema(f.metadata["kind"].label)
+        if name in path_fields:
+            schema["description"] = "optional; must equal the path parameter"
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(name)
+        elif f.default is not dataclasses.MISSING:
+            schema["default"] = sorted(f.default) if isinstance(f.default, frozenset) else f.default
+        properties[name] = schema
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_ENVELOPE = {
+    "type": "object",
+    "required": ["code", "codeName", "remark"],
+    "properties": {
+        "code": {"type": "integer", "description": "RocketMQ response code"},
+        "codeName": {"type": "string", "enum": [code.name for code in ResponseCode]},
+        "remark": {"type": "string"},
+        "leaderAddress": {
+            "type": ["string", "null"],
+            "description": "with code 2007: the leader's API address, null when unknown",
+        },
+    },
+    "additionalProperties": True,
+}
+
+_STATUS_TEXT = {
+    "200": "success (code 0)",
+    "400": "invalid request: malformed JSON, wrong type, missing or unknown field (code 2005)",
+    "401": "admin call without a bearer token while adminAuthToken is set (code 16)",
+    "403": "wrong bearer token, or a blacklisted config key (code 16)",
+    "404": "unknown broker set (2008, 2010)",
+    "409": "fenced or rejected (2000-2004, 2006, 2009, 2011-2014)",
+    "413": "body larger than maxRequestBodyBytes (code 2005)",
+    "421": "not the serving leader (2007); leaderAddress names the leader",
+    "500": "system error (code 1)",
+    "503": "no quorum, or the outcome of a write is unknown (code 14)",
+}
+_READ = ("200", "400", "421", "503")
+_WRITE = ("200", "400", "404", "409", "413", "421", "503")
+_ADMIN_WRITE = ("200", "400", "401", "403", "404", "409", "413", "421", "503")
+
+
+def _responses(statuses: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        status: {
+            "description": _STATUS_TEXT[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}}},
+        }
+        for status in statuses
+    }
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _query_param(name: str, description: str, required: bool = False, many: bool = False) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if many:
+        schema = {"type": "array", "items": {"type": "string"}}
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": schema,
+        "explode": True,
+    }
+
+
+_BROKER_NAME_PATH = {"name": "brokerName", "in": "path", "required": True, "schema": {"type": "string"}}
+_ASSET_PATH = {"name": "asset", "in": "path", "required": True, "schema": {"type": "string"}}
+_BEARER = [{"adminToken": []}]
+
+
+def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(method, path, operationId, operation) for every route."""
+    path_name = ("brokerName",)
+    return [
+        (
+            "GET",
+            "/v1/controller/metadata",
+            "getControllerMetadata",
+            {
+                "summary": "Spec §5.8, any node: group, leaderId, leaderAddress (API), isLeader, peers "
+                "('id:address;' repeated), selfId, selfAddress",
+                "responses": _responses(("200",)),
+            },
+        ),
+        (
+            "GET",
+            "/v1/controller/config",
+            "getControllerConfig",
+            {
+                "summary": "Spec §5.11, any node: {config: {key: value}}; secrets masked",
+                "responses": _responses(("200",)),
+            },
+        ),
+        (
+            "PUT",
+            "/v1/controller/config",
+            "updateControllerConfig",
+            {
+                "summary": "Spec §5.11, this node only: {key: value}; typed, validated, persisted to "
+                "configStorePath. Blacklisted keys: 403 code 16. Keys that need a restart are named "
+                "in the remark.",
+                "security": _BEARER,
+                "requestBody": _body(
+                    {"type": "object", "additionalProperties": {"type": ["string", "integer", "boolean"]}}
+                ),
+                "responses": _responses(("200", "400", "401", "403", "413", "500")),
+            },
+        ),
+        (
+            "GET",
+            "/v1/controller/status",
+            "getControllerStatus",
+            {
+                "summary": "Debug, any node: Raft status, this node's applied state (snapshot JSON) and "
+                "heartbeat table",
+                "responses": _responses(("200",)),
+            },
+        ),
+        (
+            "GET",
+            "/v1/brokers/next-id",
+            "getNextBrokerId",
+            {
+                "summary": "Spec §5.1, leader: {clusterName, brokerName, nextBrokerId}",
+                "parameters": [
+                    _query_param("clusterName", "cluster", required=True),
+                    _query_param("brokerName", "broker set", required=True),
+                ],
+                "responses": _responses(_READ),
+            },
+        ),
+        (
+            "POST",
+            "/v1/brokers/apply-id",
+            "applyBrokerId",
+            {
+                "summary": "Spec §5.2, leader: {clusterName, brokerName}",
+                "requestBody": _body(request_schema(ApplyBrokerIdRequest)),
+                "responses": _responses(_WRITE),
+            },
+        ),
+        (
+            "POST",
+            "/v1/brokers/register",
+            "registerBroker",
+            {
+                "summary": "Spec §5.3, leader: master fields (null unless a live master), "
+                "masterHaAddress, syncStateSet",
+                "requestBody": _body(request_schema(RegisterBrokerRequest)),
+                "responses": _responses(_WRITE),
+            },
+        ),
+        (
+            "GET",
+            "/v1/brokers/session",
+            "brokerSession",
+            {
+                "summary": "WebSocket (any node). In: heartbeat JSON objects (fields of "
+                "POST /v1/brokers/heartbeat, optional type 'heartbeat'), no reply on success, "
+                "{type: 'error', code, codeName, remark} on a bad one. Out: {type: 'roleChanged', "
+                "clusterName, brokerName, masterBrokerId, masterAddress, masterHaAddress, masterEpoch, "
+                "syncStateSetEpoch, syncStateSet}. Closing the session of the master makes the "
+                "leader elect at once.",
+                "responses": {"101": {"description": "switching protocols"}},
+            },
+        ),
+        (
+            "POST",
+            "/v1/brokers/heartbeat",
+            "brokerHeartbeat",
+            {
+                "summary": "Spec §5.9, any node (soft state of that node)",
+                "requestBody": _body(request_schema(BrokerHeartbeatRequest)),
+                "responses": _responses(("200", "400", "413")),
+            },
+        ),
+        (
+            "GET",
+            "/v1/groups",
+            "listGroups",
+            {
+                "summary": "Leader: broker sets known, by cluster: {clusters: {clusterName: [brokerName]}}",
+                "responses": _responses(_READ),
+            },
+        ),
+        (
+            "POST",
+            "/v1/groups/{brokerName}/elect",
+            "electMaster",
+            {
+                "summary": "Spec §5.4, leader: masterBrokerId, masterAddress, masterHaAddress, masterEpoch, "
+                "syncStateSetEpoch, syncStateSet, brokerMemberGroup. No brokerId = controller-style "
+                "trigger; designateElect needs the admin token when one is configured.",
+                "parameters": [_BROKER_NAME_PATH],
+                "security": _BEARER,
+                "requestBody": _body(request_schema(ElectMasterRequest, path_name)),
+                "responses": _responses(_ADMIN_WRITE),
+            },
+        ),
+        (
+            "POST",
+            "/v1/groups/{brokerName}/sync-state-set",
+            "alterSyncStateSet",
+            {
+                "summary": "Spec §5.5, leader: newSyncStateSetEpoch, syncStateSet, syncStateSetEpoch",
+                "parameters": [_BROKER_NAME_PATH],
+                "requestBody": _body(request_schema(AlterSyncStateSetRequest, path_name)),
+                "responses": _responses(_WRITE),
+            },
+        ),
+        (
+            "GET",
+            "/v1/groups/{brokerName}/replica-info",
+            "getReplicaInfo",
+            {
+                "summary": "Spec §5.6, leader: masterBrokerId, masterAddress, masterHaAddress, masterEpoch, "
+                "syncStateSet, syncStateSetEpoch",
+                "parameters": [_BROKER_NAME_PATH],
+                "responses": _responses(("200", "400", "404", "421", "503")),
+            },
+        ),
+        (
+            "POST",
+            "/v1/groups/{brokerName}/clean",
+            "cleanBrokerData",
+            {
+                "summary": "Spec §5.10, leader, admin token when configured",
+                "parameters": [_BROKER_NAME_PATH],
+                "security": _BEARER,
+                "requestBody": _body(request_schema(CleanBrokerDataRequest, path_name)),
+                "responses": _responses(_ADMIN_WRITE),
+            },
+        ),
+        (
+            "GET",
+            "/v1/sync-state-data",
+            "getSyncStateData",
+            {
+                "summary": "Spec §5.7, leader: {replicasInfoTable: {brokerName: {masterBrokerId, "
+                "masterAddress, masterEpoch, syncStateSetEpoch, inSyncReplicas, notInSyncReplicas}}}; "
+                "no name and no cluster: code 1 (as the reference)",
+                "parameters": [
+                    _query_param("brokerName", "broker sets (repeat the parameter)", many=True),
+                    _query_param("clusterName", "every broker set of this cluster"),
+                ],
+                "responses": _responses(("200", "400", "421", "500", "503")),
+            },
+        ),
+        (
+            "GET",
+            "/metrics",
+            "metrics",
+            {
+                "summary": "Prometheus text exposition (mqha_controller_* metrics)",
+                "responses": {"200": {"description": "metrics", "content": {"text/plain": {}}}},
+            },
+        ),
+        (
+            "GET",
+            "/healthz",
+            "healthz",
+            {
+                "summary": "Liveness: 200 while the process and its Raft thread run, else 503",
+                "responses": _responses(("200", "503")),
+            },
+        ),
+        (
+            "GET",
+            "/openapi.json",
+            "openapi",
+            {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1 JSON"}}},
+        ),
+        (
+            "GET",
+            "/",
+            "consoleIndex",
+            {
+                "summary": "The web console (any node): a single page reading /v1/console/events; admin "
+                "actions call electMaster and cleanBrokerData with the bearer token the user types",
+                "responses": {"200": {"description": "HTML page", "content": {"text/html": {}}}},
+            },
+        ),
+        (
+            "GET",
+            "/console/{asset}",
+            "consoleAsset",
+            {
+                "summary": "The console's script and style sheet (app.js, style.css); others 404 code 3",
+                "parameters": [_ASSET_PATH],
+                "responses": {
+                    "200": {"description": "the file", "content": {"text/javascript": {}, "text/css": {}}},
+                    **_responses(("404",)),
+                },
+            },
+        ),
+        (
+            "GET",
+            "/v1/console/events",
+            "consoleEvents",
+            {
+                "summary": "Server-sent events, any node: a 'snapshot' event at once and after each change "
+                "(applied record, leadership, broker session closed; soft state re-checked every 0.5 s). "
+                "Data: {node: {nodeId, address, isLeader, leaderId, leaderAddress, term, commitIndex, "
+                "lastApplied, healthy}, controllers: [{nodeId, address, isSelf, isLeader, reachable}], "
+                "appliedIndex, clusters: {clusterName: [brokerName]}, groups: [{clusterName, brokerName, "
+                "masterBrokerId, masterAddress, masterEpoch, syncStateSet, syncStateSetEpoch, replicas: "
+                "[{brokerId, brokerAddress, haAddress, isMaster, inSync, alive, epoch, maxOffset, "
+                "confirmOffset, lag}]}], timeline: [{raftIndex, ts, type, brokerName, accepted, codeName, "
+                "remark, unclean, masterBrokerId, masterEpoch, syncStateSet, syncStateSetEpoch}]}. "
+                "Liveness and offsets are the serving node's heartbeat table.",
+                "responses": {"200": {"description": "event stream", "content": {"text/event-stream": {}}}},
+            },
+        ),
+        (
+            "GET",
+            "/v1/console/analysis",
+            "consoleAnalysis",
+            {
+                "summary": "Any node: {configured, reportDir, report, error}; report is the verdict.json of "
+                "consoleAnalysisReportDir as {ok, failed, source, engine, tables, checks: [{name, failure, "
+                "description, count, rows}]} (violated checks first)",
+                "responses": _responses(("200", "400")),
+            },
+        ),
+    ]
+
+
+def route_list() -> list[tuple[str, str, str]]:
+    """(method, path, operationId) of every documented route."""
+    return [(method, path, op_id) for method, path, op_id, _ in _operations()]
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path, op_id, operation in _operations():
+        paths.setdefault(path, {})[method.lower()] = {"operationId": op_id, **operation}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mqha controller API",
+            "version": "1",
+            "description": "RocketMQ 5 controller-mode API over HTTP/JSON (docs/architecture.md §3). "
+            "Every JSON answer is {code, codeName, remark, ...payload}.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {"Envelope": _ENVELOPE},
+            "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer"}},
+        },
+    }

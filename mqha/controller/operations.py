@@ -1,0 +1,503 @@
+"""Controller decisions, one ``handle_*`` per API of docs/reference-behaviour.md §5: (state, request,
+liveness, config) -> result.
+
+Nothing here mutates anything. Every check runs in the spec's order and the first failure wins, with
+the reference's response code and remark (our own wording where the spec gives none). Writes return
+records carrying the epochs they were decided against; the reply of a write is computed by applying
+the records to the decision's state and building it from the ``Outcome`` (Kafka's "response from
+replay"), with the same ``reply_from_outcome`` the shell uses on the committed outcome, so prediction
+and final reply cannot drift apart.
+
+Deviations from the reference applied here (docs/architecture.md §7):
+- the first election (masterEpoch 0) still takes the requester as is, but it must be registered;
+- the next broker id is ``max(registered ids) + 1``; ids below 1 are refused by ApplyBrokerId;
+- a partial clean that names the current master clears it (in ``apply``), so the master is always
+  in the SyncStateSet;
+- a controller-triggered election without a candidate in a set that never had a master answers 2004
+  but writes nothing (the reference bumps masterEpoch to 1, which wedges the set);
+- elect replies also carry ``masterHaAddress`` (the master's HA address travels via the controller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mqha.codes import ResponseCode
+from mqha.controller.apply import Outcome, apply
+from mqha.controller.election import ElectionPolicy, ElectionResult
+from mqha.controller.liveness import LivenessView
+from mqha.controller.records import (
+    AlterSyncStateSetRecord,
+    ApplyBrokerIdRecord,
+    CleanBrokerDataRecord,
+    ElectMasterRecord,
+    Record,
+    UpdateBrokerAddressRecord,
+)
+from mqha.controller.result import ControllerResult
+from mqha.controller.state import BrokerGroupState, ControllerState
+from mqha.wire.controller_api import (
+    AlterSyncStateSetPayload,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdPayload,
+    ApplyBrokerIdRequest,
+    BrokerMemberGroup,
+    CleanBrokerDataRequest,
+    ElectMasterPayload,
+    ElectMasterRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    GetSyncStateDataRequest,
+    NextBrokerIdPayload,
+    RegisterBrokerPayload,
+    RegisterBrokerRequest,
+    ReplicaIdentity,
+    ReplicaInfoPayload,
+    ReplicasInfo,
+    Reply,
+    SyncStateDataPayload,
+)
+
+Code = ResponseCode
+SUCCESS = ResponseCode.SUCCESS
+
+# --------------------------------------------------------------------------------------------------
+# Payload builders: pure functions of a group, shared by decisions and ``reply_from_outcome``.
+
+
+def member_group(group: BrokerGroupState) -> BrokerMemberGroup:
+    return BrokerMemberGroup(
+        cluster=group.cluster_name,
+        broker_name=group.broker_name,
+        broker_addrs={broker_id: info.address for broker_id, info in sorted(group.replicas.items())},
+    )
+
+
+def elect_payload(group: BrokerGroupState, with_member_group: bool) -> dict[str, Any]:
+    """The elect reply of a group that has a master (SUCCESS and MASTER_STILL_EXIST)."""
+    return ElectMasterPayload(
+        master_broker_id=group.master_broker_id,
+        master_address=group.master_address,
+        master_ha_address=group.master_ha_address,
+        master_epoch=group.master_epoch,
+        sync_state_set_epoch=group.sync_state_set_epoch,
+        sync_state_set=group.sync_state_set,
+        broker_member_group=member_group(group) if with_member_group else None,
+    ).to_json()
+
+
+NO_MASTER_ELECT_PAYLOAD: Mapping[str, Any] = ElectMasterPayload().to_json()
+"""2004 / 2012: the reference's header fields are all null."""
+
+
+def register_payload(group: BrokerGroupState, master_alive: bool) -> dict[str, Any]:
+    """Spec §5.3 steps 3-4: master fields only when a master exists and is alive; SSS always."""
+    has_master = master_alive and group.master_broker_id is not None
+    return RegisterBrokerPayload(
+        cluster_name=group.cluster_name,
+        broker_name=group.broker_name,
+        master_broker_id=group.master_broker_id if has_master else None,
+        master_address=group.master_address if has_master else None,
+        master_ha_address=group.master_ha_address if has_master else None,
+        master_epoch=group.master_epoch if has_master else None,
+        sync_state_set_epoch=group.sync_state_set_epoch if has_master else None,
+        sync_state_set=group.sync_state_set,
+    ).to_json()
+
+
+def alter_payload(group: BrokerGroupState) -> dict[str, Any]:
+    return AlterSyncStateSetPayload(
+        new_sync_state_set_epoch=group.sync_state_set_epoch,
+        sync_state_set=group.sync_state_set,
+        sync_state_set_epoch=group.sync_state_set_epoch,
+    ).to_json()
+
+
+def replica_info_payload(group: BrokerGroupState) -> dict[str, Any]:
+    return ReplicaInfoPayload(
+        master_broker_id=group.master_broker_id,
+        master_address=group.master_address,
+        master_ha_address=group.master_ha_address,
+        master_epoch=group.master_epoch,
+        sync_state_set=group.sync_state_set,
+        sync_state_set_epoch=group.sync_state_set_epoch,
+    ).to_json()
+
+
+# --------------------------------------------------------------------------------------------------
+# From apply's outcome to the final reply (docs/raft.md §3).
+
+
+def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
+    """The final reply of a write, built from what ``apply`` did with its (single) record.
+
+    A rejected outcome (fenced by a concurrent write, or the set vanished) answers with apply's code
+    and remark. An accepted one answers with the decision's code and remark (SUCCESS, or 2004 for a
+    controller-triggered election that cleared the master) and a payload read from the group as it
+    is after the entry. A result without records is a read: its reply is returned unchanged.
+    """
+    if not result.records:
+        return result.reply
+    if not outcome.accepted:
+        return Reply(outcome.code, outcome.remark)
+    code, remark = result.reply.code, result.reply.remark
+    record, group = outcome.record, outcome.group
+    if isinstance(record, ApplyBrokerIdRecord):
+        payload = ApplyBrokerIdPayload(
+            cluster_name=record.cluster_name, broker_name=record.broker_name
+        ).to_json()
+        return Reply(code, remark, payload)
+    if group is None:  # only a clean leaves no group behind
+        return Reply(code, remark)
+    if isinstance(record, UpdateBrokerAddressRecord):
+        # The decision filled master fields only if the master was alive; keep that judgement only
+        # while the master is still the same broker (a newer master's liveness is unknown here).
+        predicted = result.reply.payload.get("masterBrokerId")
+        alive = predicted is not None and predicted == group.master_broker_id
+        return Reply(code, remark, register_payload(group, alive))
+    if isinstance(record, ElectMasterRecord):
+        if record.new_master_broker_id is None:
+            return Reply(code, remark, dict(NO_MASTER_ELECT_PAYLOAD))
+        return Reply(code, remark, elect_payload(group, with_member_group=True))
+    if isinstance(record, AlterSyncStateSetRecord):
+        return Reply(code, remark, alter_payload(group))
+    return Reply(code, remark)
+
+
+def _write(state: ControllerState, record: Record, draft: Reply) -> ControllerResult:
+    """A write result whose reply is predicted by applying the record to the decision's state."""
+    result = ControllerResult((record,), draft)
+    _, outcome = apply(state, record, state.applied_index)
+    return ControllerResult((record,), reply_from_outcome(result, outcome))
+
+
+def _reject(code: ResponseCode, remark: str, payload: Mapping[str, Any] | None = None) -> ControllerResult:
+    return ControllerResult((), Reply(code, remark, dict(payload or {})))
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.1 GetNextBrokerId — read.
+
+
+def handle_get_next_broker_id(state: ControllerState, request: GetNextBrokerIdRequest) -> ControllerResult:
+    group = state.group(request.broker_name)
+    next_id = 1 if group is None else group.next_broker_id
+    payload = NextBrokerIdPayload(
+        cluster_name=request.cluster_name, broker_name=request.broker_name, next_broker_id=next_id
+    )
+    return ControllerResult.read(Reply(SUCCESS, "", payload.to_json()))
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.2 ApplyBrokerId — write.
+
+
+def handle_apply_broker_id(state: ControllerState, request: ApplyBrokerIdRequest) -> ControllerResult:
+    name, broker_id = request.broker_name, request.applied_broker_id
+    group = state.group(name)
+    if group is None:
+        if broker_id != 1:
+            return _reject(
+                Code.CONTROLLER_BROKER_ID_INVALID,
+                f"Broker-set: {name} hasn't been registered in controller, but broker try to apply "
+                f"brokerId: {broker_id}",
+            )
+    else:
+        existing = group.replicas.get(broker_id)
+        taken = existing is not None and existing.register_check_code != request.register_check_code
+        if taken or broker_id < 1:
+            return _reject(
+                Code.CONTROLLER_BROKER_ID_INVALID,
+                f"Fail to apply brokerId: {broker_id} in broker-set: {name}",
+            )
+    record = ApplyBrokerIdRecord(
+        cluster_name=request.cluster_name,
+        broker_name=name,
+        broker_id=broker_id,
+        broker_address=request.broker_address,
+        register_check_code=request.register_check_code,
+    )
+    return _write(state, record, Reply(SUCCESS))
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.3 RegisterBroker — write (only when the address changed).
+
+
+def handle_register_broker(
+    state: ControllerState, request: RegisterBrokerRequest, liveness: LivenessView
+) -> ControllerResult:
+    name, broker_id = request.broker_name, request.broker_id
+    group = state.group(name)
+    if group is None:
+        return _reject(
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+            f"Broker-set: {name} hasn't been registered in controller",
+        )
+    replica = group.replicas.get(broker_id)
+    if replica is None:
+        return _reject(
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+            f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}",
+        )
+    master = group.master_broker_id
+    master_alive = master is not None and liveness.is_alive(name, master)
+    address_changed = replica.address != request.broker_address
+    ha_changed = request.ha_address is not None and replica.ha_address != request.ha_address
+    if not (address_changed or ha_changed):
+        return ControllerResult.read(Reply(SUCCESS, "", register_payload(group, master_alive)))
+    record = UpdateBrokerAddressRecord(
+        cluster_name=request.cluster_name,
+        broker_name=name,
+        broker_id=broker_id,
+        broker_address=request.broker_address,
+        ha_address=request.ha_address,
+    )
+    draft = Reply(SUCCESS, "", {"masterBrokerId": master if master_alive else None})
+    return _write(state, record, draft)
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.4 ElectMaster — write.
+
+
+def handle_elect_master(
+    state: ControllerState,
+    request: ElectMasterRequest,
+    liveness: LivenessView,
+    policy: ElectionPolicy,
+) -> ControllerResult:
+    name = request.broker_name
+    group = state.group(name)
+    if group is None:
+        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+    requested = request.requested_id
+    if group.is_first_election and requested is not None:
+        # Reference: the requester wins the first election unchecked. Deviation: it must be registered.
+        if not group.is_registered(requested):
+            return _reject(
+                Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                f"BrokerId: {requested} hasn't been registered in broker-set: {name}",
+            )
+        result = ElectionResult(requested)
+    else:
+        # A broker asking to be elected is not a preference; only a designated (admin) election is.
+        result = policy.elect(group, liveness, prefer=requested if request.designate_elect else None)
+
+    old_master = group.master_broker_id
+    if result.broker_id is not None and result.broker_id == old_master:
+        return _reject(
+            Code.CONTROLLER_MASTER_STILL_EXIST,
+            f"The old master {old_master} is still alive, not need to elect new master for broker {name}",
+            elect_payload(group, with_member_group=False),
+        )
+    if result.broker_id is not None:
+        record = ElectMasterRecord(
+            cluster_name=group.cluster_name,
+            broker_name=name,
+            new_master_broker_id=result.broker_id,
+            expected_master_epoch=group.master_epoch,
+            expected_sync_state_set_epoch=group.sync_state_set_epoch,
+            unclean=result.unclean,
+        )
+        return _write(state, record, Reply(SUCCESS))
+    if requested is None and not group.is_first_election:
+        # Controller trigger without a candidate: the master is cleared and the failure reported.
+        record = ElectMasterRecord(
+            cluster_name=group.cluster_name,
+            broker_name=name,
+            new_master_broker_id=None,
+            expected_master_epoch=group.master_epoch,
+            expected_sync_state_set_epoch=group.sync_state_set_epoch,
+        )
+        draft = Reply(
+            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+            "Old master has down and failed to elect a new broker master",
+        )
+        return _write(state, record, draft)
+    if requested is None:
+        # Deviation: a set that never had a master has none to clear. The reference still bumps
+        # masterEpoch to 1, after which no first election is possible and, with an empty
+        # SyncStateSet, no clean election either: the set would be stuck for good.
+        return _reject(
+            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+            "Old master has down and failed to elect a new broker master",
+            NO_MASTER_ELECT_PAYLOAD,
+        )
+    return _reject(
+        Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master", NO_MASTER_ELECT_PAYLOAD
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.5 AlterSyncStateSet — write.
+
+
+def handle_alter_sync_state_set(
+    state: ControllerState, request: AlterSyncStateSetRequest, liveness: LivenessView
+) -> ControllerResult:
+    name = request.broker_name
+    new_set = request.sync_state_set
+    fail = Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
+    group = state.group(name)
+    if group is None:
+        return _reject(fail, "Broker metadata is not existed")
+    if new_set == group.sync_state_set:
+        return _reject(
+            fail, "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet"
+        )
+    if group.master_broker_id is None or group.master_broker_id != request.master_broker_id:
+        return _reject(
+            Code.CONTROLLER_INVALID_MASTER,
+            f"Rejecting alter syncStateSet of {name}: broker {request.master_broker_id} is not the current "
+            f"master ({group.master_broker_id})",
+        )
+    if request.master_epoch != group.master_epoch:
+        return _reject(
+            Code.CONTROLLER_FENCED_MASTER_EPOCH,
+            f"Rejecting alter syncStateSet of {name}: masterEpoch {request.master_epoch} is not the current "
+            f"masterEpoch {group.master_epoch}",
+        )
+    if request.sync_state_set_epoch != group.sync_state_set_epoch:
+        return _reject(
+            Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+            f"Rejecting alter syncStateSet of {name}: syncStateSetEpoch {request.sync_state_set_epoch} "
+            f"is not the current syncStateSetEpoch {group.sync_state_set_epoch}",
+        )
+    for broker_id in sorted(new_set):  # ascending, as the reference's HashSet of small Longs
+        if not group.is_registered(broker_id):
+            return _reject(
+                Code.CONTROLLER_INVALID_REPLICAS,
+                f"Rejecting alter syncStateSet of {name}: replica {broker_id} is not registered",
+            )
+        if not liveness.is_alive(name, broker_id):
+            return _reject(
+                Code.CONTROLLER_BROKER_NOT_ALIVE,
+                f"Rejecting alter syncStateSet of {name}: replica {broker_id} is not alive",
+            )
+    if group.master_broker_id not in new_set:
+        return _reject(
+            fail,
+            f"Rejecting alter syncStateSet of {name}: the new syncStateSet does not contain the master "
+            f"{group.master_broker_id}",
+        )
+    record = AlterSyncStateSetRecord(
+        broker_name=name,
+        master_broker_id=group.master_broker_id,
+        new_sync_state_set=new_set,
+        expected_master_epoch=group.master_epoch,
+        expected_sync_state_set_epoch=group.sync_state_set_epoch,
+    )
+    return _write(state, record, Reply(SUCCESS))
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.6 GetReplicaInfo and §5.7 GetSyncStateData — reads.
+
+
+def handle_get_replica_info(state: ControllerState, request: GetReplicaInfoRequest) -> ControllerResult:
+    group = state.group(request.broker_name)
+    if group is None:
+        return _reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+    return ControllerResult.read(Reply(SUCCESS, "", replica_info_payload(group)))
+
+
+def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> ReplicasInfo:
+    in_sync: list[ReplicaIdentity] = []
+    not_in_sync: list[ReplicaIdentity] = []
+    for broker_id, info in sorted(group.replicas.items()):
+        identity = ReplicaIdentity(
+            broker_name=group.broker_name,
+            broker_id=broker_id,
+            broker_address=info.address,
+            alive=liveness.is_alive(group.broker_name, broker_id),
+        )
+        (in_sync if broker_id in group.sync_state_set else not_in_sync).append(identity)
+    return ReplicasInfo(
+        master_broker_id=group.master_broker_id,
+        master_address=group.master_address,
+        master_epoch=group.master_epoch,
+        sync_state_set_epoch=group.sync_state_set_epoch,
+        in_sync_replicas=tuple(in_sync),
+        not_in_sync_replicas=tuple(not_in_sync),
+    )
+
+
+def handle_get_sync_state_data(
+    state: ControllerState, request: GetSyncStateDataRequest, liveness: LivenessView
+) -> ControllerResult:
+    names = list(request.broker_names)
+    if request.cluster_name is not None:
+        names += [group.broker_name for group in state.groups_of_cluster(request.cluster_name)]
+    if not names:
+        # The reference's processor never sets a code for an empty list.
+        return _reject(Code.SYSTEM_ERROR, "not set any response code")
+    table = {}
+    for name in names:
+        group = state.group(name)
+        if group is not None:  # unknown names are skipped silently
+            table[name] = replicas_info(group, liveness)
+    payload = SyncStateDataPayload(replicas_info_table=table)
+    return ControllerResult.read(Reply(SUCCESS, "", payload.to_json()))
+
+
+# --------------------------------------------------------------------------------------------------
+# §5.10 CleanBrokerData — write.
+
+
+def _parse_ids(raw: tuple[int, ...] | str | None) -> tuple[int, ...] | str | None:
+    """The ids to clean: a tuple, None when blank, or an error message when malformed."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return None
+        ids = []
+        for part in raw.split(";"):
+            text = part.strip()
+            if not text:
+                continue
+            try:
+                ids.append(int(text, 10))
+            except ValueError:
+                return f'For input string: "{text}"'
+        return tuple(ids) if ids else None
+    return tuple(raw) if raw else None
+
+
+def handle_clean_broker_data(
+    state: ControllerState, request: CleanBrokerDataRequest, liveness: LivenessView
+) -> ControllerResult:
+    name = request.broker_name
+    invalid = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    group = state.group(name)
+    ids: tuple[int, ...] | None = None
+    if not request.clean_living_broker:
+        parsed = _parse_ids(request.broker_controller_ids_to_clean)
+        if parsed is None:
+            if group is not None and group.master_broker_id is not None:
+                return _reject(invalid, f"Broker {name} is still alive, clean up failure")
+        elif isinstance(parsed, str):
+            return _reject(
+                invalid,
+                "Please set the option <brokerControllerIdsToClean> according to the format, "
+                f"exception: {parsed}",
+            )
+        else:
+            for broker_id in sorted(set(parsed)):
+                if liveness.is_alive(name, broker_id):
+                    return _reject(invalid, f"Broker [{name},  {broker_id}] is still alive, clean up failure")
+            ids = parsed
+    # With cleanLivingBroker the id list is ignored and the whole set goes (docs/reference-behaviour.md §5.10
+    # step 2).
+    if group is None:
+        return _reject(invalid, f"Broker {name} is not existed,clean broker data failure.")
+    record = CleanBrokerDataRecord(
+        cluster_name=request.cluster_name,
+        broker_name=name,
+        broker_ids=frozenset(ids) if ids is not None else None,
+        expected_master_epoch=group.master_epoch,
+        expected_sync_state_set_epoch=group.sync_state_set_epoch,
+    )
+    return _write(state, record, Reply(SUCCESS))

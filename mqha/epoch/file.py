@@ -1,0 +1,207 @@
+"""Epoch file shell: load with torn-write recovery, atomic save with a ``.bak`` (docs/reference-behaviour.md
+§12.1, docs/architecture.md §4).
+
+Shell module: all file IO of the epoch package lives here; the decisions live in ``history.py`` and
+the format in ``codec.py``.
+
+Crash safety of :meth:`EpochFile.save`: the good main content is first copied to ``<path>.bak``,
+then the new content replaces the main file. Both writes go through a temp file in the same
+directory, ``fsync`` and ``os.replace``, so at every instant each of the two files is either its old
+or its new complete content and at least one of them is good.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Callable
+
+from mqha.epoch.codec import decode_epoch_file, encode_epoch_file
+from mqha.epoch.history import EpochHistory
+from mqha.errors import CorruptFileError, StorageError
+
+log = logging.getLogger(__name__)
+
+BACKUP_SUFFIX = ".bak"
+_MISSING = "missing"
+
+
+class EpochFile:
+    """The epoch file at ``path`` and its backup ``path + ".bak"``."""
+
+    def __init__(self, path: str) -> None:
+        self._path = os.fspath(path)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def backup_path(self) -> str:
+        return self._path + BACKUP_SUFFIX
+
+    def load(self) -> EpochHistory:
+        """Read the history: the main file, else the backup, else empty when neither exists.
+
+        Falling back to the backup logs a WARNING naming the main file and why it was unusable.
+        Raises :class:`CorruptFileError` naming the main file when a file exists but neither is
+        usable (no history is better than a wrong one: an empty history would let this replica skip
+        truncation). Never deletes or rewrites anything.
+        """
+        history, problem = self._read(self._path)
+        if history is not None:
+            return history
+        backup, backup_problem = self._read(self.backup_path)
+        if problem == _MISSING and backup_problem == _MISSING:
+            return EpochHistory()
+        if backup is not None:
+            log.warning(
+                "epoch file %s is unusable (%s); using its backup %s (%d entries, last epoch %d)",
+                self._path,
+                problem,
+                self.backup_path,
+                len(backup),
+                backup.last_epoch(),
+            )
+            return backup
+        raise CorruptFileError(
+            self._path, f"no usable epoch file: {problem}; backup {self.backup_path}: {backup_problem}"
+        )
+
+    def save(self, history: EpochHistory) -> None:
+        """Persist ``history`` atomically; an empty history is written too (docs/architecture.md §7).
+
+        The current main content becomes the backup only when it is itself good, so a corrupt main
+        file never overwrites a good backup. Saving the content the main file already holds is a
+        no-op (it would only replace the backup's older generation with a copy of the main file).
+        """
+        text = encode_epoch_file(history)
+        current = self._good_text(self._path)
+        if current == text:
+            return
+        directory = os.path.dirname(os.path.abspath(self._path))
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(self._path, f"cannot create directory {directory}: {exc}") from exc
+        if current is not None:
+            _write_atomically(self.backup_path, current)
+        _write_atomically(self._path, text)
+
+    def _read(self, path: str) -> tuple[EpochHistory | None, str]:
+        """``(history, "")`` when ``path`` is good, else ``(None, why)``.
+
+        OS errors other than absence raise :class:`StorageError`.
+        """
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            return None, _MISSING
+        except OSError as exc:
+            # Unreadable is not the same as corrupt: falling back would hide an operator problem.
+            raise StorageError(path, f"cannot read epoch file: {exc.strerror or exc}") from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "not text (invalid UTF-8)"
+        try:
+            return decode_epoch_file(text, path), ""
+        except CorruptFileError as exc:
+            return None, exc.reason
+
+    def _good_text(self, path: str) -> str | None:
+        history, _ = self._read(path)
+        return None if history is None else encode_epoch_file(history)
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Replace ``path`` with ``text``: temp file in the same directory, fsync, rename, fsync the directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    temp = f"{path}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(text.encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        _fsync_directory(directory)
+    except OSError as exc:
+        raise StorageError(path, f"cannot write epoch file: {exc}") from exc
+
+
+def _fsync_directory(directory: str) -> None:
+    # Makes the rename itself durable. Some filesystems refuse fsync on a directory; the rename is
+    # still atomic there, only its durability is up to the filesystem.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+class EpochStore:
+    """The broker's current epoch history, persisted before every change returns.
+
+    Mutators compute the new history with the pure core, save it, and only then publish it, so a
+    failed save (``StorageError``) leaves memory and disk on the old history. A lock serializes
+    changes because the HA client (truncation) and the role-change path (append) may run on
+    different threads.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._file = EpochFile(path)
+        self._lock = threading.Lock()
+        self._history = self._file.load()
+
+    @property
+    def file(self) -> EpochFile:
+        return self._file
+
+    @property
+    def history(self) -> EpochHistory:
+        return self._history
+
+    def last_epoch(self) -> int:
+        return self._history.last_epoch()
+
+    def append(self, epoch: int, start_offset: int) -> EpochHistory:
+        """:meth:`EpochHistory.append`, saved; raises as it does and then changes nothing."""
+        return self._change(lambda history: history.append(epoch, start_offset))
+
+    def truncate_suffix_by_epoch(self, epoch: int) -> EpochHistory:
+        return self._change(lambda history: history.truncate_suffix_by_epoch(epoch))
+
+    def truncate_suffix_by_offset(self, offset: int) -> EpochHistory:
+        return self._change(lambda history: history.truncate_suffix_by_offset(offset))
+
+    def truncate_prefix_by_offset(self, offset: int) -> EpochHistory:
+        return self._change(lambda history: history.truncate_prefix_by_offset(offset))
+
+    def with_last_end(self, end_offset: int) -> EpochHistory:
+        """Close the last entry in memory only: end offsets are not stored in the file."""
+        with self._lock:
+            self._history = self._history.with_last_end(end_offset)
+            return self._history
+
+    def _change(self, operation: Callable[[EpochHistory], EpochHistory]) -> EpochHistory:
+        with self._lock:
+            updated = operation(self._history)
+            # Only (epoch, start) pairs are stored; a change of end offsets alone needs no write.
+            if updated.pairs() != self._history.pairs():
+                self._file.save(updated)
+            self._history = updated
+            return updated

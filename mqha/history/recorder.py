@@ -1,0 +1,506 @@
+"""History recorder (shell): each node's SQLite database of what it did (docs/architecture.md §5).
+
+One ``HistoryRecorder`` per process, one database file, by convention ``<store path>/history.db``
+(``history_path``). Callers on a hot path -- PySyncObj's tick thread, a broker's event loop, a
+client's put loop -- only build a dict and put it on an unbounded queue (``record`` never blocks and
+never raises into the caller); one background thread takes everything queued, up to ``batch_max``
+rows or ``interval`` seconds after the first, and writes it in ONE transaction. A crash (kill -9)
+therefore keeps every committed batch and loses at most the batch in flight; the database is in WAL
+mode, so a torn write never corrupts earlier batches. With ``durable=False`` (the default)
+``synchronous=NORMAL``: a power loss may also drop the last batches (never corrupt), which is the
+same promise the OS gives for any unsynced file; ``durable=True`` fsyncs each batch.
+
+Typed façades say which calls each process makes:
+
+- controller: ``controller_observer(recorder, node)`` -> an ``ControllerApplier.add_observer`` hook;
+- broker: ``BrokerHistory`` (``epoch``, ``role``, ``truncation``, ``final_log``);
+- client: ``ClientHistory`` (``ack``, ``read``).
+
+The tables are created from ``mqha.history.schema`` with sqlite-utils; SQLite INTEGER is 64-bit, so
+offsets are stored whole (the exporter, not a JDBC driver, reads them back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from mqha.history.schema import (
+    ACKS,
+    BOOLEAN,
+    CONTROLLER_EVENTS,
+    EPOCHS,
+    FINAL_LOGS,
+    LONG,
+    LONG_ARRAY,
+    PRIMARY_KEYS,
+    READS,
+    ROLES,
+    STRING,
+    TABLES,
+    TRUNCATIONS,
+    columns,
+)
+
+log = logging.getLogger(__name__)
+
+HISTORY_FILE_NAME = "history.db"
+_SQL_TYPES = {STRING: str, LONG: int, BOOLEAN: int, LONG_ARRAY: str}
+
+
+def history_path(store_dir: str | os.PathLike[str]) -> str:
+    """Where a node keeps its history: ``<store_dir>/history.db``."""
+    return os.path.join(os.fspath(store_dir), HISTORY_FILE_NAME)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _sql_value(kind: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if kind == LONG_ARRAY:
+        return json.dumps(sorted(int(v) for v in value))
+    if kind == BOOLEAN:
+        return 1 if value else 0
+    if kind == LONG:
+        return int(value)
+    return str(value)
+
+
+def _sql_row(table: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(_sql_value(kind, row.get(name)) for name, kind in TABLES[table])
+
+
+def create_tables(db: sqlite_utils.Database) -> None:
+    """Every §5 table, if missing (columns typed, primary keys where rows are keyed)."""
+    for table, cols in TABLES.items():
+        pk = PRIMARY_KEYS.get(table)
+        db[table].create(  # type: ignore[union-attr]
+            {name: _SQL_TYPES[kind] for name, kind in cols},
+            pk=pk if pk is None else (pk[0] if len(pk) == 1 else pk),
+            if_not_exists=True,
+        )
+
+
+def open_database(path: str | os.PathLike[str], *, durable: bool = False) -> sqlite_utils.Database:
+    """A sqlite-utils database in WAL mode with the §5 tables (created if missing)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    db = sqlite_utils.Database(os.fspath(path))
+    db.conn.isolation_level = None  # transactions are explicit (BEGIN ... COMMIT per batch)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+    db.execute("PRAGMA busy_timeout=5000")
+    create_tables(db)
+    return db
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite_utils.Database) -> Iterator[None]:
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.conn.execute("ROLLBACK")
+        raise
+    db.conn.execute("COMMIT")
+
+
+@dataclass
+class _Rows:
+    table: str
+    row: Mapping[str, Any]
+
+
+@dataclass
+class _ReplaceFinalLog:
+    broker_name: str
+    broker_id: int
+    rows: list[Mapping[str, Any]]
+
+
+@dataclass
+class _Barrier:
+    done: threading.Event
+
+
+_STOP = object()
+
+
+class HistoryRecorder:
+    """Batched, non-blocking writer of one history database (see the module docstring).
+
+    ``record(table, row)`` from any thread; ``flush(timeout)`` waits until everything recorded before
+    the call is committed; ``close(timeout)`` flushes and stops the writer thread.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        batch_max: int = 5000,
+        interval: float = 0.05,
+        durable: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.batch_max = batch_max
+        self.interval = interval
+        self.durable = durable
+        self.batches = 0
+        self.rows_written = 0
+        self.failures = 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        # Open (and create tables) here, so a bad path fails the caller's start, not a thread later.
+        open_database(self.path, durable=durable).close()
+        self._thread = threading.Thread(target=self._run, name=f"history-writer:{self.path}", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def in_store(cls, store_dir: str | os.PathLike[str], **kwargs: Any) -> HistoryRecorder:
+        """The recorder of ``<store_dir>/history.db``."""
+        return cls(history_path(store_dir), **kwargs)
+
+    # -- producer side (any thread; never blocks) -----------------------------------------------
+
+    def record(self, table: str, row: Mapping[str, Any]) -> None:
+        """Queue one row of ``table`` (§5 column names; missing columns are null)."""
+        if table not in TABLES:
+            raise ValueError(f"unknown history table {table!r}")
+        if not self._closed:
+            self._queue.put(_Rows(table, row))
+
+    def replace_final_log(self, broker_name: str, broker_id: int, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Queue a dump of one replica's log index; it replaces that replica's previous dump whole."""
+        if not self._closed:
+            self._queue.put(_ReplaceFinalLog(broker_name, broker_id, list(rows)))
+
+    @property
+    def pending(self) -> int:
+        """Approximate number of queued items not yet taken by the writer."""
+        return self._queue.qsize()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything queued before this call is committed; False on timeout or if closed."""
+        if self._closed or not self._thread.is_alive():
+            return False
+        barrier = _Barrier(threading.Event())
+        self._queue.put(barrier)
+        return barrier.done.wait(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Commit what is queued and stop the writer thread (bounded by ``timeout``)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("history writer of %s did not stop within %.1f s", self.path, timeout)
+
+    def __enter__(self) -> HistoryRecorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- writer thread ----------------------------------------------------------------------------
+
+    def _take_batch(self) -> tuple[list[Any], bool]:
+        """Block for the first item, let ``interval`` pass, then take what came (up to ``batch_max``
+        rows). Sleeping instead of waking for every row keeps this thread off the GIL while a busy
+        producer (the Raft tick thread, the event loop) records thousands of rows a second."""
+        first = self._queue.get()
+        items = [first]
+        if first is _STOP:
+            return items, True
+        if not isinstance(first, _Barrier):  # somebody waits on a barrier: commit at once
+            time.sleep(self.interval)
+        take = self._queue.get_nowait
+        rows = 0
+        while rows < self.batch_max:
+            try:
+                item = take()
+            except queue.Empty:
+                break
+            items.append(item)
+            if item is _STOP:
+                return items, True
+            if isinstance(item, _Barrier):
+                break  # commit now: somebody is waiting
+            rows += 1
+        return items, False
+
+    def _run(self) -> None:
+        db = open_database(self.path, durable=self.durable)
+        inserts = {
+            table: self._insert_sql(table, "OR IGNORE" if table == CONTROLLER_EVENTS else "")
+            for table in TABLES
+        }
+        inserts[FINAL_LOGS] = self._insert_sql(FINAL_LOGS, "OR REPLACE")
+        try:
+            stop = False
+            while not stop:
+                items, stop = self._take_batch()
+                self._write(db, items, inserts)
+        finally:
+            # Whatever raced in after the stop marker is dropped; close() was called.
+            with contextlib.suppress(Exception):
+                db.close()
+
+    @staticmethod
+    def _insert_sql(table: str, conflict: str) -> str:
+        cols = columns(table)
+        names = ", ".join(f"[{c}]" for c in cols)
+        marks = ", ".join("?" for _ in cols)
+        return f"INSERT {conflict} INTO [{table}] ({names}) VALUES ({marks})"
+
+    def _write(self, db: sqlite_utils.Database, items: list[Any], inserts: Mapping[str, str]) -> None:
+        barriers = [item for item in items if isinstance(item, _Barrier)]
+        by_table: dict[str, list[tuple[Any, ...]]] = {}
+        dumps: list[_ReplaceFinalLog] = []
+        for item in items:
+            if isinstance(item, _Rows):
+                try:
+                    by_table.setdefault(item.table, []).append(_sql_row(item.table, item.row))
+                except (TypeError, ValueError):
+                    self.failures += 1
+                    log.warning("history: dropped a malformed %s row %r", item.table, item.row)
+            elif isinstance(item, _ReplaceFinalLog):
+                dumps.append(item)
+        try:
+            if by_table or dumps:
+                with _transaction(db):  # one transaction per batch: a crash keeps whole batches only
+                    for dump in dumps:
+                        db.conn.execute(
+                            "DELETE FROM [final_logs] WHERE brokerName = ? AND brokerId = ?",
+                            (dump.broker_name, dump.broker_id),
+                        )
+                        db.conn.executemany(
+                            inserts[FINAL_LOGS],
+                            [
+                                _sql_row(
+                                    FINAL_LOGS,
+                                    {**row, "brokerName": dump.broker_name, "brokerId": dump.broker_id},
+                                )
+                                for row in dump.rows
+                            ],
+                        )
+                    for table, rows in by_table.items():
+                        db.conn.executemany(inserts[table], rows)
+                self.batches += 1
+                self.rows_written += sum(len(r) for r in by_table.values()) + sum(len(d.rows) for d in dumps)
+        except Exception:
+            # A full disk or a locked file must not kill the writer: count it, keep going.
+            self.failures += 1
+            log.exception("history: a batch of %d items could not be written to %s", len(items), self.path)
+        finally:
+            for barrier in barriers:
+                barrier.done.set()
+
+
+# --------------------------------------------------------------------------------------------------
+# Façades: the calls each kind of process makes.
+
+
+def controller_observer(
+    recorder: HistoryRecorder, node: str, clock: Callable[[], int] = now_ms
+) -> Callable[[Any], None]:
+    """An ``OutcomeObserver`` recording each applied entry as a ``controller_events`` row.
+
+    Runs on PySyncObj's tick thread: it reads the outcome and queues a dict, nothing more. The epochs
+    and SyncStateSet are those of the set *after* the entry (accepted or not), so the history shows the
+    state every replica of the controller holds at that index.
+    """
+
+    def observe(outcome: Any) -> None:
+        record = outcome.record
+        group = outcome.group
+        broker_id = None
+        if record is not None:
+            for attr in ("broker_id", "new_master_broker_id", "master_broker_id"):
+                if getattr(record, attr, None) is not None:
+                    broker_id = getattr(record, attr)
+                    break
+        cluster = getattr(record, "cluster_name", None) if record is not None else None
+        if cluster is None and group is not None:
+            cluster = group.cluster_name
+        recorder.record(
+            CONTROLLER_EVENTS,
+            {
+                "node": node,
+                "raftIndex": outcome.raft_index,
+                "ts": clock(),
+                "type": record.TYPE if record is not None else "Undecodable",
+                "clusterName": cluster,
+                "brokerName": outcome.broker_name,
+                "brokerId": broker_id,
+                "masterBrokerId": None if group is None else group.master_broker_id,
+                "masterEpoch": None if group is None else group.master_epoch,
+                "syncStateSet": None if group is None else group.sync_state_set,
+                "syncStateSetEpoch": None if group is None else group.sync_state_set_epoch,
+                "code": int(outcome.code),
+                "accepted": outcome.accepted,
+                "remark": outcome.remark or None,
+            },
+        )
+
+    return observe
+
+
+class BrokerHistory:
+    """What one broker replica records. ``broker_id`` is its controller-assigned id (set it once known).
+
+    Calls (all non-blocking except ``final_log``'s optional wait):
+
+    - ``epoch(epoch, start_offset)`` after an epoch entry is persisted (master: changeToMaster; slave:
+      an entry received from the master);
+    - ``role(role, master_epoch, master_broker_id)`` after a role change took effect
+      (``"MASTER"`` / ``"SLAVE"``);
+    - ``truncation(from_offset, to_offset, reason)`` after the log was cut (divergent tail on a slave,
+      torn tail at recovery);
+    - ``final_log(messages)`` with every stored message (anything with ``offset``, ``size``,
+      ``msg_id``, ``body_crc`` attributes, or mappings with offset/size/msgId/crc) -- at shutdown, or
+      on request of a test/chaos run.
+    """
+
+    def __init__(self, recorder: HistoryRecorder, node: str, broker_name: str, broker_id: int | None = None):
+        self.recorder = recorder
+        self.node = node
+        self.broker_name = broker_name
+        self.broker_id = broker_id
+
+    def _base(self, ts: int | None) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "brokerName": self.broker_name,
+            "brokerId": self.broker_id,
+            "ts": now_ms() if ts is None else ts,
+        }
+
+    def epoch(self, epoch: int, start_offset: int, *, ts: int | None = None) -> None:
+        self.recorder.record(EPOCHS, {**self._base(ts), "epoch": epoch, "startOffset": start_offset})
+
+    def role(
+        self, role: str, master_epoch: int, master_broker_id: int | None = None, *, ts: int | None = None
+    ) -> None:
+        self.recorder.record(
+            ROLES,
+            {**self._base(ts), "role": role, "masterEpoch": master_epoch, "masterBrokerId": master_broker_id},
+        )
+
+    def truncation(self, from_offset: int, to_offset: int, reason: str, *, ts: int | None = None) -> None:
+        self.recorder.record(
+            TRUNCATIONS,
+            {**self._base(ts), "fromOffset": from_offset, "toOffset": to_offset, "reason": reason},
+        )
+
+    def final_log(self, messages: Iterable[Any], *, wait: float | None = None) -> bool:
+        """Replace this replica's ``final_logs`` with ``messages``; with ``wait``, block until committed
+        (call it from a worker thread or at shutdown, not on the event loop)."""
+        if self.broker_id is None:
+            raise ValueError("final_log needs the broker's controller id")
+        rows = [_log_row(m, self.node) for m in messages]
+        self.recorder.replace_final_log(self.broker_name, self.broker_id, rows)
+        return self.recorder.flush(wait) if wait is not None else True
+
+
+def commit_log_entries(commit_log: Any, batch: int = 4096) -> Iterator[Any]:
+    """Every stored message of a ``mqha.broker.commitlog.CommitLog`` (``read_messages`` up to its
+    ``max_offset``; blank markers skipped), for ``BrokerHistory.final_log``."""
+    pos = commit_log.min_offset
+    while pos < commit_log.max_offset:
+        messages, pos_next = commit_log.read_messages(pos, batch, commit_log.max_offset)
+        yield from messages
+        if not messages or pos_next <= pos:
+            return
+        pos = pos_next
+
+
+def _log_row(message: Any, node: str) -> dict[str, Any]:
+    if isinstance(message, Mapping):
+        return {
+            "offset": message["offset"],
+            "size": message.get("size"),
+            "msgId": message.get("msgId"),
+            "crc": message.get("crc"),
+            "node": node,
+        }
+    return {
+        "offset": message.offset,
+        "size": message.size,
+        "msgId": message.msg_id,
+        "crc": getattr(message, "body_crc", None),
+        "node": node,
+    }
+
+
+class ClientHistory:
+    """What a client (or the chaos workload) records: every put answer it got, every message it read."""
+
+    def __init__(self, recorder: HistoryRecorder, client: str):
+        self.recorder = recorder
+        self.client = client
+
+    def ack(
+        self,
+        *,
+        msg_id: str | None,
+        broker_name: str,
+        broker_id: int | None,
+        offset: int | None,
+        size: int | None,
+        epoch: int | None,
+        status: str,
+        ack_mode: str | None,
+        ts: int | None = None,
+    ) -> None:
+        """One put answer (any status; only PUT_OK under allAckInSyncStateSet is checked for loss)."""
+        self.recorder.record(
+            ACKS,
+            {
+                "client": self.client,
+                "msgId": msg_id,
+                "brokerName": broker_name,
+                "brokerId": broker_id,
+                "offset": offset,
+                "size": size,
+                "epoch": epoch,
+                "status": status,
+                "ackMode": ack_mode,
+                "ts": now_ms() if ts is None else ts,
+            },
+        )
+
+    def read(
+        self,
+        *,
+        msg_id: str,
+        broker_name: str,
+        offset: int,
+        broker_id: int | None = None,
+        ts: int | None = None,
+    ) -> None:
+        """One message a consumer received."""
+        self.recorder.record(
+            READS,
+            {
+                "client": self.client,
+                "msgId": msg_id,
+                "brokerName": broker_name,
+                "offset": offset,
+                "brokerId": broker_id,
+                "ts": now_ms() if ts is None else ts,
+            },
+        )

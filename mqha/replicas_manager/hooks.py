@@ -1,0 +1,68 @@
+"""The contract between the ReplicasManager and the broker it runs in (docs/reference-behaviour.md §9, §10).
+
+The ReplicasManager (controller agent) decides *when* the broker changes role or SyncStateSet; the
+broker (store + AutoSwitchHA shells) carries the change out. The broker implements ``BrokerHooks``;
+the ReplicasManager implements ``SyncStateSetReporter`` for the HA layer's shrink/expand proposals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class BrokerProgress:
+    """What a heartbeat reports (docs/reference-behaviour.md §9.7): last epoch in the epoch file (-1 if
+    empty), offsets."""
+
+    last_epoch: int
+    max_offset: int
+    confirm_offset: int
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """Where the current master is; ``ha_address`` comes from the controller (docs/architecture.md §7)."""
+
+    broker_id: int
+    address: str
+    ha_address: str | None
+
+
+class BrokerHooks(Protocol):
+    """Implemented by the broker process; every method is called on the broker's event loop."""
+
+    def progress(self) -> BrokerProgress: ...
+
+    def set_broker_controller_id(self, broker_id: int) -> None:
+        """The controller-assigned id is known (from the identity file or a fresh apply-id)."""
+
+    async def change_to_master(
+        self, epoch: int, sync_state_set_epoch: int, sync_state_set: frozenset[int]
+    ) -> bool:
+        """Become (or stay) master for ``epoch`` (docs/reference-behaviour.md §9.6, §10.2). False = refused
+        (epoch below the epoch file's last epoch); the ReplicasManager then keeps its old role
+        (docs/architecture.md §7)."""
+
+    async def change_to_slave(self, master: MasterInfo, epoch: int) -> bool:
+        """Follow ``master`` for ``epoch`` (docs/reference-behaviour.md §9.6, §10.3). False = refused."""
+
+    def apply_sync_state_set(self, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None:
+        """A SyncStateSet confirmed by the controller (newer epoch only; docs/reference-behaviour.md §9.5
+        changeSyncStateSet)."""
+
+    def maybe_shrink_sync_state_set(self) -> frozenset[int]:
+        """The master's periodic check (docs/reference-behaviour.md §10.4 shrink): the set the HA layer wants
+        now."""
+
+    def set_fenced(self, fenced: bool) -> None:
+        """Fenced = not registered/unfenced yet: every put and read is rejected (docs/reference-behaviour.md
+        §9)."""
+
+
+class SyncStateSetReporter(Protocol):
+    """Implemented by the ReplicasManager; the broker's HA layer calls it on expand or connection loss."""
+
+    def report_sync_state_set(self, proposed: frozenset[int]) -> None:
+        """Ask the controller for ``proposed`` (AlterSyncStateSet); fire-and-forget, merged if repeated."""

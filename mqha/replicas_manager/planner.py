@@ -1,0 +1,852 @@
+"""The broker-side controller agent as a pure planner (core; docs/reference-behaviour.md §9,
+docs/architecture.md §11 rules 1, 2, 6).
+
+``ReplicasPlanner`` is the ``RawNode`` of the ReplicasManager: it owns every decision and no IO.
+Inputs are method calls with the current time (``now_ms``); each returns the actions to execute
+(``actions.py``), and the results of those actions come back as further inputs:
+
+    start / shutdown                      lifecycle
+    on_identity_loaded                    what the identity files held at start (docs/reference-behaviour.md
+    §9.3 step 1) tick(now_ms)                          timers: start-sequence retries and the periodic tasks
+    on_controller_reply(call, reply)      a reply (``mqha.wire`` ``Reply``) or ``None`` (unreachable)
+    on_temp_identity_written / on_identity_written / on_heartbeat_sent
+    on_role_change_result(action, ok)     the broker hook's verdict on BecomeMaster / BecomeSlave
+    on_role_notification(note)            a roleChanged push (docs/reference-behaviour.md §7.4, §9.6)
+    on_local_progress(progress)           epoch and offsets for heartbeats (docs/reference-behaviour.md §9.7)
+    on_sync_state_set_check(wanted)       the HA layer's answer to CheckSyncStateSet
+    (docs/reference-behaviour.md §9.5) on_sync_state_set_proposal(proposed)  the HA layer's expand /
+    connection-loss report (docs/reference-behaviour.md §9.5)
+
+Start sequence (docs/reference-behaviour.md §9.2), resumed from the current state after each input:
+
+    INITIAL                   GetMetadata; failure: again after 1 s, after 3 failures after 5 s
+    FIRST_TIME_SYNC_...       the register flow below; failure: again after 0-999 ms, after 5
+                              failures after 5 s
+    REGISTER_TO_CONTROLLER_DONE
+                              one confirmed heartbeat, then: master known -> RUNNING; else
+                              ElectMaster; a successful election's role change accepted -> RUNNING;
+                              anything else: again after 5 s
+    RUNNING                   SetFenced(False); heartbeats, replica-info sync, SSS check (master)
+
+Register flow (docs/reference-behaviour.md §9.3) by ``RegisterState``:
+
+    INITIAL            GetNextBrokerId -> WriteTempIdentity          -> CREATE_TEMP_METADATA_FILE_DONE
+    CREATE_TEMP_...    ApplyBrokerId -> WriteIdentity -> DeleteTempIdentity, SetBrokerControllerId
+                                                                     -> CREATE_METADATA_FILE_DONE
+                       (apply failure of any kind: DeleteTempIdentity -> INITIAL, start over;
+                        metadata write failure: DeleteIdentity, the temp file survives)
+    CREATE_METADATA... RegisterBroker -> role change from the reply's master -> REGISTERED
+
+Role changes (docs/reference-behaviour.md §9.6, docs/architecture.md §7): a target is considered only when its
+master epoch is above the local one; one hook call is in flight at a time (a newer target waits, an older one
+is dropped); the local role, master and epoch change only when the hook accepts -- a refusal leaves
+them as they were. A master's SyncStateSet epoch only moves forward (``changeSyncStateSet``).
+
+Deviations, each deliberate: the first replica-info sync, metadata refresh and SSS check run after
+``min(3 s, period)`` rather than 3 s (short test periods); RUNNING requires the role change to have
+been accepted (the reference ignores the HA layer's verdict); an empty answer to CheckSyncStateSet
+means "the HA layer has no opinion" and proposes nothing; identical SSS proposals in flight merge.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from mqha.codes import ResponseCode
+from mqha.errors import LocalProtocolError, RemoteProtocolError
+from mqha.replicas_manager.actions import (
+    Action,
+    ApplyBrokerId,
+    ApplySyncStateSet,
+    BecomeMaster,
+    BecomeSlave,
+    BrokerIdentity,
+    CheckSyncStateSet,
+    ControllerCall,
+    DeleteIdentity,
+    DeleteTempIdentity,
+    ElectMaster,
+    GetMetadata,
+    GetNextBrokerId,
+    GetReplicaInfo,
+    ProposeSyncStateSet,
+    RegisterBroker,
+    RoleChange,
+    RoleNotification,
+    SendHeartbeat,
+    SetBrokerControllerId,
+    SetFenced,
+    TempBrokerIdentity,
+    WriteIdentity,
+    WriteTempIdentity,
+)
+from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
+from mqha.wire.controller_api import (
+    AlterSyncStateSetPayload,
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    BrokerHeartbeatRequest,
+    ElectMasterPayload,
+    ElectMasterRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    NextBrokerIdPayload,
+    RegisterBrokerPayload,
+    RegisterBrokerRequest,
+    ReplicaInfoPayload,
+    Reply,
+)
+
+log = logging.getLogger(__name__)
+
+Code = ResponseCode
+
+FIRST_RUN_DELAY_MS = 3000  # docs/reference-behaviour.md §9.2/§9.4/§9.5: periodic tasks start after 3 s
+METADATA_ATTEMPTS = 3
+METADATA_RETRY_MS = 1000
+REGISTER_ATTEMPTS = 5
+REGISTER_JITTER_MS = 1000  # random 0-999 ms between register attempts
+RETRY_INTERVAL_MS = 5000  # RETRY_INTERVAL_SECOND of startBasicService
+REREGISTER_PAUSE_MS = 2000  # after CONTROLLER_BROKER_METADATA_NOT_EXIST (docs/reference-behaviour.md §9.4)
+
+START_HEARTBEAT = "startHeartbeat"  # in-flight key of the start sequence's confirmed heartbeat
+
+
+# --------------------------------------------------------------------------------------------------
+# States and their transition tables (docs/reference-behaviour.md §9.1). Nobody else assigns these fields.
+
+
+class State(Enum):
+    INITIAL = "INITIAL"
+    FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE = "FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE"
+    REGISTER_TO_CONTROLLER_DONE = "REGISTER_TO_CONTROLLER_DONE"
+    RUNNING = "RUNNING"
+    SHUTDOWN = "SHUTDOWN"
+
+
+class RegisterState(Enum):
+    INITIAL = "INITIAL"
+    CREATE_TEMP_METADATA_FILE_DONE = "CREATE_TEMP_METADATA_FILE_DONE"
+    CREATE_METADATA_FILE_DONE = "CREATE_METADATA_FILE_DONE"
+    REGISTERED = "REGISTERED"
+
+
+class StateEvent(Enum):
+    METADATA_SYNCED = "controller metadata synced"
+    REGISTERED = "registered to the controller"
+    MASTER_KNOWN = "master known"
+    SHUTDOWN = "shutdown"
+
+
+class RegisterEvent(Enum):
+    METADATA_FILE_FOUND = "metadata file loaded"
+    TEMP_FILE_FOUND = "temp metadata file loaded"
+    TEMP_FILE_WRITTEN = "temp metadata file written"
+    APPLY_FAILED = "applyBrokerId failed"
+    METADATA_FILE_WRITTEN = "metadata file written"
+    REGISTER_SUCCEEDED = "registerBroker succeeded"
+
+
+S, R = State, RegisterState
+
+STATE_TRANSITIONS: Mapping[tuple[State, StateEvent], State] = {
+    (S.INITIAL, StateEvent.METADATA_SYNCED): S.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE,
+    (S.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE, StateEvent.REGISTERED): S.REGISTER_TO_CONTROLLER_DONE,
+    (S.REGISTER_TO_CONTROLLER_DONE, StateEvent.MASTER_KNOWN): S.RUNNING,
+    **{(state, StateEvent.SHUTDOWN): S.SHUTDOWN for state in State if state is not S.SHUTDOWN},
+}
+
+REGISTER_TRANSITIONS: Mapping[tuple[RegisterState, RegisterEvent], RegisterState] = {
+    (R.INITIAL, RegisterEvent.METADATA_FILE_FOUND): R.CREATE_METADATA_FILE_DONE,
+    (R.INITIAL, RegisterEvent.TEMP_FILE_FOUND): R.CREATE_TEMP_METADATA_FILE_DONE,
+    (R.INITIAL, RegisterEvent.TEMP_FILE_WRITTEN): R.CREATE_TEMP_METADATA_FILE_DONE,
+    (R.CREATE_TEMP_METADATA_FILE_DONE, RegisterEvent.APPLY_FAILED): R.INITIAL,
+    (R.CREATE_TEMP_METADATA_FILE_DONE, RegisterEvent.METADATA_FILE_WRITTEN): R.CREATE_METADATA_FILE_DONE,
+    (R.CREATE_METADATA_FILE_DONE, RegisterEvent.REGISTER_SUCCEEDED): R.REGISTERED,
+    # re-register (docs/reference-behaviour.md §9.4)
+    (R.REGISTERED, RegisterEvent.REGISTER_SUCCEEDED): R.REGISTERED,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration.
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The broker config keys the planner uses (docs/reference-behaviour.md §16.2), in milliseconds."""
+
+    cluster_name: str
+    broker_name: str
+    broker_address: str
+    ha_address: str
+    sync_broker_metadata_period_ms: int = 5000
+    check_sync_state_set_period_ms: int = 5000
+    sync_controller_metadata_period_ms: int = 10000
+    heartbeat_timeout_ms: int = 10000
+    election_priority: int = 2**31 - 1
+    heartbeat_interval_ms: int = 1000
+
+    @classmethod
+    def from_broker_config(cls, config: Mapping[str, Any]) -> PlannerConfig:
+        return cls(
+            cluster_name=config["brokerClusterName"],
+            broker_name=config["brokerName"],
+            broker_address=f"{config['brokerIP1']}:{config['listenPort']}",
+            ha_address=f"{config['brokerIP1']}:{config['haListenPort']}",
+            sync_broker_metadata_period_ms=config["syncBrokerMetadataPeriod"],
+            check_sync_state_set_period_ms=config["checkSyncStateSetPeriod"],
+            sync_controller_metadata_period_ms=config["syncControllerMetadataPeriod"],
+            heartbeat_timeout_ms=config["controllerHeartBeatTimeoutMills"],
+            election_priority=config["brokerElectionPriority"],
+            heartbeat_interval_ms=config["brokerHeartbeatInterval"],
+        )
+
+
+def _parse(payload_cls: Any, reply: Reply) -> Any | None:
+    """The reply's payload, or None when the controller sent something malformed."""
+    try:
+        return payload_cls.from_json(dict(reply.payload))
+    except RemoteProtocolError as exc:
+        log.warning("malformed %s reply from the controller: %s", payload_cls.__name__, exc)
+        return None
+
+
+def _describe(reply: Reply | None) -> str:
+    if reply is None:
+        return "no controller answered"
+    return f"{reply.code.name} ({int(reply.code)}): {reply.remark}"
+
+
+class ReplicasPlanner:
+    """Decisions of the ReplicasManager; see the module docstring for the inputs and the flows."""
+
+    def __init__(self, config: PlannerConfig, *, seed: int | None = None) -> None:
+        self.config = config
+        self._rng = random.Random(seed)
+        self.state = State.INITIAL
+        self.register_state = RegisterState.INITIAL
+        self.broker_id: int | None = None
+        self.temp_identity: TempBrokerIdentity | None = None
+        self.master_broker_id: int | None = None
+        self.master_address: str | None = None
+        self.master_ha_address: str | None = None
+        self.master_epoch = 0
+        self.sync_state_set: frozenset[int] = frozenset()
+        self.sync_state_set_epoch = 0
+        self.progress = BrokerProgress(last_epoch=-1, max_offset=-1, confirm_offset=-1)
+        self.basic_service_failures = 0  # how many times the start sequence had to be retried
+        self.last_failure: str | None = None
+
+        self._started = False
+        self._seq = 0
+        self._in_flight: dict[str, int] = {}
+        self._persisting = False  # a register-flow file write is pending
+        self._role_in_flight: RoleChange | None = None
+        self._role_pending: RoleChange | None = None
+        self._sss_in_flight: frozenset[int] | None = None
+        self._sss_pending: frozenset[int] | None = None
+        self._check_in_flight = False
+        # Start sequence bookkeeping.
+        self._retry_at: int | None = None
+        self._metadata_failures = 0
+        self._register_failures = 0
+        self._start_heartbeat_done = False
+        self._start_elect_done = False
+        # Periodic tasks (due time in ms, None = not scheduled).
+        self._metadata_due: int | None = None
+        self._heartbeat_due: int | None = None
+        self._replica_info_due: int | None = None
+        self._sss_check_due: int | None = None
+
+    # ------------------------------------------------------------------------------ queries
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_id is not None and self.master_broker_id == self.broker_id
+
+    @property
+    def role(self) -> str:
+        if self.master_broker_id is None or self.broker_id is None:
+            return "NONE"
+        return "MASTER" if self.is_master else "SLAVE"
+
+    @property
+    def role_change_in_flight(self) -> RoleChange | None:
+        return self._role_in_flight
+
+    def next_wakeup_ms(self) -> int | None:
+        """The earliest time ``tick`` has something to do (None: only inputs can wake it)."""
+        if not self._started or self.state is State.SHUTDOWN:
+            return None
+        dues = [
+            self._retry_at,
+            self._metadata_due,
+            self._heartbeat_due,
+            self._replica_info_due,
+            self._sss_check_due if self.is_master else None,
+        ]
+        pending = [due for due in dues if due is not None]
+        return min(pending) if pending else None
+
+    def heartbeat_request(self) -> BrokerHeartbeatRequest:
+        """Spec §9.7: identity, last epoch, offsets, the configured timeout and priority."""
+        if self.broker_id is None:
+            raise LocalProtocolError("a heartbeat needs the controller broker id")
+        return BrokerHeartbeatRequest(
+            cluster_name=self.config.cluster_name,
+            broker_name=self.config.broker_name,
+            broker_addr=self.config.broker_address,
+            broker_id=self.broker_id,
+            epoch=self.progress.last_epoch,
+            max_offset=self.progress.max_offset,
+            confirm_offset=self.progress.confirm_offset,
+            heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
+            election_priority=self.config.election_priority,
+        )
+
+    # ---------------------------------------------------------------------------- transitions
+
+    def _transition(self, event: StateEvent) -> None:
+        target = STATE_TRANSITIONS.get((self.state, event))
+        if target is None:
+            raise LocalProtocolError(
+                f"ReplicasManager cannot handle {event.value!r} in state {self.state.value}"
+            )
+        log.debug("state %s -> %s (%s)", self.state.value, target.value, event.value)
+        self.state = target
+
+    def _register_transition(self, event: RegisterEvent) -> None:
+        target = REGISTER_TRANSITIONS.get((self.register_state, event))
+        if target is None:
+            raise LocalProtocolError(
+                f"ReplicasManager cannot handle {event.value!r} in register state {self.register_state.value}"
+            )
+        log.debug("register state %s -> %s (%s)", self.register_state.value, target.value, event.value)
+        self.register_state = target
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def on_identity_loaded(self, identity: BrokerIdentity | None, temp: TempBrokerIdentity | None) -> None:
+        """Spec §9.3 step 1 (the shell has checked the names against the config)."""
+        if self._started:
+            raise LocalProtocolError("identity files are loaded before start")
+        if identity is not None:
+            self._register_transition(RegisterEvent.METADATA_FILE_FOUND)
+            self.broker_id = identity.broker_id
+        elif temp is not None:
+            self._register_transition(RegisterEvent.TEMP_FILE_FOUND)
+            self.temp_identity = temp
+
+    def start(self, now_ms: int) -> list[Action]:
+        """Fence the broker (docs/reference-behaviour.md §9) and begin the start sequence."""
+        if self._started:
+            return []
+        self._started = True
+        out: list[Action] = [SetFenced(True)]
+        if self.broker_id is not None:
+            out.append(SetBrokerControllerId(self.broker_id))
+        return out + self._drive_start(now_ms)
+
+    def shutdown(self, now_ms: int) -> list[Action]:
+        if self.state is State.SHUTDOWN:
+            return []
+        self._transition(StateEvent.SHUTDOWN)
+        self._retry_at = self._metadata_due = self._heartbeat_due = None
+        self._replica_info_due = self._sss_check_due = None
+        return [SetFenced(True)]
+
+    def on_local_progress(self, progress: BrokerProgress) -> None:
+        self.progress = progress
+
+    # ------------------------------------------------------------------------------ timers
+
+    def tick(self, now_ms: int) -> list[Action]:
+        if not self._started or self.state is State.SHUTDOWN:
+            return []
+        out = self._drive_start(now_ms)
+        if self._metadata_due is not None and now_ms >= self._metadata_due:
+            self._metadata_due = now_ms + self.config.sync_controller_metadata_period_ms
+            out += self._call_once(GetMetadata)
+        if self.state is not State.RUNNING:
+            return out
+        if self._heartbeat_due is not None and now_ms >= self._heartbeat_due:
+            self._heartbeat_due = now_ms + self.config.heartbeat_interval_ms
+            out.append(SendHeartbeat(self.heartbeat_request()))
+        if self._replica_info_due is not None and now_ms >= self._replica_info_due:
+            self._replica_info_due = now_ms + self.config.sync_broker_metadata_period_ms
+            out += self._call_once(
+                lambda seq: GetReplicaInfo(seq, GetReplicaInfoRequest(broker_name=self.config.broker_name))
+            )
+        if self.is_master and self._sss_check_due is not None and now_ms >= self._sss_check_due:
+            self._sss_check_due = now_ms + self.config.check_sync_state_set_period_ms
+            out += self._check_sync_state_set()
+        return out
+
+    # ----------------------------------------------------------------------- controller calls
+
+    def _call_once(self, make: Callable[[int], ControllerCall]) -> list[Action]:
+        """A controller call unless one of its kind is in flight."""
+        self._seq += 1
+        call = make(self._seq)
+        if call.kind in self._in_flight:
+            return []
+        self._in_flight[call.kind] = call.seq
+        return [call]
+
+    def on_controller_reply(self, call: ControllerCall, reply: Reply | None, now_ms: int) -> list[Action]:
+        if self._in_flight.get(call.kind) != call.seq:
+            log.debug("stale %s reply ignored", call.kind)
+            return []
+        del self._in_flight[call.kind]
+        if self.state is State.SHUTDOWN:
+            return []
+        match call:
+            case GetMetadata():
+                out = self._on_metadata(reply, now_ms)
+            case GetNextBrokerId():
+                out = self._on_next_broker_id(reply, now_ms)
+            case ApplyBrokerId():
+                out = self._on_apply_broker_id(reply, now_ms)
+            case RegisterBroker():
+                out = self._on_register(reply, now_ms)
+            case GetReplicaInfo():
+                out = self._on_replica_info(reply, now_ms)
+            case ElectMaster():
+                out = self._on_elect(reply, now_ms)
+            case ProposeSyncStateSet():
+                out = self._on_alter_sync_state_set(call, reply)
+            case _:
+                raise LocalProtocolError(f"no handler for controller call {call!r}")
+        return out + self._drive_start(now_ms)
+
+    # --------------------------------------------------------------------------- start sequence
+
+    def _start_busy(self) -> bool:
+        # A metadata refresh in flight does not hold the later steps back.
+        if self.state is State.INITIAL and GetMetadata.kind in self._in_flight:
+            return True
+        return (
+            self._persisting
+            or self._role_in_flight is not None
+            or any(
+                kind in self._in_flight
+                for kind in (
+                    GetNextBrokerId.kind,
+                    ApplyBrokerId.kind,
+                    RegisterBroker.kind,
+                    ElectMaster.kind,
+                    START_HEARTBEAT,
+                )
+            )
+        )
+
+    def _drive_start(self, now_ms: int) -> list[Action]:
+        """The next step of ``startBasicService`` (docs/reference-behaviour.md §9.2), if it is time and
+        nothing is pending."""
+        if not self._started or self.state in (State.RUNNING, State.SHUTDOWN):
+            return []
+        if self._retry_at is not None and now_ms < self._retry_at:
+            return []
+        if self._start_busy():
+            return []
+        self._retry_at = None
+        if self.state is State.INITIAL:
+            return self._call_once(GetMetadata)
+        if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
+            return self._register_step()
+        # REGISTER_TO_CONTROLLER_DONE
+        if not self._start_heartbeat_done:
+            self._seq += 1
+            self._in_flight[START_HEARTBEAT] = self._seq
+            return [SendHeartbeat(self.heartbeat_request(), confirm=True, seq=self._seq)]
+        if self.master_broker_id is not None:
+            return self._become_running(now_ms)
+        if not self._start_elect_done:
+            self._start_elect_done = True
+            return self._elect()
+        return self._fail_start(now_ms, "no master after the election", RETRY_INTERVAL_MS)
+
+    def _fail_start(self, now_ms: int, reason: str, delay_ms: int) -> list[Action]:
+        self.basic_service_failures += 1
+        self.last_failure = reason
+        self._retry_at = now_ms + delay_ms
+        self._start_heartbeat_done = False
+        self._start_elect_done = False
+        log.info("start sequence (%s) failed: %s; retrying in %d ms", self.state.value, reason, delay_ms)
+        return []
+
+    def _become_running(self, now_ms: int) -> list[Action]:
+        self._transition(StateEvent.MASTER_KNOWN)
+        self.last_failure = None
+        cfg = self.config
+        self._heartbeat_due = now_ms + cfg.heartbeat_interval_ms
+        self._replica_info_due = now_ms + min(FIRST_RUN_DELAY_MS, cfg.sync_broker_metadata_period_ms)
+        log.info(
+            "broker %d RUNNING as %s (master %s, masterEpoch %d)",
+            self.broker_id,
+            self.role,
+            self.master_broker_id,
+            self.master_epoch,
+        )
+        return [SetFenced(False)]
+
+    def _on_metadata(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        ok = reply is not None and reply.ok and bool(reply.payload.get("leaderAddress"))
+        if self.state is not State.INITIAL:
+            if not ok:
+                log.debug("controller metadata refresh failed: %s", _describe(reply))
+            return []
+        if not ok:
+            self._metadata_failures += 1
+            if self._metadata_failures < METADATA_ATTEMPTS:
+                return self._fail_start(
+                    now_ms, f"no controller leader: {_describe(reply)}", METADATA_RETRY_MS
+                )
+            self._metadata_failures = 0
+            return self._fail_start(now_ms, f"no controller leader: {_describe(reply)}", RETRY_INTERVAL_MS)
+        self._metadata_failures = 0
+        self._transition(StateEvent.METADATA_SYNCED)
+        self._metadata_due = now_ms + min(FIRST_RUN_DELAY_MS, self.config.sync_controller_metadata_period_ms)
+        return []
+
+    # ---------------------------------------------------------------------------- register flow
+
+    def _register_step(self) -> list[Action]:
+        cfg = self.config
+        match self.register_state:
+            case RegisterState.INITIAL:
+                request = GetNextBrokerIdRequest(cluster_name=cfg.cluster_name, broker_name=cfg.broker_name)
+                return self._call_once(lambda seq: GetNextBrokerId(seq, request))
+            case RegisterState.CREATE_TEMP_METADATA_FILE_DONE:
+                temp = self.temp_identity
+                assert temp is not None  # set with the state
+                apply = ApplyBrokerIdRequest(
+                    cluster_name=cfg.cluster_name,
+                    broker_name=cfg.broker_name,
+                    applied_broker_id=temp.broker_id,
+                    register_check_code=temp.register_check_code,
+                )
+                return self._call_once(lambda seq: ApplyBrokerId(seq, apply))
+            case _:  # CREATE_METADATA_FILE_DONE (REGISTERED moves the state on at once)
+                return self._register_call()
+
+    def _register_call(self) -> list[Action]:
+        assert self.broker_id is not None
+        request = RegisterBrokerRequest(
+            cluster_name=self.config.cluster_name,
+            broker_name=self.config.broker_name,
+            broker_id=self.broker_id,
+            broker_address=self.config.broker_address,
+            ha_address=self.config.ha_address,
+        )
+        return self._call_once(lambda seq: RegisterBroker(seq, request))
+
+    def _fail_register(self, now_ms: int, reason: str) -> list[Action]:
+        self._register_failures += 1
+        if self._register_failures < REGISTER_ATTEMPTS:
+            return self._fail_start(now_ms, reason, self._rng.randrange(REGISTER_JITTER_MS))
+        self._register_failures = 0
+        return self._fail_start(now_ms, reason, RETRY_INTERVAL_MS)
+
+    def _on_next_broker_id(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        payload = _parse(NextBrokerIdPayload, reply) if reply is not None and reply.ok else None
+        if payload is None:
+            return self._fail_register(now_ms, f"getNextBrokerId failed: {_describe(reply)}")
+        self._persisting = True
+        return [WriteTempIdentity(payload.next_broker_id)]
+
+    def on_temp_identity_written(
+        self, action: WriteTempIdentity, written: TempBrokerIdentity | None, now_ms: int
+    ) -> list[Action]:
+        """The temp file holds ``written`` (None: the write failed, docs/reference-behaviour.md §9.3 step
+        3)."""
+        self._persisting = False
+        if self.state is State.SHUTDOWN:
+            return []
+        if written is None:
+            return [DeleteTempIdentity(), *self._fail_register(now_ms, "cannot write the temp identity file")]
+        self._register_transition(RegisterEvent.TEMP_FILE_WRITTEN)
+        self.temp_identity = written
+        return self._drive_start(now_ms)
+
+    def _on_apply_broker_id(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        temp = self.temp_identity
+        assert temp is not None
+        if reply is None or not reply.ok:
+            # Spec §9.3 step 4: any failure deletes the temp file and starts over with a new id.
+            self._register_transition(RegisterEvent.APPLY_FAILED)
+            self.temp_identity = None
+            reason = f"applyBrokerId {temp.broker_id} failed: {_describe(reply)}"
+            return [DeleteTempIdentity(), *self._fail_register(now_ms, reason)]
+        self._persisting = True
+        identity = BrokerIdentity(self.config.cluster_name, self.config.broker_name, temp.broker_id)
+        return [WriteIdentity(identity)]
+
+    def on_identity_written(self, action: WriteIdentity, ok: bool, now_ms: int) -> list[Action]:
+        self._persisting = False
+        if self.state is State.SHUTDOWN:
+            return []
+        if not ok:
+            # The temp file survives: the next attempt re-applies the same id (idempotent).
+            return [DeleteIdentity(), *self._fail_register(now_ms, "cannot write the identity file")]
+        self._register_transition(RegisterEvent.METADATA_FILE_WRITTEN)
+        self.broker_id = action.identity.broker_id
+        self.temp_identity = None
+        return [DeleteTempIdentity(), SetBrokerControllerId(self.broker_id), *self._drive_start(now_ms)]
+
+    def _on_register(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        payload = _parse(RegisterBrokerPayload, reply) if reply is not None and reply.ok else None
+        if payload is None:
+            reason = f"registerBroker failed: {_describe(reply)}"
+            if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
+                return self._fail_register(now_ms, reason)
+            log.warning("%s", reason)
+            return []
+        self._register_transition(RegisterEvent.REGISTER_SUCCEEDED)
+        if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
+            self._register_failures = 0
+            self._transition(StateEvent.REGISTERED)
+        return self._on_master_info(
+            master_id=payload.master_broker_id,
+            address=payload.master_address,
+            ha_address=payload.master_ha_address,
+            epoch=payload.master_epoch,
+            sss_epoch=payload.sync_state_set_epoch,
+            sss=payload.sync_state_set,
+        )
+
+    # ------------------------------------------------------------------------ elect, replica info
+
+    def _elect(self) -> list[Action]:
+        assert self.broker_id is not None
+        request = ElectMasterRequest(
+            broker_name=self.config.broker_name,
+            cluster_name=self.config.cluster_name,
+            broker_id=self.broker_id,
+            designate_elect=False,
+        )
+        return self._call_once(lambda seq: ElectMaster(seq, request))
+
+    def _on_elect(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        """Spec §9.6 brokerElect: success on SUCCESS or MASTER_STILL_EXIST naming a master."""
+        payload = None
+        if reply is not None and reply.code in (Code.SUCCESS, Code.CONTROLLER_MASTER_STILL_EXIST):
+            payload = _parse(ElectMasterPayload, reply)
+        if payload is None or payload.master_broker_id is None or not payload.master_address:
+            reason = f"brokerElect failed: {_describe(reply)}"
+            if self.state is State.REGISTER_TO_CONTROLLER_DONE:
+                return self._fail_start(now_ms, reason, RETRY_INTERVAL_MS)
+            log.info("%s", reason)
+            return []
+        return self._on_master_info(
+            master_id=payload.master_broker_id,
+            address=payload.master_address,
+            ha_address=payload.master_ha_address,
+            epoch=payload.master_epoch,
+            sss_epoch=payload.sync_state_set_epoch,
+            sss=payload.sync_state_set or frozenset(),
+        )
+
+    def _on_replica_info(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        """Spec §9.4."""
+        if reply is not None and reply.code == Code.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+            log.warning(
+                "the controller does not know broker set %s: registering again", self.config.broker_name
+            )
+            self._replica_info_due = max(self._replica_info_due or 0, now_ms + REREGISTER_PAUSE_MS)
+            return self._register_call()
+        payload = _parse(ReplicaInfoPayload, reply) if reply is not None and reply.ok else None
+        if payload is None:
+            log.debug("replica-info sync failed: %s", _describe(reply))
+            return []
+        if payload.master_epoch > self.master_epoch:
+            if payload.master_address and payload.master_broker_id is not None:
+                return self._on_master_info(
+                    master_id=payload.master_broker_id,
+                    address=payload.master_address,
+                    ha_address=payload.master_ha_address,
+                    epoch=payload.master_epoch,
+                    sss_epoch=payload.sync_state_set_epoch,
+                    sss=payload.sync_state_set,
+                )
+            return self._elect()
+        if payload.master_epoch == self.master_epoch and self.is_master:
+            return self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
+        return []
+
+    # ------------------------------------------------------------------------------ role changes
+
+    def on_role_notification(self, note: RoleNotification, now_ms: int) -> list[Action]:
+        """Spec §9.6 changeBrokerRole: a master named and a newer master epoch."""
+        if self.state is State.SHUTDOWN or note.broker_name not in (None, self.config.broker_name):
+            return []
+        if note.master_broker_id is None or note.master_epoch is None:
+            return []
+        out = self._on_master_info(
+            master_id=note.master_broker_id,
+            address=note.master_address,
+            ha_address=note.master_ha_address,
+            epoch=note.master_epoch,
+            sss_epoch=note.sync_state_set_epoch,
+            sss=note.sync_state_set,
+        )
+        return out + self._drive_start(now_ms)
+
+    def _on_master_info(
+        self,
+        *,
+        master_id: int | None,
+        address: str | None,
+        ha_address: str | None,
+        epoch: int | None,
+        sss_epoch: int | None,
+        sss: frozenset[int],
+    ) -> list[Action]:
+        if master_id is None or not address or epoch is None:
+            return []
+        target: RoleChange
+        if master_id == self.broker_id:
+            target = BecomeMaster(epoch, sss_epoch or 0, frozenset(sss))
+        else:
+            target = BecomeSlave(MasterInfo(master_id, address, ha_address), epoch)
+        return self._request_role(target)
+
+    def _request_role(self, target: RoleChange) -> list[Action]:
+        """Epoch rule of docs/reference-behaviour.md §9.6; at most one role change in flight, the newest one
+        waits."""
+        if self.broker_id is None or target.epoch <= self.master_epoch:
+            return []
+        in_flight = self._role_in_flight
+        if in_flight is not None:
+            if target.epoch > in_flight.epoch and (
+                self._role_pending is None or target.epoch > self._role_pending.epoch
+            ):
+                self._role_pending = target
+            return []
+        self._role_in_flight = target
+        return [target]
+
+    def on_role_change_result(self, action: RoleChange, accepted: bool, now_ms: int) -> list[Action]:
+        if action != self._role_in_flight:
+            return []
+        self._role_in_flight = None
+        out: list[Action] = []
+        if self.state is State.SHUTDOWN:
+            return out
+        if not accepted:
+            log.warning("the broker refused %r; role and masterEpoch %d unchanged", action, self.master_epoch)
+        elif action.epoch > self.master_epoch:
+            self.master_epoch = action.epoch
+            match action:
+                case BecomeMaster():
+                    self.master_broker_id = self.broker_id
+                    self.master_address = self.config.broker_address
+                    self.master_ha_address = self.config.ha_address
+                    # The hook received the set itself: record it without an ApplySyncStateSet.
+                    if action.sync_state_set_epoch > self.sync_state_set_epoch:
+                        self.sync_state_set = action.sync_state_set
+                        self.sync_state_set_epoch = action.sync_state_set_epoch
+                    self._sss_check_due = now_ms + self.config.check_sync_state_set_period_ms
+                    # "run the SSS check once" (docs/reference-behaviour.md §9.6)
+                    out += self._check_sync_state_set()
+                case BecomeSlave():
+                    self.master_broker_id = action.master.broker_id
+                    self.master_address = action.master.address
+                    self.master_ha_address = action.master.ha_address
+                    # SSS maintenance stops on a slave (docs/reference-behaviour.md §9.5)
+                    self._sss_check_due = None
+                    self._sss_pending = None
+            log.info(
+                "role %s at masterEpoch %d (master %s)", self.role, self.master_epoch, self.master_address
+            )
+        pending, self._role_pending = self._role_pending, None
+        if pending is not None:
+            out += self._request_role(pending)
+        return out + self._drive_start(now_ms)
+
+    # ----------------------------------------------------------------------------- SyncStateSet
+
+    def _change_sync_state_set(self, sss: frozenset[int], epoch: int) -> list[Action]:
+        """Spec §9.5 changeSyncStateSet: only a newer SyncStateSet epoch takes effect."""
+        if epoch <= self.sync_state_set_epoch:
+            return []
+        self.sync_state_set = frozenset(sss)
+        self.sync_state_set_epoch = epoch
+        return [ApplySyncStateSet(self.sync_state_set, epoch)]
+
+    def _check_sync_state_set(self) -> list[Action]:
+        if not self.is_master or self._check_in_flight:
+            return []
+        self._check_in_flight = True
+        return [CheckSyncStateSet()]
+
+    def on_sync_state_set_check(self, wanted: frozenset[int], now_ms: int) -> list[Action]:
+        """The HA layer's set (docs/reference-behaviour.md §9.5): plus our own id; report it when it
+        differs."""
+        self._check_in_flight = False
+        if not wanted:
+            return []  # the HA layer is not (yet) master: it has no opinion
+        return self._propose(frozenset(wanted) | {self.broker_id})
+
+    def on_sync_state_set_proposal(self, proposed: frozenset[int], now_ms: int) -> list[Action]:
+        """``report_sync_state_set`` of the HA layer (expand or connection loss)."""
+        if self.broker_id is None:
+            return []
+        return self._propose(frozenset(proposed) | {self.broker_id})
+
+    def _propose(self, proposed: frozenset[int]) -> list[Action]:
+        if not self.is_master or self.state is State.SHUTDOWN:
+            return []
+        if proposed == self._sss_in_flight:
+            return []  # the same proposal is on its way: merge
+        if self._sss_in_flight is not None:
+            self._sss_pending = proposed  # the newest wish goes next
+            return []
+        if proposed == self.sync_state_set:
+            return []
+        assert self.broker_id is not None
+        request = AlterSyncStateSetRequest(
+            broker_name=self.config.broker_name,
+            master_broker_id=self.broker_id,
+            master_epoch=self.master_epoch,
+            sync_state_set=proposed,
+            sync_state_set_epoch=self.sync_state_set_epoch,
+        )
+        out = self._call_once(lambda seq: ProposeSyncStateSet(seq, request))
+        if out:
+            self._sss_in_flight = proposed
+        return out
+
+    def _on_alter_sync_state_set(self, call: ProposeSyncStateSet, reply: Reply | None) -> list[Action]:
+        self._sss_in_flight = None
+        out: list[Action] = []
+        payload = _parse(AlterSyncStateSetPayload, reply) if reply is not None and reply.ok else None
+        if payload is None:
+            # Only logged: the next check or replica-info sync repairs it (docs/reference-behaviour.md §9.5).
+            log.info("alterSyncStateSet %s failed: %s", sorted(call.request.sync_state_set), _describe(reply))
+        else:
+            out += self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
+        pending, self._sss_pending = self._sss_pending, None
+        if pending is not None:
+            out += self._propose(pending)
+        return out
+
+    # ------------------------------------------------------------------------------ heartbeats
+
+    def on_heartbeat_sent(self, action: SendHeartbeat, delivered: int, now_ms: int) -> list[Action]:
+        """The start sequence's heartbeat reached ``delivered`` controllers; go on either way."""
+        if not action.confirm or self._in_flight.get(START_HEARTBEAT) != action.seq:
+            return []
+        del self._in_flight[START_HEARTBEAT]
+        if self.state is not State.REGISTER_TO_CONTROLLER_DONE:
+            return []
+        if delivered == 0:
+            log.info("the start heartbeat reached no controller")
+        self._start_heartbeat_done = True
+        return self._drive_start(now_ms)

@@ -1,0 +1,396 @@
+"""``ReplicasManager``: the runner loop around ``ReplicasPlanner`` (shell; docs/reference-behaviour.md §9,
+docs/architecture.md §11 rule 6).
+
+One task owns the planner. It waits for the next input (a controller reply, a push, a hook verdict,
+an HA report) or for the planner's next timer, feeds it to the planner and executes the returned
+actions in phase order (``actions.py``):
+
+1. PERSIST -- identity file writes and deletes, awaited one by one in a worker thread (tiny files;
+   the event loop never blocks on disk); their results come back as inputs;
+2. SEND -- controller calls, heartbeats: each in its own task; replies come back as inputs;
+3. APPLY -- broker hooks: ``set_fenced``, ``set_broker_controller_id``, ``apply_sync_state_set``
+   and ``maybe_shrink_sync_state_set`` are called at once; ``change_to_master`` /
+   ``change_to_slave`` run in a task (the planner keeps at most one in flight) and their verdict
+   comes back as an input.
+
+Everything that touches the planner runs on that one task, so the planner needs no locks; other
+code only puts callables on its queue. Before each ``tick`` the loop reads ``hooks.progress()`` for
+the heartbeats.
+
+Fencing: the broker is fenced from ``start`` until the planner reaches RUNNING (docs/reference-behaviour.md
+§9.2) and again at ``stop``. Nothing else fences it: a controller outage after RUNNING only makes calls fail,
+and puts and replication go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from mqha.clock import Clock, MonotonicClock, wall_ms
+from mqha.codes import ResponseCode
+from mqha.errors import MqhaError, RemoteProtocolError
+from mqha.replicas_manager import identity as identity_files
+from mqha.replicas_manager.actions import (
+    Action,
+    ApplyBrokerId,
+    ApplySyncStateSet,
+    BecomeMaster,
+    BecomeSlave,
+    CheckSyncStateSet,
+    ControllerCall,
+    DeleteIdentity,
+    DeleteTempIdentity,
+    ElectMaster,
+    GetMetadata,
+    GetNextBrokerId,
+    GetReplicaInfo,
+    ProposeSyncStateSet,
+    RegisterBroker,
+    RoleChange,
+    RoleNotification,
+    SendHeartbeat,
+    SetBrokerControllerId,
+    SetFenced,
+    TempBrokerIdentity,
+    WriteIdentity,
+    WriteTempIdentity,
+    in_phase_order,
+)
+from mqha.replicas_manager.client import ControllerClient, parse_addresses
+from mqha.replicas_manager.hooks import BrokerHooks, SyncStateSetReporter
+from mqha.replicas_manager.planner import PlannerConfig, RegisterState, ReplicasPlanner, State
+from mqha.wire.controller_api import Reply
+
+log = logging.getLogger(__name__)
+
+MAX_IDLE_S = 1.0  # the loop wakes at least this often even without timers
+
+Input = Callable[[int], list[Action]]
+
+
+class ReplicasManager(SyncStateSetReporter):
+    """The broker's controller agent. ``await start()`` (raises ``StorageError`` on an identity file
+    of another cluster/broker), then it runs by itself until ``await stop()``."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        hooks: BrokerHooks,
+        *,
+        clock: Clock | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.hooks = hooks
+        self._clock = clock or MonotonicClock()
+        self._planner_config = PlannerConfig.from_broker_config(config)
+        self.planner = ReplicasPlanner(self._planner_config, seed=seed)
+        self._identity_path: str = config["storePathBrokerIdentity"]
+        self.client = ControllerClient(
+            parse_addresses(config["controllerAddr"]),
+            on_push=self._on_push,
+            heartbeat_timeout_s=config["sendHeartbeatTimeoutMillis"] / 1000,
+        )
+        self._queue: asyncio.Queue[Input] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._running = asyncio.Event()
+        self._started = False
+        self._stopped = False
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the identity files, open the controller sessions and start the loop (non-blocking:
+        registration goes on in the background; ``wait_running`` waits for it)."""
+        if self._started:
+            return
+        cfg = self._planner_config
+        identity, temp = await asyncio.to_thread(
+            identity_files.load, self._identity_path, cfg.cluster_name, cfg.broker_name
+        )
+        self._started = True
+        self.planner.on_identity_loaded(identity, temp)
+        await self.client.start()
+        await self._execute(self.planner.start(self._now()))
+        self._loop_task = asyncio.create_task(self._run(), name="replicas-manager")
+
+    async def stop(self) -> None:
+        """Stop deciding, fence the broker, close the sessions (the controller notices at once)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._started:
+            for action in self.planner.shutdown(self._now()):
+                self._apply_now(action)
+        tasks = [t for t in (self._loop_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._started:
+            await self.client.close()
+
+    async def wait_running(self, timeout: float) -> bool:
+        """True once the broker reached RUNNING (within ``timeout`` seconds)."""
+        try:
+            await asyncio.wait_for(self._running.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------------------ status
+
+    @property
+    def state(self) -> State:
+        return self.planner.state
+
+    @property
+    def register_state(self) -> RegisterState:
+        return self.planner.register_state
+
+    @property
+    def role(self) -> str:
+        return self.planner.role
+
+    @property
+    def broker_controller_id(self) -> int | None:
+        return self.planner.broker_id
+
+    @property
+    def master_broker_id(self) -> int | None:
+        return self.planner.master_broker_id
+
+    @property
+    def master_address(self) -> str | None:
+        return self.planner.master_address
+
+    @property
+    def master_epoch(self) -> int:
+        return self.planner.master_epoch
+
+    @property
+    def sync_state_set(self) -> frozenset[int]:
+        return self.planner.sync_state_set
+
+    @property
+    def sync_state_set_epoch(self) -> int:
+        return self.planner.sync_state_set_epoch
+
+    @property
+    def controller_leader(self) -> str | None:
+        return self.client.leader
+
+    def sessions(self) -> dict[str, dict[str, Any]]:
+        return self.client.sessions()
+
+    def status(self) -> dict[str, Any]:
+        """JSON-friendly view for the broker's ``/v1/status`` and metrics."""
+        planner = self.planner
+        return {
+            "state": planner.state.value,
+            "registerState": planner.register_state.value,
+            "role": planner.role,
+            "brokerControllerId": planner.broker_id,
+            "masterBrokerId": planner.master_broker_id,
+            "masterAddress": planner.master_address,
+            "masterHaAddress": planner.master_ha_address,
+            "masterEpoch": planner.master_epoch,
+            "syncStateSet": sorted(planner.sync_state_set),
+            "syncStateSetEpoch": planner.sync_state_set_epoch,
+            "controllerLeader": self.client.leader,
+            "controllerSessions": self.client.sessions(),
+            "lastFailure": planner.last_failure,
+        }
+
+    # ------------------------------------------------------------------ SyncStateSetReporter
+
+    def report_sync_state_set(self, proposed: frozenset[int]) -> None:
+        proposal = frozenset(proposed)
+        self._put(lambda now: self.planner.on_sync_state_set_proposal(proposal, now))
+
+    # ------------------------------------------------------------------------------ the loop
+
+    def _now(self) -> int:
+        return self._clock.now_ms()
+
+    def _put(self, item: Input) -> None:
+        if self._started and not self._stopped:
+            self._queue.put_nowait(item)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                with contextlib.suppress(Exception):
+                    self.planner.on_local_progress(self.hooks.progress())
+                now = self._now()
+                await self._execute(self.planner.tick(now))
+                wake = self.planner.next_wakeup_ms()
+                timeout = MAX_IDLE_S if wake is None else min(MAX_IDLE_S, max(0.0, (wake - now) / 1000))
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout)
+                except TimeoutError:
+                    continue
+                await self._execute(item(self._now()))
+                while not self._queue.empty():
+                    await self._execute(self._queue.get_nowait()(self._now()))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug must not kill the agent silently; the next input or timer goes on.
+                log.exception("ReplicasManager loop step failed")
+                await asyncio.sleep(0.1)
+
+    async def _execute(self, actions: list[Action]) -> None:
+        for action in in_phase_order(actions):
+            match action:
+                case WriteTempIdentity() | WriteIdentity() | DeleteTempIdentity() | DeleteIdentity():
+                    await self._persist(action)
+                case ControllerCall():
+                    self._spawn(self._call(action))
+                case SendHeartbeat():
+                    self._spawn(self._heartbeat(action))
+                case BecomeMaster() | BecomeSlave():
+                    self._spawn(self._role_change(action))
+                case _:
+                    self._apply_now(action)
+        if self.planner.state is State.RUNNING:
+            self._running.set()
+
+    # -- PERSIST
+
+    async def _persist(self, action: Action) -> None:
+        path = self._identity_path
+        cfg = self._planner_config
+        match action:
+            case WriteTempIdentity(broker_id=broker_id):
+                check_code = identity_files.register_check_code(cfg.broker_address, wall_ms())
+                temp = TempBrokerIdentity(cfg.cluster_name, cfg.broker_name, broker_id, check_code)
+                written: TempBrokerIdentity | None = temp
+                try:
+                    await asyncio.to_thread(identity_files.write_temp_identity, path, temp)
+                except (OSError, MqhaError) as exc:
+                    log.error("cannot write %s: %s", identity_files.temp_path(path), exc)
+                    written = None
+                self._put(lambda now: self.planner.on_temp_identity_written(action, written, now))
+            case WriteIdentity(identity=record):
+                ok = True
+                try:
+                    await asyncio.to_thread(identity_files.write_identity, path, record)
+                except (OSError, MqhaError) as exc:
+                    log.error("cannot write %s: %s", path, exc)
+                    ok = False
+                self._put(lambda now: self.planner.on_identity_written(action, ok, now))
+            case DeleteTempIdentity() | DeleteIdentity():
+                target = identity_files.temp_path(path) if isinstance(action, DeleteTempIdentity) else path
+                try:
+                    await asyncio.to_thread(identity_files.delete, target)
+                except OSError as exc:
+                    log.error("cannot delete %s: %s", target, exc)
+
+    # -- SEND
+
+    async def _call(self, call: ControllerCall) -> None:
+        try:
+            reply = await self._send(call)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("controller call %s failed", call.kind)
+            reply = None
+        self._put(lambda now: self.planner.on_controller_reply(call, reply, now))
+
+    async def _send(self, call: ControllerCall) -> Reply | None:
+        client = self.client
+        group = "/v1/groups/" + quote(self._planner_config.broker_name, safe="")
+        match call:
+            case GetMetadata():
+                leader = await client.discover_leader()
+                return Reply(ResponseCode.SUCCESS, "", {"leaderAddress": leader}) if leader else None
+            case GetNextBrokerId(request=request):
+                return await client.call("GET", "/v1/brokers/next-id", params=request.to_json())
+            case ApplyBrokerId(request=request):
+                return await client.call("POST", "/v1/brokers/apply-id", body=request.to_json())
+            case RegisterBroker(request=request):
+                return await client.call("POST", "/v1/brokers/register", body=request.to_json())
+            case GetReplicaInfo():
+                return await client.call("GET", group + "/replica-info")
+            case ElectMaster(request=request):
+                return await client.call("POST", group + "/elect", body=request.to_json())
+            case ProposeSyncStateSet(request=request):
+                return await client.call("POST", group + "/sync-state-set", body=request.to_json())
+        raise TypeError(f"unknown controller call {call!r}")
+
+    async def _heartbeat(self, action: SendHeartbeat) -> None:
+        body = action.request.to_json()
+        if not action.confirm:
+            await self.client.send_heartbeat(body)
+            return
+        delivered = 0
+        try:
+            delivered = await self.client.post_heartbeat_all(body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("start heartbeat failed")
+        self._put(lambda now: self.planner.on_heartbeat_sent(action, delivered, now))
+
+    def _on_push(self, address: str, message: Mapping[str, Any]) -> None:
+        try:
+            note = RoleNotification.from_json(message)
+        except RemoteProtocolError as exc:
+            log.warning("malformed roleChanged push from %s: %s", address, exc)
+            return
+        log.info(
+            "roleChanged from %s: master %s at masterEpoch %s",
+            address,
+            note.master_broker_id,
+            note.master_epoch,
+        )
+        self._put(lambda now: self.planner.on_role_notification(note, now))
+
+    # -- APPLY
+
+    def _apply_now(self, action: Action) -> None:
+        hooks = self.hooks
+        match action:
+            case SetFenced(fenced=fenced):
+                hooks.set_fenced(fenced)
+            case SetBrokerControllerId(broker_id=broker_id):
+                hooks.set_broker_controller_id(broker_id)
+            case ApplySyncStateSet(sync_state_set=sss, sync_state_set_epoch=epoch):
+                hooks.apply_sync_state_set(sss, epoch)
+            case CheckSyncStateSet():
+                try:
+                    wanted = frozenset(hooks.maybe_shrink_sync_state_set())
+                except Exception:
+                    log.exception("maybe_shrink_sync_state_set failed")
+                    wanted = frozenset()
+                self._put(lambda now: self.planner.on_sync_state_set_check(wanted, now))
+            case _:
+                raise TypeError(f"no executor for {action!r}")
+
+    async def _role_change(self, action: RoleChange) -> None:
+        accepted = False
+        try:
+            match action:
+                case BecomeMaster(epoch=epoch, sync_state_set_epoch=sss_epoch, sync_state_set=sss):
+                    accepted = await self.hooks.change_to_master(epoch, sss_epoch, sss)
+                case BecomeSlave(master=master, epoch=epoch):
+                    accepted = await self.hooks.change_to_slave(master, epoch)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%r failed in the broker", action)
+        verdict = bool(accepted)
+        self._put(lambda now: self.planner.on_role_change_result(action, verdict, now))
