@@ -1,6 +1,6 @@
 """What the web console shows, as JSON built from values (core: no IO, no clock, no asyncio).
 
-The console (``mqha/controller/console/``, served by ``mqha.controller.console_http``) renders one snapshot
+The console (``mqha/controller/console/``, served by ``mqha.controller.http_api``) renders one snapshot
 document pushed over server-sent events. ``build_snapshot`` makes it from what any controller node
 holds: the replicated state (identical on every node once applied), this node's heartbeat table (soft
 state, so a follower shows its own view of liveness) and this node's Raft facts. Field names follow

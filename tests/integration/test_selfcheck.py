@@ -22,4 +22,4 @@ def test_mqha_selfcheck_command_exits_zero(tmp_path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "WARNING broker.commitlog" in done.stderr
+    assert "WARNING mqha.broker.commitlog" in done.stderr
