@@ -55,7 +55,7 @@ class ControllerApplier:
         for observer in self._observers:
             try:
                 observer(outcome)
-            except Exception:  # an observer must not wedge the Raft node (pysyncobj note P3)
+            except Exception:  # an observer must not wedge the Raft node (docs/raft.md §4, P3)
                 log.exception("outcome observer %r raised at raft index %d", observer, raft_index)
         return outcome
 

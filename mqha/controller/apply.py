@@ -7,7 +7,7 @@ fencing code and leaves the groups untouched. Either way ``applied_index`` advan
 
 It is deterministic (no clock, no randomness, no liveness: those stayed with the decision) and it
 NEVER raises: it runs inside PySyncObj's replicated method, where an exception wedges the node
-(pysyncobj note P3). Undecodable bytes and unexpected errors become a ``SYSTEM_ERROR`` outcome.
+(docs/raft.md §4, P3). Undecodable bytes and unexpected errors become a ``SYSTEM_ERROR`` outcome.
 
 Deviations applied here (docs/architecture.md §7 and our own, see ``handle_clean_broker_data``):
 - a partial clean keeps the set (and its sync-state entry) while any replica stays registered;

@@ -42,7 +42,7 @@ Serving
     The lease bounds how long an isolated leader keeps serving (it stops after ``lease_timeout`` and
     steps down after ``leader_fallback_timeout``). It is NOT an exclusivity guarantee: PySyncObj voters
     have no leader stickiness or PreVote, so a new leader can be elected while the old lease runs
-    (notes §2.5). Safety comes from commit needing a majority and from epoch compare-and-set in apply.
+    (docs/raft.md §2.4). Safety comes from commit needing a majority and from epoch compare-and-set in apply.
     Leadership changes are reported to listeners (:meth:`ReplicatedLog.add_leadership_listener`) on
     the loop: ``LEADER`` when elected (barrier pending), ``SERVING`` when the barrier applied,
     ``FOLLOWER``/``CANDIDATE`` when leadership is lost. A lease lapse is not an event; poll
@@ -256,7 +256,7 @@ def store_paths(store_dir: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class RaftTuning:
-    """Timing and housekeeping knobs, in seconds (notes §7.1). Defaults: the measured fast profile."""
+    """Timing and housekeeping knobs, in seconds (docs/raft.md §2.6). Defaults: the measured fast profile."""
 
     append_entries_period: float = 0.05  # heartbeat; PySyncObj requires raft_min_timeout > 3x this
     raft_min_timeout: float = 0.2  # election timeout range: failover ~0.2-0.4 s

@@ -3,7 +3,7 @@
 
 Theory of operation. ``ControllerState`` maps a broker name to a ``BrokerGroupState``; it only ever
 changes through ``mqha.controller.apply.apply`` (docs/architecture.md §11 rule 3), which returns a new value.
-Values are frozen, hashable and picklable (PySyncObj's default snapshot pickles the state object).
+Values are frozen and hashable; a snapshot holds the state as our own JSON (docs/raft.md §2.7).
 
 One object per broker set, where the reference keeps two tables (replica table and sync-state table)
 and says a set "exists" only if it is in both. Our deviations make that split unnecessary:
