@@ -36,7 +36,8 @@ class AckPolicy:
 
     @property
     def required_acks(self) -> int:
-        """Spec §15 step 2: ``ALL_IN_SYNC_STATE_SET`` or the numeric ``inSyncReplicas``."""
+        """docs/reference-behaviour.md §15 step 2: ``ALL_IN_SYNC_STATE_SET`` or the numeric
+        ``inSyncReplicas``."""
         return ALL_IN_SYNC_STATE_SET if self.all_ack_in_sync_state_set else self.in_sync_replicas
 
     @property
@@ -46,7 +47,8 @@ class AckPolicy:
 
 
 def check_in_sync_replicas(policy: AckPolicy, in_sync_replicas_nums: int) -> AckStatus:
-    """Spec §15 step 1, before appending: refuse the put when too few replicas are in sync.
+    """docs/reference-behaviour.md §15 step 1, before appending: refuse the put when too few replicas are in
+    sync.
 
     ``in_sync_replicas_nums`` is ``InSyncState.in_sync_replicas_nums`` (max of both sets while a change
     is in flight).
@@ -65,7 +67,7 @@ def replica_ack_status(
     now_ms: int | None = None,
     deadline_ms: int | None = None,
 ) -> AckStatus:
-    """Spec §15 step 3, after appending a message that ends at ``next_offset``.
+    """docs/reference-behaviour.md §15 step 3, after appending a message that ends at ``next_offset``.
 
     * required acks 0 or 1: OK at once;
     * all of the SyncStateSet (``sync_state_set`` is the effective set, the union while a change is in

@@ -101,7 +101,7 @@ class Reporter(Protocol):
 
 @dataclass(frozen=True)
 class HAConfig:
-    """Spec §16.3 keys of the HA layer, plus the listen address."""
+    """docs/reference-behaviour.md §16.3 keys of the HA layer, plus the listen address."""
 
     listen_host: str = "0.0.0.0"
     listen_port: int = 10912
@@ -266,7 +266,8 @@ class AutoSwitchHAService:
         self.local_id = broker_id
 
     async def change_to_master(self, epoch: int, sync_state_set: frozenset[int]) -> bool:
-        """Spec §10.2: refuse a stale epoch; stop following; record ``<epoch, maxOffset>``; serve."""
+        """docs/reference-behaviour.md §10.2: refuse a stale epoch; stop following; record ``<epoch,
+        maxOffset>``; serve."""
         last = self.store.epochs.last_epoch()
         if epoch < last:
             log.warning("changeToMaster(%d) refused: the epoch file already holds epoch %d", epoch, last)
@@ -307,7 +308,8 @@ class AutoSwitchHAService:
     async def change_to_slave(
         self, master_ha_address: str | None, epoch: int, master_client_address: str | None = None
     ) -> bool:
-        """Spec §10.3: refuse a stale epoch; stop mastering; follow ``master_ha_address``."""
+        """docs/reference-behaviour.md §10.3: refuse a stale epoch; stop mastering; follow
+        ``master_ha_address``."""
         last = self.store.epochs.last_epoch()
         if epoch < last:
             log.warning("changeToSlave(%d) refused: the epoch file already holds epoch %d", epoch, last)

@@ -91,8 +91,8 @@ def decide_truncation(
     master_max_offset: int,
     local_min_offset: int = 0,
 ) -> TruncationDecision | None:
-    """Spec §13 ``doTruncate``: how far the local log agrees with the master's; None if nowhere
-    (case D: the handshake fails and the replica needs repair by hand).
+    """docs/reference-behaviour.md §13 ``doTruncate``: how far the local log agrees with the master's; None if
+    nowhere (case D: the handshake fails and the replica needs repair by hand).
 
     * ``p = find_consistent_point`` of both histories closed at their max offsets, capped at the local
       max; epoch entries starting at or after ``p`` are dropped;

@@ -37,8 +37,8 @@ class StartError(Exception):
 
 
 def check_identity_files(config: Mapping[str, Any]) -> str | None:
-    """Spec §9.3 step 2, before anything starts: an identity file written for another cluster or
-    broker name means this store belongs to someone else. Returns the problem, or None."""
+    """docs/reference-behaviour.md §9.3 step 2, before anything starts: an identity file written for another
+    cluster or broker name means this store belongs to someone else. Returns the problem, or None."""
     path = config["storePathBrokerIdentity"]
     expected = (config["brokerClusterName"], config["brokerName"])
     for candidate, fields in ((path, 3), (path + TEMP_SUFFIX, 4)):

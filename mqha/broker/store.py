@@ -258,8 +258,9 @@ class BrokerStore:
         return self.log.read_batches(offset, batch_bytes, max_bytes)
 
     def apply_truncation(self, offset: int, epochs: EpochHistory) -> None:
-        """Spec §13 on this replica: persist ``epochs`` (a prefix of the current history), lower the
-        confirm offset, then cut the log to ``offset``. Epochs first: see ``events.TruncateTo``."""
+        """docs/reference-behaviour.md §13 on this replica: persist ``epochs`` (a prefix of the current
+        history), lower the confirm offset, then cut the log to ``offset``. Epochs first: see
+        ``events.TruncateTo``."""
         self._set_history(epochs)
         if self._confirm > offset:
             self._confirm = offset

@@ -71,7 +71,8 @@ def elect(
     is_alive: Callable[[int], bool],
     live_info: Callable[[int], BrokerLiveInfo | None],
 ) -> ElectionResult:
-    """Spec §6 ``DefaultElectPolicy.elect``; ``all_replicas`` is None unless unclean election is on."""
+    """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect``; ``all_replicas`` is None unless unclean
+    election is on."""
     in_sync = frozenset(sync_state_set)
     chosen = _pick(in_sync, old_master, prefer, is_alive, live_info)
     if chosen is None and all_replicas is not None:

@@ -45,7 +45,7 @@ class BrokerLiveInfo:
     session: Hashable | None = field(default=None, compare=False)
 
     def is_alive(self, now_ms: int) -> bool:
-        """Spec §7.1: alive while ``lastUpdate + timeout >= now``."""
+        """docs/reference-behaviour.md §7.1: alive while ``lastUpdate + timeout >= now``."""
         return self.last_seen_ms + self.timeout_ms >= now_ms
 
     @property

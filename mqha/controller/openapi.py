@@ -137,7 +137,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/controller/metadata",
             "getControllerMetadata",
             {
-                "summary": "Spec §5.8, any node: group, leaderId, leaderAddress (API), isLeader, peers "
+                "summary": "docs/reference-behaviour.md §5.8, any node: group, leaderId, leaderAddress "
+                "(API), isLeader, peers "
                 "('id:address;' repeated), selfId, selfAddress",
                 "responses": _responses(("200",)),
             },
@@ -147,7 +148,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/controller/config",
             "getControllerConfig",
             {
-                "summary": "Spec §5.11, any node: {config: {key: value}}; secrets masked",
+                "summary": "docs/reference-behaviour.md §5.11, any node: {config: {key: value}}; secrets "
+                "masked",
                 "responses": _responses(("200",)),
             },
         ),
@@ -156,7 +158,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/controller/config",
             "updateControllerConfig",
             {
-                "summary": "Spec §5.11, this node only: {key: value}; typed, validated, persisted to "
+                "summary": "docs/reference-behaviour.md §5.11, this node only: {key: value}; typed, "
+                "validated, persisted to "
                 "configStorePath. Blacklisted keys: 403 code 16. Keys that need a restart are named "
                 "in the remark.",
                 "security": _BEARER,
@@ -181,7 +184,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/brokers/next-id",
             "getNextBrokerId",
             {
-                "summary": "Spec §5.1, leader: {clusterName, brokerName, nextBrokerId}",
+                "summary": "docs/reference-behaviour.md §5.1, leader: {clusterName, brokerName, "
+                "nextBrokerId}",
                 "parameters": [
                     _query_param("clusterName", "cluster", required=True),
                     _query_param("brokerName", "broker set", required=True),
@@ -194,7 +198,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/brokers/apply-id",
             "applyBrokerId",
             {
-                "summary": "Spec §5.2, leader: {clusterName, brokerName}",
+                "summary": "docs/reference-behaviour.md §5.2, leader: {clusterName, brokerName}",
                 "requestBody": _body(request_schema(ApplyBrokerIdRequest)),
                 "responses": _responses(_WRITE),
             },
@@ -204,7 +208,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/brokers/register",
             "registerBroker",
             {
-                "summary": "Spec §5.3, leader: master fields (null unless a live master), "
+                "summary": "docs/reference-behaviour.md §5.3, leader: master fields (null unless a live "
+                "master), "
                 "masterHaAddress, syncStateSet",
                 "requestBody": _body(request_schema(RegisterBrokerRequest)),
                 "responses": _responses(_WRITE),
@@ -229,7 +234,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/brokers/heartbeat",
             "brokerHeartbeat",
             {
-                "summary": "Spec §5.9, any node (soft state of that node)",
+                "summary": "docs/reference-behaviour.md §5.9, any node (soft state of that node)",
                 "requestBody": _body(request_schema(BrokerHeartbeatRequest)),
                 "responses": _responses(("200", "400", "413")),
             },
@@ -248,7 +253,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/groups/{brokerName}/elect",
             "electMaster",
             {
-                "summary": "Spec §5.4, leader: masterBrokerId, masterAddress, masterHaAddress, masterEpoch, "
+                "summary": "docs/reference-behaviour.md §5.4, leader: masterBrokerId, masterAddress, "
+                "masterHaAddress, masterEpoch, "
                 "syncStateSetEpoch, syncStateSet, brokerMemberGroup. No brokerId = controller-style "
                 "trigger; designateElect needs the admin token when one is configured.",
                 "parameters": [_BROKER_NAME_PATH],
@@ -262,7 +268,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/groups/{brokerName}/sync-state-set",
             "alterSyncStateSet",
             {
-                "summary": "Spec §5.5, leader: newSyncStateSetEpoch, syncStateSet, syncStateSetEpoch",
+                "summary": "docs/reference-behaviour.md §5.5, leader: newSyncStateSetEpoch, syncStateSet, "
+                "syncStateSetEpoch",
                 "parameters": [_BROKER_NAME_PATH],
                 "requestBody": _body(request_schema(AlterSyncStateSetRequest, path_name)),
                 "responses": _responses(_WRITE),
@@ -273,7 +280,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/groups/{brokerName}/replica-info",
             "getReplicaInfo",
             {
-                "summary": "Spec §5.6, leader: masterBrokerId, masterAddress, masterHaAddress, masterEpoch, "
+                "summary": "docs/reference-behaviour.md §5.6, leader: masterBrokerId, masterAddress, "
+                "masterHaAddress, masterEpoch, "
                 "syncStateSet, syncStateSetEpoch",
                 "parameters": [_BROKER_NAME_PATH],
                 "responses": _responses(("200", "400", "404", "421", "503")),
@@ -284,7 +292,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/groups/{brokerName}/clean",
             "cleanBrokerData",
             {
-                "summary": "Spec §5.10, leader, admin token when configured",
+                "summary": "docs/reference-behaviour.md §5.10, leader, admin token when configured",
                 "parameters": [_BROKER_NAME_PATH],
                 "security": _BEARER,
                 "requestBody": _body(request_schema(CleanBrokerDataRequest, path_name)),
@@ -296,7 +304,8 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/sync-state-data",
             "getSyncStateData",
             {
-                "summary": "Spec §5.7, leader: {replicasInfoTable: {brokerName: {masterBrokerId, "
+                "summary": "docs/reference-behaviour.md §5.7, leader: {replicasInfoTable: {brokerName: "
+                "{masterBrokerId, "
                 "masterAddress, masterEpoch, syncStateSetEpoch, inSyncReplicas, notInSyncReplicas}}}; "
                 "no name and no cluster: code 1 (as the reference)",
                 "parameters": [

@@ -92,7 +92,8 @@ NO_MASTER_ELECT_PAYLOAD: Mapping[str, Any] = ElectMasterPayload().to_json()
 
 
 def register_payload(group: BrokerGroupState, master_alive: bool) -> dict[str, Any]:
-    """Spec §5.3 steps 3-4: master fields only when a master exists and is alive; SSS always."""
+    """docs/reference-behaviour.md §5.3 steps 3-4: master fields only when a master exists and is alive; SSS
+    always."""
     has_master = master_alive and group.master_broker_id is not None
     return RegisterBrokerPayload(
         cluster_name=group.cluster_name,

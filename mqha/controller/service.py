@@ -188,7 +188,8 @@ def elect_trigger(request: ElectMasterRequest) -> str:
 
 
 def groups_needing_election(state: ControllerState, liveness: LivenessView) -> list[str]:
-    """Spec §3.4 (pure): sets whose master is not alive while at least one replica is."""
+    """docs/reference-behaviour.md §3.4 (pure): sets whose master is not alive while at least one replica
+    is."""
     names = []
     for name, group in sorted(state.groups.items()):
         master = group.master_broker_id
@@ -200,7 +201,7 @@ def groups_needing_election(state: ControllerState, liveness: LivenessView) -> l
 
 
 def peers_text(config: Mapping[str, Any]) -> str:
-    """Spec §5.8: ``id:address;`` repeated."""
+    """docs/reference-behaviour.md §5.8: ``id:address;`` repeated."""
     return "".join(f"{p.node_id}:{p.api_address};" for p in parse_peers(config["controllerDLegerPeers"]))
 
 
@@ -302,7 +303,7 @@ class ControllerService:
         return None if self.log.is_serving_leader() else self._not_leader_reply()
 
     def metadata(self) -> Reply:
-        """Spec §5.8, any node."""
+        """docs/reference-behaviour.md §5.8, any node."""
         node_id, address = self.leader()
         payload = {
             "group": self.config["controllerDLegerGroup"],
@@ -451,7 +452,7 @@ class ControllerService:
     # ------------------------------------------------------------------ role-change pushes
 
     def _notify_role_change(self, broker_name: str, reply: Reply) -> None:
-        """Spec §7.4, to every member alive here that has a session on this node."""
+        """docs/reference-behaviour.md §7.4, to every member alive here that has a session on this node."""
         if not self.config["notifyBrokerRoleChanged"]:
             return
         payload = reply.payload
@@ -479,7 +480,7 @@ class ControllerService:
     # ------------------------------------------------------------------ heartbeats, sessions
 
     def record_heartbeat(self, request: BrokerHeartbeatRequest, session: int | None = None) -> Reply:
-        """Spec §5.9, any node: soft state in this node's table only."""
+        """docs/reference-behaviour.md §5.9, any node: soft state in this node's table only."""
         self.heartbeats.record(self.clock.now_ms(), request, session)
         return Reply(Code.SUCCESS, "Heart beat success")
 
@@ -501,7 +502,7 @@ class ControllerService:
     # ------------------------------------------------------------- controller-triggered elections
 
     def _on_broker_inactive(self, broker_name: str, broker_id: int, why: str) -> None:
-        """Spec §7.3: only the serving leader acts, and only for the current master."""
+        """docs/reference-behaviour.md §7.3: only the serving leader acts, and only for the current master."""
         group = self.applier.state.group(broker_name)
         is_master = group is not None and group.master_broker_id == broker_id
         if not is_master:
@@ -553,7 +554,7 @@ class ControllerService:
             self._electing.discard(broker_name)
 
     def scan_expired(self) -> None:
-        """Spec §7.1 scan: drop expired heartbeats; an expired master is inactive."""
+        """docs/reference-behaviour.md §7.1 scan: drop expired heartbeats; an expired master is inactive."""
         for info in self.heartbeats.pop_expired(self.clock.now_ms()):
             log.info(
                 "broker %s/%d (%s) missed its heartbeat timeout of %d ms",
@@ -567,7 +568,7 @@ class ControllerService:
             self._on_broker_inactive(info.broker_name, info.broker_id, "heartbeat timeout")
 
     def scan_inactive_masters(self) -> None:
-        """Spec §3.4 (serving leader only)."""
+        """docs/reference-behaviour.md §3.4 (serving leader only)."""
         if not self.log.is_serving_leader():
             return
         view = self.heartbeats.view(self.clock.now_ms())
@@ -617,7 +618,7 @@ class ControllerService:
         return Reply(Code.SUCCESS, "", {"config": shown})
 
     def update_config(self, body: Any) -> Reply:
-        """Spec §5.11 with a JSON body ``{key: value}``; any node, this node only."""
+        """docs/reference-behaviour.md §5.11 with a JSON body ``{key: value}``; any node, this node only."""
         if not isinstance(body, dict):
             return Reply(Code.CONTROLLER_INVALID_REQUEST, "config update must be a JSON object of key: value")
         banned = sorted(key for key in body if key in blacklisted_keys(self.config))

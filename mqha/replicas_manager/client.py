@@ -200,7 +200,8 @@ class ControllerClient:
         return reply.payload if reply.ok else None
 
     async def discover_leader(self) -> str | None:
-        """Spec §5.8 on every listed controller at once; remembers and returns the leader."""
+        """docs/reference-behaviour.md §5.8 on every listed controller at once; remembers and returns the
+        leader."""
         answers = await asyncio.gather(*(self._metadata(address) for address in self.addresses))
         found: str | None = None
         for address, meta in zip(self.addresses, answers, strict=True):

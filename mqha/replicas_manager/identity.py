@@ -80,7 +80,7 @@ def parse_temp_identity(text: str) -> TempBrokerIdentity | None:
 def check_names(
     path: str, record: BrokerIdentity | TempBrokerIdentity, cluster_name: str, broker_name: str
 ) -> None:
-    """Spec §9.3 step 2: a file of another cluster or broker name refuses to start."""
+    """docs/reference-behaviour.md §9.3 step 2: a file of another cluster or broker name refuses to start."""
     if (record.cluster_name, record.broker_name) == (cluster_name, broker_name):
         return
     raise StorageError(

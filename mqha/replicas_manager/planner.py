@@ -295,7 +295,8 @@ class ReplicasPlanner:
         return min(pending) if pending else None
 
     def heartbeat_request(self) -> BrokerHeartbeatRequest:
-        """Spec §9.7: identity, last epoch, offsets, the configured timeout and priority."""
+        """docs/reference-behaviour.md §9.7: identity, last epoch, offsets, the configured timeout and
+        priority."""
         if self.broker_id is None:
             raise LocalProtocolError("a heartbeat needs the controller broker id")
         return BrokerHeartbeatRequest(
@@ -333,7 +334,7 @@ class ReplicasPlanner:
     # ------------------------------------------------------------------------------ lifecycle
 
     def on_identity_loaded(self, identity: BrokerIdentity | None, temp: TempBrokerIdentity | None) -> None:
-        """Spec §9.3 step 1 (the shell has checked the names against the config)."""
+        """docs/reference-behaviour.md §9.3 step 1 (the shell has checked the names against the config)."""
         if self._started:
             raise LocalProtocolError("identity files are loaded before start")
         if identity is not None:
@@ -579,7 +580,8 @@ class ReplicasPlanner:
         temp = self.temp_identity
         assert temp is not None
         if reply is None or not reply.ok:
-            # Spec §9.3 step 4: any failure deletes the temp file and starts over with a new id.
+            # docs/reference-behaviour.md §9.3 step 4: any failure deletes the temp file and starts over with
+            # a new id.
             self._register_transition(RegisterEvent.APPLY_FAILED)
             self.temp_identity = None
             reason = f"applyBrokerId {temp.broker_id} failed: {_describe(reply)}"
@@ -634,7 +636,8 @@ class ReplicasPlanner:
         return self._call_once(lambda seq: ElectMaster(seq, request))
 
     def _on_elect(self, reply: Reply | None, now_ms: int) -> list[Action]:
-        """Spec §9.6 brokerElect: success on SUCCESS or MASTER_STILL_EXIST naming a master."""
+        """docs/reference-behaviour.md §9.6 brokerElect: success on SUCCESS or MASTER_STILL_EXIST naming a
+        master."""
         payload = None
         if reply is not None and reply.code in (Code.SUCCESS, Code.CONTROLLER_MASTER_STILL_EXIST):
             payload = _parse(ElectMasterPayload, reply)
@@ -654,7 +657,7 @@ class ReplicasPlanner:
         )
 
     def _on_replica_info(self, reply: Reply | None, now_ms: int) -> list[Action]:
-        """Spec §9.4."""
+        """docs/reference-behaviour.md §9.4."""
         if reply is not None and reply.code == Code.CONTROLLER_BROKER_METADATA_NOT_EXIST:
             log.warning(
                 "the controller does not know broker set %s: registering again", self.config.broker_name
@@ -683,7 +686,7 @@ class ReplicasPlanner:
     # ------------------------------------------------------------------------------ role changes
 
     def on_role_notification(self, note: RoleNotification, now_ms: int) -> list[Action]:
-        """Spec §9.6 changeBrokerRole: a master named and a newer master epoch."""
+        """docs/reference-behaviour.md §9.6 changeBrokerRole: a master named and a newer master epoch."""
         if self.state is State.SHUTDOWN or note.broker_name not in (None, self.config.broker_name):
             return []
         if note.master_broker_id is None or note.master_epoch is None:
@@ -773,7 +776,8 @@ class ReplicasPlanner:
     # ----------------------------------------------------------------------------- SyncStateSet
 
     def _change_sync_state_set(self, sss: frozenset[int], epoch: int) -> list[Action]:
-        """Spec §9.5 changeSyncStateSet: only a newer SyncStateSet epoch takes effect."""
+        """docs/reference-behaviour.md §9.5 changeSyncStateSet: only a newer SyncStateSet epoch takes
+        effect."""
         if epoch <= self.sync_state_set_epoch:
             return []
         self.sync_state_set = frozenset(sss)

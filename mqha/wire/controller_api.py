@@ -278,7 +278,7 @@ class _Payload(_Message):
 
 @dataclass(frozen=True, kw_only=True)
 class GetNextBrokerIdRequest(_Request):
-    """Spec §5.1 (query parameters of ``GET /v1/brokers/next-id``)."""
+    """docs/reference-behaviour.md §5.1 (query parameters of ``GET /v1/brokers/next-id``)."""
 
     cluster_name: str = wire("clusterName", STR)
     broker_name: str = wire("brokerName", STR)
@@ -286,7 +286,7 @@ class GetNextBrokerIdRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class ApplyBrokerIdRequest(_Request):
-    """Spec §5.2. ``registerCheckCode`` is ``"<brokerAddress>;<epochMillis>"``."""
+    """docs/reference-behaviour.md §5.2. ``registerCheckCode`` is ``"<brokerAddress>;<epochMillis>"``."""
 
     cluster_name: str = wire("clusterName", STR)
     broker_name: str = wire("brokerName", STR)
@@ -301,7 +301,8 @@ class ApplyBrokerIdRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class RegisterBrokerRequest(_Request):
-    """Spec §5.3; ``haAddress`` is ours (the master's HA address travels through the controller)."""
+    """docs/reference-behaviour.md §5.3; ``haAddress`` is ours (the master's HA address travels through the
+    controller)."""
 
     cluster_name: str = wire("clusterName", STR)
     broker_name: str = wire("brokerName", STR)
@@ -312,7 +313,8 @@ class RegisterBrokerRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class BrokerHeartbeatRequest(_Request):
-    """Spec §5.9. Absent progress fields take the docs/reference-behaviour.md §7.1 defaults."""
+    """docs/reference-behaviour.md §5.9. Absent progress fields take the docs/reference-behaviour.md §7.1
+    defaults."""
 
     cluster_name: str = wire("clusterName", STR)
     broker_name: str = wire("brokerName", STR)
@@ -337,7 +339,7 @@ class BrokerHeartbeatRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class ElectMasterRequest(_Request):
-    """Spec §5.4. ``brokerId`` null (or -1) is the controller-style trigger."""
+    """docs/reference-behaviour.md §5.4. ``brokerId`` null (or -1) is the controller-style trigger."""
 
     broker_name: str = wire("brokerName", STR, "")
     cluster_name: str = wire("clusterName", STR, "")
@@ -352,7 +354,7 @@ class ElectMasterRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class AlterSyncStateSetRequest(_Request):
-    """Spec §5.5: the new set and the epochs the master believes current."""
+    """docs/reference-behaviour.md §5.5: the new set and the epochs the master believes current."""
 
     broker_name: str = wire("brokerName", STR, "")
     master_broker_id: int = wire("masterBrokerId", INT)
@@ -368,7 +370,8 @@ class GetReplicaInfoRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class GetSyncStateDataRequest(_Request):
-    """Spec §5.7: broker names, or every group of ``clusterName`` (docs/architecture.md §3)."""
+    """docs/reference-behaviour.md §5.7: broker names, or every group of ``clusterName`` (docs/architecture.md
+    §3)."""
 
     broker_names: tuple[str, ...] = wire("brokerNames", STR_TUPLE, ())
     cluster_name: str | None = wire("clusterName", nullable(STR), None)
@@ -376,7 +379,7 @@ class GetSyncStateDataRequest(_Request):
 
 @dataclass(frozen=True, kw_only=True)
 class CleanBrokerDataRequest(_Request):
-    """Spec §5.10. Ids as a JSON array (or the reference's ``"1;2;3"`` text)."""
+    """docs/reference-behaviour.md §5.10. Ids as a JSON array (or the reference's ``"1;2;3"`` text)."""
 
     broker_name: str = wire("brokerName", STR, "")
     cluster_name: str | None = wire("clusterName", nullable(STR), None)
@@ -420,7 +423,7 @@ class RegisterBrokerPayload(_Payload):
 
 @dataclass(frozen=True, kw_only=True)
 class BrokerMemberGroup(_Payload):
-    """Spec §2.3: every registered id of the set with its address."""
+    """docs/reference-behaviour.md §2.3: every registered id of the set with its address."""
 
     cluster: str = wire("cluster", STR)
     broker_name: str = wire("brokerName", STR)

@@ -53,7 +53,7 @@ def test_register_elect_alter_then_failover_fencing_and_full_restart(
     cluster.start()
     leader = cluster.leader(timeout=5)
 
-    # Spec §9.3 registration of three replicas: next-id -> apply-id -> register.
+    # docs/reference-behaviour.md §9.3 registration of three replicas: next-id -> apply-id -> register.
     assert [register_broker(leader, "b1") for _ in range(3)] == [1, 2, 3]
     with HeartbeatSender(cluster, interval=0.15) as beats:
         for broker_id in (1, 2, 3):

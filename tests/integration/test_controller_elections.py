@@ -1,8 +1,8 @@
 """Controller-triggered, designated and session-driven elections on 3 real ``mqcontroller`` processes.
 
-Spec §3.4 (inactive-master scan), §5.4, §6, §7 (heartbeat expiry, controller trigger, role-change
-push), docs/architecture.md §3 (broker session, admin token). One cluster serves the whole module; each test
-uses its own broker sets, and a test that changes a live config key restores it.
+docs/reference-behaviour.md §3.4 (inactive-master scan), §5.4, §6, §7 (heartbeat expiry, controller trigger,
+role-change push), docs/architecture.md §3 (broker session, admin token). One cluster serves the whole module;
+each test uses its own broker sets, and a test that changes a live config key restores it.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_master_heartbeat_timeout_elects_the_best_of_the_sync_state_set(cluster:
             message="controller elects a new master after the heartbeat timeout",
         )
         elapsed = time.monotonic() - stopped
-    # Spec §6: same epoch, higher maxOffset wins -> 3; SyncStateSet becomes {3}.
+    # docs/reference-behaviour.md §6: same epoch, higher maxOffset wins -> 3; SyncStateSet becomes {3}.
     assert (info["masterBrokerId"], info["masterEpoch"], info["syncStateSet"]) == (3, 2, [3])
     assert elapsed < HB_TIMEOUT_MS / 1000 + 1.5, elapsed
 

@@ -1,4 +1,5 @@
-"""Spec §6 election policy: every worked example, the strategy steps, and the total order (ARCH §7)."""
+"""docs/reference-behaviour.md §6 election policy: every worked example, the strategy steps, and the total
+order (ARCH §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Spec §7.1 heartbeat table, with the "latest report wins" deviation (docs/architecture.md §7)."""
+"""docs/reference-behaviour.md §7.1 heartbeat table, with the "latest report wins" deviation
+(docs/architecture.md §7)."""
 
 from __future__ import annotations
 

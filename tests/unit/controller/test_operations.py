@@ -1,4 +1,5 @@
-"""Spec §5 API by API, every branch in the spec's check order; worked examples of §6 end to end.
+"""docs/reference-behaviour.md §5 API by API, every branch in the spec's check order; worked examples of §6
+end to end.
 
 Named states are built once (``G1_*``); each test calls one ``handle_*``, compares the whole result,
 and applies the result's records with ``apply`` (as the reference's ReplicasInfoManagerTest does).

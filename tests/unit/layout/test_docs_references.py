@@ -17,8 +17,11 @@ TEXT_SUFFIXES = {
     *(".conf", ".cfg", ".importlinter", ""),
 }
 REFERENCE = re.compile(r"docs/([\w-]+\.md) §(\d+(?:\.\d+)*)")
+# any case: a sentence may start with "Spec §"; "docs/architecture.md §" is the in-repo form
 OUTSIDE = re.compile(
-    r"\.\./shared|shared/notes|spec/reference|\bARCHITECTURE(\.md)? ?§|\bspec ?§|\bSTYLE(\.md)? ?(§|rule)"
+    r"\.\./shared|shared/notes|spec/reference|\bspec ?§|\bstyle(\.md)? ?(§|rule)"
+    r"|(?<!docs/)\barchitecture(\.md)? ?§",
+    re.IGNORECASE,
 )
 
 
