@@ -1,0 +1,291 @@
+"""Controller calls that follow the Raft leader: the asyncio shell of ``mqha.controller_client.policy``.
+
+:class:`LeaderCaller` sends what a :class:`~mqha.controller_client.policy.Follow` asks for over one
+aiohttp session, feeds back what happened and returns the kernel's typed reply
+(``mqha.wire.controller_api.Reply``) with the node and HTTP status that gave it. It keeps the last
+known leader between calls (concurrent calls share it; a call only writes back what it learned).
+Transport failures are sorted by whether the request surely was not sent (connection refused or not
+made in time) -- the policy may resend a write only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from mqha.controller_client.policy import (
+    Answered,
+    Ask,
+    BackOff,
+    Done,
+    Event,
+    Follow,
+    GiveUp,
+    LeaderIs,
+    Policy,
+    Redirect,
+    Refused,
+    TimedOut,
+    Waited,
+    Why,
+    event_of,
+    leader_in_metadata,
+)
+from mqha.errors import RemoteProtocolError
+from mqha.wire.controller_api import Reply
+
+log = logging.getLogger(__name__)
+
+METADATA_PATH = "/v1/controller/metadata"
+
+
+class Silence(enum.Enum):
+    """How a request failed to get an answer."""
+
+    CONNECT_FAILED = "cannot connect"
+    CONNECT_TIMEOUT = "no connection in time"
+    TIMEOUT = "no answer in time"
+    LOST = "connection lost before the answer"
+
+    @property
+    def sent(self) -> bool:
+        """Whether the request may have reached the node."""
+        return self in (Silence.TIMEOUT, Silence.LOST)
+
+
+class TransportFailure(Exception):
+    """No answer from one node: which node, how (:class:`Silence`) and the system's reason."""
+
+    def __init__(self, address: str, silence: Silence, detail: str, timeout_s: float) -> None:
+        super().__init__(f"{address}: {silence.value}: {detail}")
+        self.address = address
+        self.silence = silence
+        self.detail = detail
+        self.timeout_s = timeout_s
+
+
+class NoLeaderAnswer(Exception):
+    """A leader call that ended without a usable answer; ``why`` says which way it ended."""
+
+    def __init__(self, why: Why, last_failure: TransportFailure | None, last: ControllerAnswer | None):
+        detail = f"; last: {last_failure}" if last_failure is not None else ""
+        super().__init__(f"{why.value}{detail}")
+        self.why = why
+        self.last_failure = last_failure
+        self.last_answer = last
+
+
+@dataclass(frozen=True)
+class ControllerAnswer:
+    """One controller's reply to a call, with the node and the HTTP status."""
+
+    address: str
+    status: int
+    reply: Reply
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
+
+
+class LeaderCaller:
+    """Performs calls on the controllers with the leader-following policy (one aiohttp session)."""
+
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        policy: Policy,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        call_timeout_s: float = 6.0,
+        probe_timeout_s: float = 1.0,
+        connect_timeout_s: float = 1.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not addresses:
+            raise ValueError("no controller address")
+        self.addresses = list(addresses)
+        self.policy = policy
+        self.leader: str | None = None
+        self.call_timeout_s = call_timeout_s
+        self.probe_timeout_s = probe_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.headers = dict(headers or {})
+        self._session = session
+        self._owned = session is None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The HTTP session: the one given, else our own, made on first use."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session if it is our own."""
+        if self._owned and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # ------------------------------------------------------------------------------ one exchange
+
+    async def fetch(
+        self,
+        address: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON).
+        Raises :class:`TransportFailure`."""
+        total = timeout_s or self.call_timeout_s
+        timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(self.connect_timeout_s, total))
+        try:
+            async with self.session.request(
+                method,
+                f"http://{address}{path}",
+                json=body,
+                params=params,
+                timeout=timeout,
+                headers=self.headers if headers is None else headers,
+            ) as response:
+                status, raw = response.status, await response.read()
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise TransportFailure(address, Silence.CONNECT_TIMEOUT, _reason(exc), total) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise TransportFailure(address, Silence.CONNECT_FAILED, _reason(exc.os_error), total) from None
+        except TimeoutError as exc:
+            raise TransportFailure(address, Silence.TIMEOUT, _reason(exc), total) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TransportFailure(address, Silence.LOST, _reason(exc), total) from None
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    async def ask(
+        self,
+        address: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> ControllerAnswer:
+        """One controller's typed reply. Raises :class:`TransportFailure` or ``RemoteProtocolError``."""
+        status, obj = await self.fetch(address, method, path, body=body, params=params, timeout_s=timeout_s)
+        try:
+            return ControllerAnswer(address, status, Reply.from_json(obj))
+        except RemoteProtocolError as exc:
+            shown = obj if isinstance(obj, str) else json.dumps(obj)
+            raise RemoteProtocolError(
+                f"{address}{path} answered HTTP {status} without a controller reply ({exc}): {shown[:200]}"
+            ) from None
+
+    # ------------------------------------------------------------------------------ leader calls
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        write: bool = False,
+        any_node: bool = False,
+        timeout_s: float | None = None,
+    ) -> ControllerAnswer:
+        """``method path`` on the serving leader (``any_node``: on the first node that answers).
+
+        Returns the final answer, whatever its code. Raises :class:`NoLeaderAnswer` when the policy
+        gives up, ``RemoteProtocolError`` when a node answers something that is not a reply.
+        """
+        follow = Follow(
+            self.policy, self.addresses, self.leader, write=write, any_node=any_node, now_ms=self._now_ms()
+        )
+        answer = await self._walk(
+            follow, method=method, path=path, body=body, params=params, timeout_s=timeout_s
+        )
+        assert answer is not None  # a call ends Done only after an answer
+        return answer
+
+    async def find_leader(self) -> str | None:
+        """Ask the controllers who leads (the cached leader first); None when none knows."""
+        follow = Follow(self.policy, self.addresses, self.leader, find_only=True, now_ms=self._now_ms())
+        try:
+            await self._walk(follow, method="GET", path=METADATA_PATH, body=None, params=None, timeout_s=None)
+        except NoLeaderAnswer:
+            return None
+        return follow.leader
+
+    async def _walk(
+        self,
+        follow: Follow,
+        *,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, str] | None,
+        timeout_s: float | None,
+    ) -> ControllerAnswer | None:
+        """Drive ``follow`` to its end: the last answer (None for a find-only walk)."""
+        last: ControllerAnswer | None = None
+        failure: TransportFailure | None = None
+        known = follow.leader
+        decision = follow.start()
+        while True:
+            event: Event
+            match decision:
+                case Done():
+                    return last
+                case GiveUp(why=why):
+                    raise NoLeaderAnswer(why, failure, last)
+                case BackOff(ms=ms):
+                    await asyncio.sleep(ms / 1000)
+                    event = Waited()
+                case Ask(address=address, who_leads=True):
+                    try:
+                        event = await self._who_leads(address)
+                    except TransportFailure as exc:
+                        failure, event = exc, TimedOut() if exc.silence.sent else Refused()
+                case Ask(address=address) | Redirect(address=address):
+                    try:
+                        last = await self.ask(
+                            address, method, path, body=body, params=params, timeout_s=timeout_s
+                        )
+                    except TransportFailure as exc:
+                        failure, event = exc, TimedOut() if exc.silence.sent else Refused()
+                    else:
+                        event = Answered() if follow.any_node else event_of(last.reply)
+            decision = follow.on(event, self._now_ms())
+            if follow.leader != known:  # write back only what this call learned
+                known = self.leader = follow.leader
+                log.debug("controller leader: %s", known)
+
+    async def _who_leads(self, address: str) -> LeaderIs:
+        try:
+            answer = await self.ask(address, "GET", METADATA_PATH, timeout_s=self.probe_timeout_s)
+        except RemoteProtocolError as exc:
+            log.debug("controller %s metadata: %s", address, exc)
+            return LeaderIs(None)
+        reply = answer.reply
+        return LeaderIs(leader_in_metadata(address, reply.payload) if reply.ok else None)
+
+    @staticmethod
+    def _now_ms() -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
