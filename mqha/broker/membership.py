@@ -5,7 +5,9 @@ The master refuses an HA handshake from a broker id the controller never registe
 controller's sync-state-data (``inSyncReplicas`` + ``notInSyncReplicas``), cached and refreshed in the
 background: at start, every ``refresh_interval_s``, and (at most four times a second) when an
 unknown id knocks. A refused slave retries within a second, so a freshly registered replica is
-admitted as soon as the cache catches up.
+admitted as soon as the cache catches up. The controllers are asked with the one leader-following
+policy (``mqha.controller_client``): one round, the last known leader first, not-leader hints
+followed, no pause (the next refresh is the retry).
 
 Fail-open while the set's membership was never learned (controllers unreachable since start): the
 replication of a live master must not depend on the controllers being up.
@@ -17,29 +19,35 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
-
-import aiohttp
 
 from mqha.autoswitch_ha.server import cancel_and_wait
+from mqha.controller_client.caller import LeaderCaller
+from mqha.controller_client.policy import Policy, parse_addresses
+from mqha.wire.controller_api import SyncStateDataPayload
 
 log = logging.getLogger(__name__)
 
 MIN_REFRESH_GAP_S = 0.25  # an unknown id asks the controller again at most this often
+POLICY = Policy(rounds=1, discover=False, max_redirects=2)
+TIMEOUT_S = 1.0
 
 
 class BrokerSetMembers:
+    """Caches the broker ids the controller registered in this broker set."""
+
     def __init__(
         self, controller_addresses: Iterable[str], broker_name: str, refresh_interval_s: float = 5.0
     ):
-        self.addresses = [a.strip() for a in controller_addresses if a.strip()]
+        self.addresses = parse_addresses(controller_addresses)
         self.broker_name = broker_name
         self.refresh_interval_s = refresh_interval_s
         self.known: set[int] | None = None  # None: never learned
         self._last_attempt = 0.0
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
-        self._leader: str | None = None
+        self._caller = LeaderCaller(
+            self.addresses, POLICY, call_timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S
+        )
 
     def is_known(self, broker_id: int) -> bool:
         if self.known is None:
@@ -59,6 +67,7 @@ class BrokerSetMembers:
             if task is not None:
                 await cancel_and_wait(task)
         self._loop_task = self._refreshing = None
+        await self._caller.close()
 
     def refresh_soon(self) -> None:
         now = time.monotonic()
@@ -76,45 +85,21 @@ class BrokerSetMembers:
             await asyncio.sleep(self.refresh_interval_s)
 
     async def refresh(self) -> None:
-        """Ask the controllers (the last known leader first, following not-leader redirects)."""
-        candidates = ([self._leader] if self._leader else []) + [
-            a for a in self.addresses if a != self._leader
-        ]
-        timeout = aiohttp.ClientTimeout(total=1.0)
+        """Ask the controller leader for this set's sync-state-data; keep the old view on failure."""
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                for address in candidates:
-                    ids = await self._ask(session, address, redirects=2)
-                    if ids is not None:
-                        if ids != self.known:
-                            log.info("broker set %s members: %s", self.broker_name, sorted(ids))
-                        self.known = ids
-                        return
+            answer = await self._caller.call(
+                "GET", "/v1/sync-state-data", params={"brokerName": self.broker_name}
+            )
+            if not answer.reply.ok:
+                log.debug("membership refresh: %s %s", answer.reply.code.name, answer.reply.remark)
+                return
+            table = SyncStateDataPayload.from_json(answer.reply.payload).replicas_info_table
         except Exception as exc:  # membership is advisory; never let it break the broker
             log.debug("membership refresh failed: %s", exc)
-
-    async def _ask(self, session: aiohttp.ClientSession, address: str, redirects: int) -> set[int] | None:
-        url = f"http://{address}/v1/sync-state-data"
-        try:
-            async with session.get(url, params={"brokerName": self.broker_name}) as response:
-                body: Any = await response.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError):
-            return None
-        if not isinstance(body, dict):
-            return None
-        leader = body.get("leaderAddress")
-        if response.status == 421 and isinstance(leader, str) and leader != address and redirects > 0:
-            self._leader = leader
-            return await self._ask(session, leader, redirects - 1)
-        if response.status != 200:
-            return None
-        self._leader = address
-        entry = (body.get("replicasInfoTable") or {}).get(self.broker_name)
-        if not isinstance(entry, dict):
-            return set()
-        ids = set()
-        for key in ("inSyncReplicas", "notInSyncReplicas"):
-            for replica in entry.get(key) or []:
-                if isinstance(replica, dict) and isinstance(replica.get("brokerId"), int):
-                    ids.add(replica["brokerId"])
-        return ids
+            return
+        entry = table.get(self.broker_name)
+        replicas = () if entry is None else (*entry.in_sync_replicas, *entry.not_in_sync_replicas)
+        ids = {replica.broker_id for replica in replicas}
+        if ids != self.known:
+            log.info("broker set %s members: %s", self.broker_name, sorted(ids))
+        self.known = ids

@@ -1,10 +1,11 @@
 """Route discovery: a broker group's master from the controllers' replica-info (shell, aiohttp).
 
-Only the serving controller leader answers ``GET /v1/groups/{brokerName}/replica-info``; a follower
-says 421 with ``leaderAddress``, which is followed at once. The leader that answered last is asked
-first next time; on a connection error or 503 (no quorum) the next controller is tried. There is no
-periodic route poll: the producer and consumer call :meth:`RouteResolver.resolve` when a send or read
-tells them the route is stale (slave redirect, connection error, SERVICE_NOT_AVAILABLE).
+Only the serving controller leader answers ``GET /v1/groups/{brokerName}/replica-info``; the
+controllers are asked with the one leader-following policy (``mqha.controller_client``): the leader
+that answered last first, then each listed controller once, a not-leader hint followed at once, no
+pause (the producer and consumer retry within their own deadlines). There is no periodic route poll:
+the producer and consumer call :meth:`RouteResolver.resolve` when a send or read tells them the route
+is stale (slave redirect, connection error, SERVICE_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from urllib.parse import quote
 
 import aiohttp
 
-from mqha.client.results import NoRouteError, Route, describe, json_field
+from mqha.client.results import NoRouteError, Route
+from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
+from mqha.controller_client.policy import Policy, parse_addresses
+from mqha.errors import RemoteProtocolError
+from mqha.wire.controller_api import ReplicaInfoPayload
 
 
 def parse_controllers(controllers: str | Sequence[str]) -> list[str]:
     """``"h:p;h:p"`` (RocketMQ's ``controllerAddr``) or a list of ``host:port`` → a list, order kept."""
-    items = controllers.split(";") if isinstance(controllers, str) else list(controllers)
-    out = list(dict.fromkeys(i.strip().removeprefix("http://").rstrip("/") for i in items if i.strip()))
+    out = parse_addresses(controllers)
     if not out:
         raise ValueError("no controller address given")
     return out
@@ -34,59 +38,42 @@ class RouteResolver:
     ) -> None:
         self.controllers = parse_controllers(controllers)
         self.session = session
-        self.timeout = timeout
-        self.leader: str | None = None
+        self.timeout = timeout  # per request; the producer shortens it to its send deadline
         self.lookups = 0
+        policy = Policy(rounds=1, discover=False, max_redirects=max(2, len(self.controllers)))
+        self._caller = LeaderCaller(self.controllers, policy, session=session)
 
-    def _candidates(self) -> list[str]:
-        first = [self.leader] if self.leader else []
-        return first + [c for c in self.controllers if c != self.leader]
+    @property
+    def leader(self) -> str | None:
+        return self._caller.leader
+
+    @leader.setter
+    def leader(self, address: str | None) -> None:
+        self._caller.leader = address
 
     async def resolve(self, broker_name: str) -> Route:
         """The group's current master. Raises :class:`NoRouteError` when no controller leader answers
         or the group has no master right now (e.g. in the middle of an election)."""
         self.lookups += 1
-        problems: list[str] = []
         path = f"/v1/groups/{quote(broker_name, safe='')}/replica-info"
-        tried: set[str] = set()
-        queue = self._candidates()
-        while queue:
-            address = queue.pop(0)
-            if address in tried:
-                continue
-            tried.add(address)
-            try:
-                async with self.session.get(
-                    f"http://{address}{path}", timeout=aiohttp.ClientTimeout(total=self.timeout)
-                ) as response:
-                    status = response.status
-                    body = await response.json(content_type=None)
-            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-                problems.append(f"{address}: {describe(exc)}")
-                if self.leader == address:
-                    self.leader = None
-                continue
-            if status == 421:  # not the leader: go straight to the one it names
-                hint = json_field(body, "leaderAddress")
-                if isinstance(hint, str) and hint and hint not in tried:
-                    queue.insert(0, hint)
-                problems.append(f"{address}: not leader")
-                continue
-            if status != 200:
-                problems.append(f"{address}: HTTP {status} {json_field(body, 'remark') or ''}".rstrip())
-                continue
-            self.leader = address
-            master_address = json_field(body, "masterAddress")
-            master_id = json_field(body, "masterBrokerId")
-            if not master_address or master_id is None or master_id < 0:
-                raise NoRouteError(f"{broker_name} has no master right now (asked {address})")
-            sss = json_field(body, "syncStateSet") or []
-            return Route(
-                broker_name=broker_name,
-                master_broker_id=int(master_id),
-                master_address=str(master_address),
-                master_epoch=int(json_field(body, "masterEpoch") or 0),
-                sync_state_set=tuple(sorted(int(i) for i in sss)),
-                sync_state_set_epoch=json_field(body, "syncStateSetEpoch"),
+        try:
+            answer = await self._caller.call("GET", path, timeout_s=self.timeout)
+            reply = answer.reply
+            info = ReplicaInfoPayload.from_json(reply.payload) if reply.ok else None
+        except (NoLeaderAnswer, RemoteProtocolError) as exc:
+            raise NoRouteError(f"no controller leader answered for {broker_name}: {exc}") from None
+        if info is None:
+            raise NoRouteError(
+                f"no route for {broker_name}: {answer.address} answered HTTP {answer.status} "
+                f"{reply.code.name} {reply.remark}".rstrip()
             )
-        raise NoRouteError(f"no controller leader answered for {broker_name}: {'; '.join(problems)}")
+        if not info.master_address or info.master_broker_id is None or info.master_broker_id < 0:
+            raise NoRouteError(f"{broker_name} has no master right now (asked {answer.address})")
+        return Route(
+            broker_name=broker_name,
+            master_broker_id=info.master_broker_id,
+            master_address=info.master_address,
+            master_epoch=info.master_epoch,
+            sync_state_set=tuple(sorted(info.sync_state_set)),
+            sync_state_set_epoch=info.sync_state_set_epoch,
+        )

@@ -128,7 +128,8 @@ class LeaderCaller:
     def session(self) -> aiohttp.ClientSession:
         """The HTTP session: the one given, else our own, made on first use."""
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            timeout = aiohttp.ClientTimeout(total=self.call_timeout_s, sock_connect=self.connect_timeout_s)
+            self._session = aiohttp.ClientSession(timeout=timeout)
         return self._session
 
     async def close(self) -> None:
@@ -230,6 +231,7 @@ class LeaderCaller:
         try:
             await self._walk(follow, method="GET", path=METADATA_PATH, body=None, params=None, timeout_s=None)
         except NoLeaderAnswer:
+            self.leader = None
             return None
         return follow.leader
 

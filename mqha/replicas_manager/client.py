@@ -1,19 +1,13 @@
-"""The broker's controller client (shell, aiohttp): leader discovery, leader calls, broker sessions.
+"""The broker's controller client (shell, aiohttp): leader calls and broker sessions.
 
-Leader calls (docs/architecture.md §3). ``call`` sends a request to the leader this client believes in,
-discovering it first through ``GET /v1/controller/metadata`` on every listed controller
-(docs/reference-behaviour.md §5.8; a node that says ``isLeader`` wins, else the first non-empty
-``leaderAddress``). Answers:
-
-* any JSON reply except NOT_LEADER is returned as a ``Reply`` (success or a RocketMQ code);
-* 421 NOT_LEADER with a ``leaderAddress`` is followed once; without one (or a second time) the
-  leader is forgotten and rediscovered;
-* a connection error forgets the leader and retries, at most ``max_attempts`` times in all with a
-  doubling pause from ``backoff_s``;
-* a timeout, or a reply that is not the JSON envelope, returns ``None`` at once: a write may still
-  commit, and the planner's periodic tasks decide what to do next rather than a blind repeat.
-
-``None`` always means "no usable answer".
+Leader calls (docs/architecture.md §3) go through the one leader-following policy
+(``mqha.controller_client``): the leader this client believes in first, else the controllers asked
+"who leads?" (``GET /v1/controller/metadata``, docs/reference-behaviour.md §5.8); a not-leader hint
+is followed; a refused connection tries the next controller; three rounds with a doubling pause from
+``backoff_s``. ``call`` returns the reply (success or a RocketMQ code), or ``None`` for "no usable
+answer": no leader found, a timed-out write (it may still commit, so the planner's periodic tasks
+decide what to do next rather than a blind repeat), a reply that is not the JSON envelope, or a
+not-leader answer that leaves the write's outcome unknown.
 
 Sessions (docs/architecture.md §3, ``mqha/controller/sessions.py``). One WebSocket ``GET /v1/brokers/session``
 to EVERY controller, each kept by its own task: reconnect with a doubling pause (``reconnect_min_s`` ..
@@ -36,12 +30,13 @@ from typing import Any
 import aiohttp
 
 from mqha.codes import ResponseCode
+from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, TransportFailure
+from mqha.controller_client.policy import Policy, parse_addresses
 from mqha.errors import RemoteProtocolError
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
 
-METADATA_PATH = "/v1/controller/metadata"
 SESSION_PATH = "/v1/brokers/session"
 HEARTBEAT_PATH = "/v1/brokers/heartbeat"
 ROLE_CHANGED = "roleChanged"
@@ -53,10 +48,7 @@ CLOSED = "closed"
 
 PushHandler = Callable[[str, Mapping[str, Any]], None]
 
-
-def parse_addresses(text: str) -> list[str]:
-    """``controllerAddr``: ``host:port;host:port`` (empty items skipped, order kept, no duplicates)."""
-    return list(dict.fromkeys(item.strip() for item in text.split(";") if item.strip()))
+__all__ = ["ControllerClient", "SessionLink", "parse_addresses"]
 
 
 @dataclass
@@ -96,6 +88,8 @@ class SessionLink:
 
 
 class ControllerClient:
+    """The broker's link to the controllers: leader calls, heartbeats and the per-controller sessions."""
+
     def __init__(
         self,
         addresses: Sequence[str],
@@ -113,27 +107,41 @@ class ControllerClient:
         if not addresses:
             raise ValueError("no controller address")
         self.addresses = list(addresses)
-        self.leader: str | None = None
         self._on_push = on_push
         self.request_timeout_s = request_timeout_s  # > the controller's 5 s write timeout
         self.metadata_timeout_s = metadata_timeout_s
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.max_attempts = max(1, max_attempts)
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
         self.reconnect_min_s = reconnect_min_s
         self.reconnect_max_s = reconnect_max_s
+        policy = Policy(
+            rounds=max(1, max_attempts),
+            backoff_ms=max(1, round(backoff_s * 1000)),
+            backoff_max_ms=max(1, round(backoff_s * 1000), round(backoff_max_s * 1000)),
+        )
+        self._caller = LeaderCaller(
+            self.addresses,
+            policy,
+            call_timeout_s=request_timeout_s,
+            probe_timeout_s=metadata_timeout_s,
+        )
         self._links = {address: SessionLink(address) for address in self.addresses}
-        self._http: aiohttp.ClientSession | None = None
+        self._started = False
         self._last_heartbeat: str | None = None
         self._closing = False
+
+    @property
+    def leader(self) -> str | None:
+        """The controller leader as last learned (None: ask who leads first)."""
+        return self._caller.leader
+
+    @leader.setter
+    def leader(self, address: str | None) -> None:
+        self._caller.leader = address
 
     # ------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        self._http = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self.request_timeout_s, sock_connect=1.0)
-        )
+        self._started = True
         for link in self._links.values():
             link.task = asyncio.create_task(
                 self._keep_session(link), name=f"controller-session-{link.address}"
@@ -153,66 +161,22 @@ class ControllerClient:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await link.task
             link.state = CLOSED
-        if self._http is not None:
-            await self._http.close()
+        await self._caller.close()
 
     @property
     def http(self) -> aiohttp.ClientSession:
-        if self._http is None:
+        if not self._started:
             raise RuntimeError("ControllerClient.start() was not called")
-        return self._http
+        return self._caller.session
 
     # -------------------------------------------------------------------------------- requests
 
-    async def _request(
-        self,
-        method: str,
-        address: str,
-        path: str,
-        *,
-        body: Mapping[str, Any] | None = None,
-        params: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> Reply:
-        """One HTTP exchange; raises aiohttp/OS errors, TimeoutError or RemoteProtocolError."""
-        async with self.http.request(
-            method,
-            f"http://{address}{path}",
-            json=body,
-            params=params,
-            timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout_s, sock_connect=1.0),
-        ) as response:
-            raw = await response.read()
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            raise RemoteProtocolError(
-                f"{address}{path} answered HTTP {response.status} without a JSON body"
-            ) from None
-        return Reply.from_json(obj)
-
-    async def _metadata(self, address: str) -> Mapping[str, Any] | None:
-        try:
-            reply = await self._request("GET", address, METADATA_PATH, timeout=self.metadata_timeout_s)
-        except (aiohttp.ClientError, OSError, TimeoutError, RemoteProtocolError) as exc:
-            log.debug("controller %s metadata: %r", address, exc)
-            return None
-        return reply.payload if reply.ok else None
-
     async def discover_leader(self) -> str | None:
-        """docs/reference-behaviour.md §5.8 on every listed controller at once; remembers and returns the
-        leader."""
-        answers = await asyncio.gather(*(self._metadata(address) for address in self.addresses))
-        found: str | None = None
-        for address, meta in zip(self.addresses, answers, strict=True):
-            if meta and meta.get("isLeader"):
-                found = meta.get("leaderAddress") or meta.get("selfAddress") or address
-                break
-        if found is None:
-            found = next((m["leaderAddress"] for m in answers if m and m.get("leaderAddress")), None)
-        if found != self.leader:
+        """Ask the controllers who leads (docs/reference-behaviour.md §5.8); remembers and returns it."""
+        before = self.leader
+        found = await self._caller.find_leader()
+        if found != before:
             log.info("controller leader: %s", found)
-        self.leader = found
         return found
 
     async def call(
@@ -223,44 +187,21 @@ class ControllerClient:
         body: Mapping[str, Any] | None = None,
         params: Mapping[str, str] | None = None,
     ) -> Reply | None:
-        """A leader-only request (see the module docstring for retries); None = no usable answer."""
-        attempts = 0
-        redirected = False
-        delay = self.backoff_s
-        while not self._closing:
-            leader = self.leader or await self.discover_leader()
-            if leader is None:
-                failure = "no controller leader known"
-            else:
-                try:
-                    reply = await self._request(method, leader, path, body=body, params=params)
-                except TimeoutError:
-                    log.info("%s %s on %s timed out", method, path, leader)
-                    return None
-                except (aiohttp.ClientConnectionError, OSError) as exc:
-                    failure = f"{leader}: {exc!r}"
-                    if self.leader == leader:
-                        self.leader = None
-                except (aiohttp.ClientError, RemoteProtocolError) as exc:
-                    log.warning("%s %s on %s: %s", method, path, leader, exc)
-                    return None
-                else:
-                    if reply.code != ResponseCode.CONTROLLER_NOT_LEADER:
-                        return reply
-                    hint = reply.payload.get("leaderAddress")
-                    if isinstance(hint, str) and hint and hint != leader and not redirected:
-                        redirected = True
-                        self.leader = hint
-                        continue  # follow the redirect once, without counting an attempt
-                    failure = f"{leader} is not the leader"
-                    self.leader = None
-            attempts += 1
-            if attempts >= self.max_attempts:
-                log.info("%s %s failed after %d attempts: %s", method, path, attempts, failure)
-                return None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.backoff_max_s)
-        return None
+        """A leader-only request (see the module docstring); None = no usable answer."""
+        if self._closing:
+            return None
+        try:
+            answer = await self._caller.call(method, path, body=body, params=params, write=method != "GET")
+        except NoLeaderAnswer as exc:
+            log.info("%s %s: %s", method, path, exc)
+            return None
+        except RemoteProtocolError as exc:
+            log.warning("%s %s: %s", method, path, exc)
+            return None
+        if answer.reply.code == ResponseCode.CONTROLLER_NOT_LEADER:
+            log.info("%s %s on %s: %s", method, path, answer.address, answer.reply.remark)
+            return None
+        return answer.reply
 
     # ------------------------------------------------------------------------------ heartbeats
 
@@ -270,13 +211,13 @@ class ControllerClient:
 
         async def post(address: str) -> bool:
             try:
-                reply = await self._request(
-                    "POST", address, HEARTBEAT_PATH, body=body, timeout=self.heartbeat_timeout_s
+                answer = await self._caller.ask(
+                    address, "POST", HEARTBEAT_PATH, body=body, timeout_s=self.heartbeat_timeout_s
                 )
-            except (aiohttp.ClientError, OSError, TimeoutError, RemoteProtocolError) as exc:
-                log.debug("heartbeat to %s: %r", address, exc)
+            except (TransportFailure, RemoteProtocolError) as exc:
+                log.debug("heartbeat to %s: %s", address, exc)
                 return False
-            return reply.ok
+            return answer.reply.ok
 
         results = await asyncio.gather(*(post(address) for address in self.addresses))
         return sum(results)
