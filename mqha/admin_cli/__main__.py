@@ -7,27 +7,26 @@ exit status says what kind: 0 success, 1 a node answered but not SUCCESS, 2 bad 
 3 no listed node reachable. ``-i`` repeats until SIGINT/SIGTERM (exit 0); a failed round is reported
 on stderr and the loop goes on, as a monitor should.
 
-Leader discovery: every address of ``-a`` (a ``;`` list) is asked for its metadata in turn until one
-names the serving leader; while nodes answer but none knows a leader (an election is running), the
-round is repeated until ``--timeout``. A not-leader answer from the chosen node sends the call to the
-node it names (reads always; writes only when the controller says nothing was appended).
-
-The HTTP client is the standard library's (one blocking request at a time is all a CLI needs, and
-it starts faster than aiohttp).
+Leader calls use the one leader-following policy (``mqha.controller_client``): every address of
+``-a`` (a ``;`` list) is asked for its metadata in turn until one names the serving leader; while
+nodes answer but none knows a leader (an election is running), the round is repeated until
+``--timeout``; when no node answers at all, the command fails at once (exit 3). A not-leader answer
+sends the call to the node it names (reads always; writes only when the controller says nothing was
+appended).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
 import os
 import signal
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn, TextIO
+
+import aiohttp
 
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import (
@@ -43,160 +42,132 @@ from mqha.admin_cli.commands import (
     UsageError,
 )
 from mqha.codes import ResponseCode
+from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, Silence, TransportFailure, fetch
+from mqha.controller_client.policy import Policy, Why
+from mqha.errors import RemoteProtocolError
 
 DEFAULT_TIMEOUT = 10.0  # above the controller's 5 s write timeout, so its own answer arrives first
-DISCOVERY_PAUSE = 0.2
+DISCOVERY_PAUSE_MS = 200
 DISCOVERY_TIMEOUT = 2.0  # per metadata request: a hung node must not hold up trying the next one
-
-
-class _Stop(Exception):
-    """SIGTERM during an interval run."""
+# Rounds until --timeout (the budget, set per run); nothing to wait for when no node answers at all.
+POLICY = Policy(
+    rounds=None,
+    budget_ms=round(DEFAULT_TIMEOUT * 1000),
+    backoff_ms=DISCOVERY_PAUSE_MS,
+    backoff_max_ms=DISCOVERY_PAUSE_MS,
+    give_up_when_none_answer=True,
+)
 
 
 # --------------------------------------------------------------------------------------------------
 # HTTP
 
+_SILENCE_CODES = {
+    Silence.CONNECT_FAILED: CONNECT_FAILED,
+    Silence.CONNECT_TIMEOUT: ACCESS_TIMEOUT,
+    Silence.TIMEOUT: ACCESS_TIMEOUT,
+    Silence.LOST: CONNECTION_LOST,
+}
+
+
+def _unreachable(failure: TransportFailure) -> CommandFailed:
+    if failure.silence is Silence.CONNECT_FAILED:
+        remark = f"cannot connect: {failure.detail}"
+    elif failure.silence is Silence.LOST:
+        remark = f"connection lost before the answer: {failure.detail}"
+    else:
+        remark = f"no answer within {failure.timeout_s:g} s"
+    return core.unreachable(_SILENCE_CODES[failure.silence], remark, failure.address)
+
 
 class Http:
-    """JSON over HTTP with a bearer token for controllers; transport failures -> CommandFailed."""
+    """The CLI's HTTP: one aiohttp session, a bearer token for controllers; failures -> CommandFailed."""
 
     def __init__(self, timeout: float, token: str | None) -> None:
         self.timeout = timeout
-        self.token = token
+        self.headers = {"Accept": "application/json"}
+        self.plain = dict(self.headers)  # brokers have no admin-only route: no token
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self._session: aiohttp.ClientSession | None = None
 
-    def send(
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def send(
         self, address: str, call: HttpCall, *, auth: bool = True, timeout: float | None = None
     ) -> Answer:
-        data = None if call.body is None else json.dumps(call.body).encode()
-        request = urllib.request.Request(core.base_url(address) + call.path, data=data, method=call.method)
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        if auth and self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
-                status, raw = response.status, response.read()
-        except urllib.error.HTTPError as err:
-            status, raw = err.code, err.read()
-        except TimeoutError as exc:
-            raise core.unreachable(
-                ACCESS_TIMEOUT, f"no answer within {timeout or self.timeout:g} s", address
-            ) from exc
-        except urllib.error.URLError as err:
-            if isinstance(err.reason, TimeoutError):
-                raise core.unreachable(
-                    ACCESS_TIMEOUT, f"no answer within {timeout or self.timeout:g} s", address
-                ) from None
-            raise core.unreachable(
-                CONNECT_FAILED, f"cannot connect: {_reason(err.reason)}", address
-            ) from None
-        except OSError as exc:  # after the request went out (urllib wraps only connect/send errors)
-            raise core.unreachable(
-                CONNECTION_LOST, f"connection lost before the answer: {_reason(exc)}", address
-            ) from None
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode(errors="replace")
+            status, body = await fetch(
+                self.session,
+                address,
+                call.method,
+                call.path,
+                body=call.body,
+                timeout_s=timeout or self.timeout,
+                headers=self.headers if auth else self.plain,
+            )
+        except TransportFailure as exc:
+            raise _unreachable(exc) from None
         return core.answer_from_http(address, status, body)
 
 
-def _reason(reason: Any) -> str:
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror
-    return str(reason)
-
-
 class Controllers:
-    """The controllers of ``-a``: leader discovery and calls to the leader or to each node."""
+    """The controllers of ``-a``: calls to the serving leader (the one leader-following policy of
+    ``mqha.controller_client``, bounded by ``--timeout``) or to the first node that answers."""
 
     def __init__(self, http: Http, addresses: Sequence[str]) -> None:
-        self.http = http
         self.addresses = list(addresses)
-        self._leader: str | None = None
-
-    def first_answer(self, call: HttpCall) -> Answer:
-        """The answer of the first listed node that can be reached (any node serves ``call``)."""
-        last: CommandFailed | None = None
-        for address in self.addresses:
-            try:
-                return self.http.send(address, call, timeout=min(DISCOVERY_TIMEOUT, self.http.timeout))
-            except CommandFailed as exc:
-                if exc.exit_code != core.EXIT_UNREACHABLE:
-                    raise
-                last = exc
-        assert last is not None
-        raise self._none_reachable(last)
-
-    def _none_reachable(self, last: CommandFailed) -> CommandFailed:
-        listed = ", ".join(self.addresses)
-        remark = (
-            f"no controller of [{listed}] can be reached; last: {last.failure.address}: {last.failure.remark}"
+        self.caller = LeaderCaller(
+            self.addresses,
+            replace(POLICY, budget_ms=round(http.timeout * 1000), max_redirects=len(self.addresses) + 1),
+            session=http.session,
+            call_timeout_s=http.timeout,
+            probe_timeout_s=min(DISCOVERY_TIMEOUT, http.timeout),
+            headers=http.headers,
         )
-        return core.unreachable(last.failure.code, remark)
 
-    def find_leader(self, deadline: float, dead: set[str]) -> str:
-        """The serving leader's address, asking the listed nodes in turn (``dead``: unreachable ones,
-        neither asked nor accepted as the leader while other nodes are left)."""
-        while True:
-            last: CommandFailed | None = None
-            answered = False
-            for address in [a for a in self.addresses if a not in dead] or self.addresses:
-                try:
-                    answer = self.http.send(
-                        address, core.metadata_call(), timeout=min(DISCOVERY_TIMEOUT, self.http.timeout)
-                    )
-                except CommandFailed as exc:
-                    last = exc
-                    continue
-                answered = True
-                leader = core.leader_of(answer) if answer.ok else None
-                if leader and leader not in dead:
-                    self._leader = leader
-                    return leader
-            if not answered and last is not None:
-                raise self._none_reachable(last)  # nothing to wait for: every node is down
-            if time.monotonic() + DISCOVERY_PAUSE >= deadline:
-                raise core.failed(
-                    ResponseCode.CONTROLLER_NOT_LEADER,
-                    f"no controller of [{', '.join(self.addresses)}] knows a serving leader "
-                    f"(election in progress or quorum lost) after {self.http.timeout:g} s",
-                )
-            time.sleep(DISCOVERY_PAUSE)
+    async def first_answer(self, call: HttpCall) -> Answer:
+        """The answer of the first listed node that can be reached (any node serves ``call``)."""
+        return await self._call(call, any_node=True, timeout_s=self.caller.probe_timeout_s)
 
-    def leader_call(self, call: HttpCall) -> Answer:
-        """``call`` on the serving leader; the answer is returned whatever its code.
+    async def leader_call(self, call: HttpCall) -> Answer:
+        """``call`` on the serving leader; the answer is returned whatever its code. Reads go on to
+        other nodes until ``--timeout``; writes only when they surely were not applied (connection
+        refused; not appended per the controller)."""
+        return await self._call(call, write=call.write)
 
-        A leader that cannot be reached (a follower may still name a stopped one) or that answers
-        "not leader" sends the call elsewhere, until ``--timeout``: reads always, writes only when
-        they surely were not applied (connection refused; not appended per the controller).
-        """
-        deadline = time.monotonic() + self.http.timeout
-        dead: set[str] = set()
-        leader = self._leader or self.find_leader(deadline, dead)
-        while True:
-            try:
-                answer = self.http.send(leader, call)
-            except CommandFailed as exc:
-                unsent = exc.failure.code == CONNECT_FAILED
-                if exc.exit_code != core.EXIT_UNREACHABLE or (call.write and not unsent):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise
-                dead.add(leader)
-                self._leader = None
-                leader = self.find_leader(deadline, dead)
-                continue
-            if not core.may_resend(call, answer) or time.monotonic() >= deadline:
-                return answer
-            named = answer.payload.get("leaderAddress")
-            self._leader = None
-            if isinstance(named, str) and named and named != leader and named not in dead:
-                leader = named
-            else:
-                time.sleep(DISCOVERY_PAUSE)
-                leader = self.find_leader(deadline, dead)
+    async def _call(self, call: HttpCall, **how: Any) -> Answer:
+        try:
+            answer = await self.caller.call(call.method, call.path, body=call.body, **how)
+        except NoLeaderAnswer as exc:
+            raise self._failure(exc) from None
+        except RemoteProtocolError as exc:
+            raise core.failed(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        return core.answer_from_http(answer.address, answer.status, answer.reply.to_json())
+
+    def _failure(self, exc: NoLeaderAnswer) -> CommandFailed:
+        listed = ", ".join(self.addresses)
+        last = exc.last_failure
+        if exc.why is Why.NO_LEADER or last is None:
+            return core.failed(
+                ResponseCode.CONTROLLER_NOT_LEADER,
+                f"no controller of [{listed}] knows a serving leader "
+                f"(election in progress or quorum lost) after {self.caller.call_timeout_s:g} s",
+            )
+        failure = _unreachable(last)
+        if exc.why is Why.OUTCOME_UNKNOWN:
+            return failure
+        remark = f"no controller of [{listed}] can be reached; last: {last.address}: {failure.failure.remark}"
+        return core.unreachable(failure.failure.code, remark)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -219,33 +190,33 @@ class Context:
         print(f"{self.args.command}: {text}", file=self.err)
 
 
-def run_get_controller_metadata(ctx: Context) -> Output:
-    answer = core.require_success(ctx.controllers().first_answer(core.metadata_call()))
+async def run_get_controller_metadata(ctx: Context) -> Output:
+    answer = core.require_success(await ctx.controllers().first_answer(core.metadata_call()))
     return core.format_controller_metadata(answer), core.controller_metadata_json(answer)
 
 
-def _sync_state_table(ctx: Context, controllers: Controllers) -> dict[str, core.ReplicasInfo]:
+async def _sync_state_table(ctx: Context, controllers: Controllers) -> dict[str, core.ReplicasInfo]:
     args = ctx.args
     if args.brokerName:
         names = [args.brokerName]
     elif args.clusterName:
-        groups = core.require_success(controllers.leader_call(core.groups_call()))
+        groups = core.require_success(await controllers.leader_call(core.groups_call()))
         names = core.broker_names_of_cluster(groups, args.clusterName)
     else:
         raise UsageError("one of -b brokerName or -c clusterName is required")
-    answer = core.require_success(controllers.leader_call(core.sync_state_data_call(names)))
+    answer = core.require_success(await controllers.leader_call(core.sync_state_data_call(names)))
     table = core.sync_state_table(answer)
     core.require_known_sets(table, names, answer.address)
     return {name: table[name] for name in names}
 
 
-def run_get_sync_state_set(ctx: Context) -> Output:
-    table = _sync_state_table(ctx, ctx.controllers())
+async def run_get_sync_state_set(ctx: Context) -> Output:
+    table = await _sync_state_table(ctx, ctx.controllers())
     return core.format_sync_state_sets(table), core.sync_state_sets_json(table)
 
 
-def run_get_broker_epoch(ctx: Context) -> Output:
-    table = _sync_state_table(ctx, ctx.controllers())
+async def run_get_broker_epoch(ctx: Context) -> Output:
+    table = await _sync_state_table(ctx, ctx.controllers())
     texts: list[str] = []
     caches: list[dict[str, Any]] = []
     errors: list[CommandFailed] = []
@@ -256,7 +227,7 @@ def run_get_broker_epoch(ctx: Context) -> Output:
                 continue
             try:
                 answer = core.require_success(
-                    ctx.http.send(target.address, core.broker_epochs_call(), auth=False)
+                    await ctx.http.send(target.address, core.broker_epochs_call(), auth=False)
                 )
             except CommandFailed as exc:
                 errors.append(exc)
@@ -283,7 +254,7 @@ def _fail_if_any(ctx: Context, errors: list[CommandFailed], partial: Output | No
     raise errors[-1]
 
 
-def run_ha_status(ctx: Context) -> Output:
+async def run_ha_status(ctx: Context) -> Output:
     args = ctx.args
     if args.brokerAddr:
         targets = [core.check_address(args.brokerAddr)]
@@ -291,9 +262,9 @@ def run_ha_status(ctx: Context) -> Output:
         if not args.controllerAddress:
             raise UsageError("-c needs -a controllerAddress to find the masters of the cluster")
         controllers = ctx.controllers()
-        groups = core.require_success(controllers.leader_call(core.groups_call()))
+        groups = core.require_success(await controllers.leader_call(core.groups_call()))
         names = core.broker_names_of_cluster(groups, args.clusterName)
-        answer = core.require_success(controllers.leader_call(core.sync_state_data_call(names)))
+        answer = core.require_success(await controllers.leader_call(core.sync_state_data_call(names)))
         table = core.sync_state_table(answer)
         targets = []
         for name in sorted(table):
@@ -315,7 +286,9 @@ def run_ha_status(ctx: Context) -> Output:
     errors: list[CommandFailed] = []
     for address in targets:
         try:
-            answer = core.require_success(ctx.http.send(address, core.broker_ha_status_call(), auth=False))
+            answer = core.require_success(
+                await ctx.http.send(address, core.broker_ha_status_call(), auth=False)
+            )
         except CommandFailed as exc:
             errors.append(exc)
             continue
@@ -325,10 +298,10 @@ def run_ha_status(ctx: Context) -> Output:
     return "".join(texts), {"brokers": infos}
 
 
-def run_elect_master(ctx: Context) -> Output:
+async def run_elect_master(ctx: Context) -> Output:
     args = ctx.args
     call = core.elect_call(args.clusterName, args.brokerName, args.brokerId)
-    answer = core.require_success(ctx.controllers().leader_call(call))
+    answer = core.require_success(await ctx.controllers().leader_call(call))
     payload = core.elect_payload(answer)
     return (
         core.format_elect_master(args.clusterName, args.brokerName, payload),
@@ -336,23 +309,23 @@ def run_elect_master(ctx: Context) -> Output:
     )
 
 
-def run_clean_broker_metadata(ctx: Context) -> Output:
+async def run_clean_broker_metadata(ctx: Context) -> Output:
     args = ctx.args
     core.check_clean_args(args.clusterName, args.cleanLivingBroker)
     call = core.clean_call(
         args.clusterName, args.brokerName, args.brokerControllerIdsToClean, args.cleanLivingBroker
     )
-    core.require_success(ctx.controllers().leader_call(call))
+    core.require_success(await ctx.controllers().leader_call(call))
     return core.format_clean(args.brokerName), {"brokerName": args.brokerName, "cleaned": True}
 
 
-def run_get_controller_config(ctx: Context) -> Output:
+async def run_get_controller_config(ctx: Context) -> Output:
     texts: list[str] = []
     configs: dict[str, Any] = {}
     errors: list[CommandFailed] = []
     for address in core.split_addresses(ctx.args.controllerAddress):
         try:
-            answer = core.require_success(ctx.http.send(address, core.get_config_call()))
+            answer = core.require_success(await ctx.http.send(address, core.get_config_call()))
             config = core.controller_config_of(answer)
         except CommandFailed as exc:
             errors.append(exc)
@@ -363,14 +336,14 @@ def run_get_controller_config(ctx: Context) -> Output:
     return "".join(texts), {"configs": configs}
 
 
-def run_update_controller_config(ctx: Context) -> Output:
+async def run_update_controller_config(ctx: Context) -> Output:
     args = ctx.args
     addresses = core.split_addresses(args.controllerAddress)
     errors: list[CommandFailed] = []
     for address in addresses:
         try:
             answer = core.require_success(
-                ctx.http.send(address, core.update_config_call(args.key, args.value))
+                await ctx.http.send(address, core.update_config_call(args.key, args.value))
             )
         except CommandFailed as exc:
             errors.append(exc)
@@ -384,7 +357,7 @@ def run_update_controller_config(ctx: Context) -> Output:
     )
 
 
-RUNNERS: dict[str, Callable[[Context], Output]] = {
+RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
     "getControllerMetaData": run_get_controller_metadata,
     "getSyncStateSet": run_get_sync_state_set,
     "getBrokerEpoch": run_get_broker_epoch,
@@ -400,31 +373,24 @@ RUNNERS: dict[str, Callable[[Context], Output]] = {
 # Command line
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
+def _typed(convert: Callable[[str], Any], expected: str, *, positive: bool = False) -> Callable[[str], Any]:
+    """An argparse ``type``: ``convert`` with RocketMQ-like messages (and a > 0 check)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if positive and value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+_positive_float = _typed(float, "a number of seconds", positive=True)
+_positive_int = _typed(int, "an integer", positive=True)
+_int = _typed(int, "an integer")
 
 
 def build_parser(command: core.Command) -> argparse.ArgumentParser:
@@ -473,13 +439,9 @@ def _usage_exit(parser: argparse.ArgumentParser, message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Stop
-
-
-def _run_once(ctx: Context, runner: Callable[[Context], Output]) -> int:
+async def _run_once(ctx: Context, runner: Callable[[Context], Awaitable[Output]]) -> int:
     try:
-        text, obj = runner(ctx)
+        text, obj = await runner(ctx)
     except CommandFailed as exc:
         report = core.failure_json if ctx.args.json else core.failure_text
         print(report(ctx.args.command, exc.failure), file=ctx.err)
@@ -487,6 +449,29 @@ def _run_once(ctx: Context, runner: Callable[[Context], Output]) -> int:
     sys.stdout.write(core.dumps(obj) + "\n" if ctx.args.json else text)
     sys.stdout.flush()
     return EXIT_OK
+
+
+async def _serve(ctx: Context, runner: Callable[[Context], Awaitable[Output]]) -> int:
+    """One round, or (``-i``) rounds until SIGTERM or ``--rounds``; a failed round does not end those."""
+    interval: float | None = getattr(ctx.args, "interval", None)
+    try:
+        if interval is None:
+            return await _run_once(ctx, runner)
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        rounds = 0
+        while True:
+            status = await _run_once(ctx, runner)
+            rounds += 1
+            if ctx.args.rounds is not None and rounds >= ctx.args.rounds:
+                return status
+            try:
+                await asyncio.sleep(interval)
+            except asyncio.CancelledError:
+                return EXIT_OK  # SIGTERM (or SIGINT): the monitor was asked to stop
+    finally:
+        await ctx.http.close()
 
 
 def run(argv: Sequence[str]) -> int:
@@ -508,23 +493,12 @@ def run(argv: Sequence[str]) -> int:
     args.command = command.name
     token = args.token if args.token is not None else os.environ.get(core.TOKEN_ENV) or None
     ctx = Context(args, Http(args.timeout, token), sys.stderr)
-    runner = RUNNERS[command.name]
     interval: float | None = getattr(args, "interval", None)
     try:
-        if interval is None:
-            return _run_once(ctx, runner)
-        # Interval mode runs until interrupted; a failed round does not end it.
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        rounds = 0
-        while True:
-            status = _run_once(ctx, runner)
-            rounds += 1
-            if args.rounds is not None and rounds >= args.rounds:
-                return status
-            time.sleep(interval)
+        return asyncio.run(_serve(ctx, RUNNERS[command.name]))
     except UsageError as exc:
         _usage_exit(parser, str(exc))
-    except (KeyboardInterrupt, _Stop):
+    except KeyboardInterrupt:
         return EXIT_OK if interval is not None else core.EXIT_FAILED
 
 

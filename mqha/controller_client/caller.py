@@ -98,6 +98,45 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+async def fetch(
+    session: aiohttp.ClientSession,
+    address: str,
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    params: Mapping[str, str] | None = None,
+    timeout_s: float,
+    connect_timeout_s: float = 1.0,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[int, Any]:
+    """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON).
+    Raises :class:`TransportFailure`."""
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s))
+    try:
+        async with session.request(
+            method,
+            f"http://{address.removeprefix('http://')}{path}",
+            json=body,
+            params=params,
+            timeout=timeout,
+            headers=headers,
+        ) as response:
+            status, raw = response.status, await response.read()
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise TransportFailure(address, Silence.CONNECT_TIMEOUT, _reason(exc), timeout_s) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise TransportFailure(address, Silence.CONNECT_FAILED, _reason(exc.os_error), timeout_s) from None
+    except TimeoutError as exc:
+        raise TransportFailure(address, Silence.TIMEOUT, _reason(exc), timeout_s) from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise TransportFailure(address, Silence.LOST, _reason(exc), timeout_s) from None
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
 class LeaderCaller:
     """Performs calls on the controllers with the leader-following policy (one aiohttp session)."""
 
@@ -149,34 +188,19 @@ class LeaderCaller:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
-        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON).
-        Raises :class:`TransportFailure`."""
-        total = timeout_s or self.call_timeout_s
-        timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(self.connect_timeout_s, total))
-        try:
-            async with self.session.request(
-                method,
-                f"http://{address}{path}",
-                json=body,
-                params=params,
-                timeout=timeout,
-                headers=self.headers if headers is None else headers,
-            ) as response:
-                status, raw = response.status, await response.read()
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise TransportFailure(address, Silence.CONNECT_TIMEOUT, _reason(exc), total) from None
-        except aiohttp.ClientConnectorError as exc:
-            raise TransportFailure(address, Silence.CONNECT_FAILED, _reason(exc.os_error), total) from None
-        except TimeoutError as exc:
-            raise TransportFailure(address, Silence.TIMEOUT, _reason(exc), total) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise TransportFailure(address, Silence.LOST, _reason(exc), total) from None
-        try:
-            return status, json.loads(raw) if raw else None
-        except ValueError:
-            return status, raw.decode(errors="replace")
+        """:func:`fetch` with this caller's session, timeouts and headers."""
+        return await fetch(
+            self.session,
+            address,
+            method,
+            path,
+            body=body,
+            params=params,
+            timeout_s=timeout_s or self.call_timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+            headers=self.headers,
+        )
 
     async def ask(
         self,
