@@ -41,15 +41,9 @@ class RouteResolver:
         self.timeout = timeout  # per request; the producer shortens it to its send deadline
         self.lookups = 0
         policy = Policy(rounds=1, discover=False, max_redirects=max(2, len(self.controllers)))
-        self._caller = LeaderCaller(self.controllers, policy, session=session)
-
-    @property
-    def leader(self) -> str | None:
-        return self._caller.leader
-
-    @leader.setter
-    def leader(self, address: str | None) -> None:
-        self._caller.leader = address
+        self.caller = LeaderCaller(  # its ``leader``: the controller that answered last
+            self.controllers, policy, session=session
+        )
 
     async def resolve(self, broker_name: str) -> Route:
         """The group's current master. Raises :class:`NoRouteError` when no controller leader answers
@@ -57,7 +51,7 @@ class RouteResolver:
         self.lookups += 1
         path = f"/v1/groups/{quote(broker_name, safe='')}/replica-info"
         try:
-            answer = await self._caller.call("GET", path, timeout_s=self.timeout)
+            answer = await self.caller.call("GET", path, timeout_s=self.timeout)
             reply = answer.reply
             info = ReplicaInfoPayload.from_json(reply.payload) if reply.ok else None
         except (NoLeaderAnswer, RemoteProtocolError) as exc:

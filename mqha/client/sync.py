@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from mqha.client.consumer import Consumer
 from mqha.client.producer import Body, Producer
@@ -22,6 +22,8 @@ T = TypeVar("T")
 
 
 class _LoopThread:
+    """Runs one private event loop in a daemon thread."""
+
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
@@ -37,12 +39,34 @@ class _LoopThread:
             self.loop.close()
 
 
-class SyncProducer:
+class _SyncClient:
+    """Closes an async client and then its loop thread; a context manager."""
+
+    _thread: _LoopThread
+
+    def _client(self) -> Producer | Consumer:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._thread.run(self._client().close())
+        self._thread.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class SyncProducer(_SyncClient):
     """:class:`Producer` with blocking ``send`` / ``send_batch``; same arguments."""
 
     def __init__(self, controllers: str | Sequence[str], broker_name: str, **kwargs: Any) -> None:
         self._thread = _LoopThread(f"mqha-producer-{broker_name}")
         self.producer: Producer = self._thread.run(_make_producer(controllers, broker_name, kwargs))
+
+    def _client(self) -> Producer:
+        return self.producer
 
     def send(
         self,
@@ -60,23 +84,16 @@ class SyncProducer:
     ) -> list[SendResult]:
         return self._thread.run(self.producer.send_batch(topic, bodies, keys, **kwargs))
 
-    def close(self) -> None:
-        self._thread.run(self.producer.close())
-        self._thread.close()
 
-    def __enter__(self) -> SyncProducer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class SyncConsumer:
+class SyncConsumer(_SyncClient):
     """:class:`Consumer` with a blocking ``poll``; same arguments."""
 
     def __init__(self, controllers: str | Sequence[str], broker_name: str, **kwargs: Any) -> None:
         self._thread = _LoopThread(f"mqha-consumer-{broker_name}")
         self.consumer: Consumer = self._thread.run(_make_consumer(controllers, broker_name, kwargs))
+
+    def _client(self) -> Consumer:
+        return self.consumer
 
     @property
     def offset(self) -> int:
@@ -84,16 +101,6 @@ class SyncConsumer:
 
     def poll(self, max_messages: int | None = None, *, timeout: float | None = None) -> list[Message]:
         return self._thread.run(self.consumer.poll(max_messages, timeout=timeout))
-
-    def close(self) -> None:
-        self._thread.run(self.consumer.close())
-        self._thread.close()
-
-    def __enter__(self) -> SyncConsumer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 async def _make_producer(

@@ -21,24 +21,8 @@ from typing import Any
 
 import aiohttp
 
-from mqha.controller_client.policy import (
-    Answered,
-    Ask,
-    BackOff,
-    Done,
-    Event,
-    Follow,
-    GiveUp,
-    LeaderIs,
-    Policy,
-    Redirect,
-    Refused,
-    TimedOut,
-    Waited,
-    Why,
-    event_of,
-    leader_in_metadata,
-)
+from mqha.controller_client import policy as rules
+from mqha.controller_client.policy import Follow, Policy, Why
 from mqha.errors import RemoteProtocolError
 from mqha.wire.controller_api import Reply
 
@@ -179,29 +163,6 @@ class LeaderCaller:
 
     # ------------------------------------------------------------------------------ one exchange
 
-    async def fetch(
-        self,
-        address: str,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-    ) -> tuple[int, Any]:
-        """:func:`fetch` with this caller's session, timeouts and headers."""
-        return await fetch(
-            self.session,
-            address,
-            method,
-            path,
-            body=body,
-            params=params,
-            timeout_s=timeout_s or self.call_timeout_s,
-            connect_timeout_s=self.connect_timeout_s,
-            headers=self.headers,
-        )
-
     async def ask(
         self,
         address: str,
@@ -213,7 +174,17 @@ class LeaderCaller:
         timeout_s: float | None = None,
     ) -> ControllerAnswer:
         """One controller's typed reply. Raises :class:`TransportFailure` or ``RemoteProtocolError``."""
-        status, obj = await self.fetch(address, method, path, body=body, params=params, timeout_s=timeout_s)
+        status, obj = await fetch(
+            self.session,
+            address,
+            method,
+            path,
+            body=body,
+            params=params,
+            timeout_s=timeout_s or self.call_timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+            headers=self.headers,
+        )
         try:
             return ControllerAnswer(address, status, Reply.from_json(obj))
         except RemoteProtocolError as exc:
@@ -275,42 +246,42 @@ class LeaderCaller:
         known = follow.leader
         decision = follow.start()
         while True:
-            event: Event
+            event: rules.Event
             match decision:
-                case Done():
+                case rules.Done():
                     return last
-                case GiveUp(why=why):
+                case rules.GiveUp(why=why):
                     raise NoLeaderAnswer(why, failure, last)
-                case BackOff(ms=ms):
+                case rules.BackOff(ms=ms):
                     await asyncio.sleep(ms / 1000)
-                    event = Waited()
-                case Ask(address=address, who_leads=True):
+                    event = rules.Waited()
+                case rules.Ask(address=address, who_leads=True):
                     try:
                         event = await self._who_leads(address)
                     except TransportFailure as exc:
-                        failure, event = exc, TimedOut() if exc.silence.sent else Refused()
-                case Ask(address=address) | Redirect(address=address):
+                        failure, event = exc, rules.TimedOut() if exc.silence.sent else rules.Refused()
+                case rules.Ask(address=address) | rules.Redirect(address=address):
                     try:
                         last = await self.ask(
                             address, method, path, body=body, params=params, timeout_s=timeout_s
                         )
                     except TransportFailure as exc:
-                        failure, event = exc, TimedOut() if exc.silence.sent else Refused()
+                        failure, event = exc, rules.TimedOut() if exc.silence.sent else rules.Refused()
                     else:
-                        event = Answered() if follow.any_node else event_of(last.reply)
+                        event = rules.Answered() if follow.any_node else rules.event_of(last.reply)
             decision = follow.on(event, self._now_ms())
             if follow.leader != known:  # write back only what this call learned
                 known = self.leader = follow.leader
                 log.debug("controller leader: %s", known)
 
-    async def _who_leads(self, address: str) -> LeaderIs:
+    async def _who_leads(self, address: str) -> rules.LeaderIs:
         try:
             answer = await self.ask(address, "GET", METADATA_PATH, timeout_s=self.probe_timeout_s)
         except RemoteProtocolError as exc:
             log.debug("controller %s metadata: %s", address, exc)
-            return LeaderIs(None)
+            return rules.LeaderIs(None)
         reply = answer.reply
-        return LeaderIs(leader_in_metadata(address, reply.payload) if reply.ok else None)
+        return rules.LeaderIs(rules.leader_in_metadata(address, reply.payload) if reply.ok else None)
 
     @staticmethod
     def _now_ms() -> int:
