@@ -25,13 +25,13 @@ import aiohttp
 
 from mqha.client.recording import ClientRecorder, RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
-from mqha.client.route import RouteResolver
+from mqha.client.route import RoutedClient, RouteResolver
 
 _PAUSE_MIN = 0.005
 _PAUSE_MAX = 0.1
 
 
-class Consumer:
+class Consumer(RoutedClient):
     """Reads one broker group (``broker_name``) from ``offset`` (a message boundary; 0 = the start).
 
     Args:
@@ -73,25 +73,6 @@ class Consumer:
         self._recorder = ClientRecorder(record_to, self.client_id) if record_to is not None else None
         self.confirm_offset = -1
         self.route_refreshes = 0
-
-    async def start(self) -> Consumer:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        self._resolver = RouteResolver(self._controllers, self._session)
-        return self
-
-    async def close(self) -> None:
-        if self._session is not None and self._given_session is None:
-            await self._session.close()
-        self._session = None
-        if self._recorder is not None:
-            self._recorder.close()
-
-    async def __aenter__(self) -> Consumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     @property
     def offset(self) -> int:

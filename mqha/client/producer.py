@@ -42,7 +42,7 @@ import aiohttp
 
 from mqha.client.recording import ClientRecorder, RecordTarget
 from mqha.client.results import NoRouteError, Route, SendResult, SendStatus, describe, json_field
-from mqha.client.route import RouteResolver
+from mqha.client.route import RoutedClient, RouteResolver
 
 _STORED = {s.value: s for s in SendStatus if s.stored}
 _RETRY_PAUSE_MIN = 0.005
@@ -150,7 +150,7 @@ class _Tracking:
         ]
 
 
-class Producer:
+class Producer(RoutedClient):
     """Sends to one broker group (``broker_name``); see the module docstring.
 
     Args:
@@ -206,29 +206,12 @@ class Producer:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> Producer:
-        if self._session is None:
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(_headers_sent)
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=64, force_close=False), trace_configs=[trace]
-            )
-        self._resolver = RouteResolver(self._controllers, self._session, timeout=self._route_timeout)
-        return self
-
-    async def close(self) -> None:
-        """Close the session (if owned) and flush the recorder."""
-        if self._session is not None and self._given_session is None:
-            await self._session.close()
-        self._session = None
-        if self._recorder is not None:
-            self._recorder.close()
-
-    async def __aenter__(self) -> Producer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    def _new_session(self) -> aiohttp.ClientSession:
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(_headers_sent)
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64, force_close=False), trace_configs=[trace]
+        )
 
     @property
     def route(self) -> Route | None:

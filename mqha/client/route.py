@@ -11,10 +11,12 @@ is stale (slave redirect, connection error, SERVICE_NOT_AVAILABLE).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
 from urllib.parse import quote
 
 import aiohttp
 
+from mqha.client.recording import ClientRecorder
 from mqha.client.results import NoRouteError, Route
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy, parse_addresses
@@ -71,3 +73,38 @@ class RouteResolver:
             sync_state_set=tuple(sorted(info.sync_state_set)),
             sync_state_set_epoch=info.sync_state_set_epoch,
         )
+
+
+class RoutedClient:
+    """The lifecycle the producer and the consumer share: ``start`` opens the HTTP session (unless one
+    was given) and the route resolver; ``close`` closes the session (if ours) and the recorder."""
+
+    _controllers: str | Sequence[str]
+    _session: aiohttp.ClientSession | None
+    _given_session: aiohttp.ClientSession | None
+    _resolver: RouteResolver | None
+    _recorder: ClientRecorder | None
+    _route_timeout: float = 1.0
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession()
+
+    async def start(self) -> Self:
+        if self._session is None:
+            self._session = self._new_session()
+        self._resolver = RouteResolver(self._controllers, self._session, timeout=self._route_timeout)
+        return self
+
+    async def close(self) -> None:
+        """Close the session (if owned) and flush the recorder."""
+        if self._session is not None and self._given_session is None:
+            await self._session.close()
+        self._session = None
+        if self._recorder is not None:
+            self._recorder.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
