@@ -4,44 +4,21 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 
 from mqha.broker.commitlog.codec import (
     Checkpoint,
 )
-from mqha.broker.commitlog.segment import Segment, SpareFile, fsync_directory
+from mqha.broker.commitlog.segment import fsync_directory
 from mqha.broker.commitlog.types import (
+    CommitLogState,
     FlushMode,
-    RecoveryReport,
 )
 
 log = logging.getLogger(__name__)
 
 
-class CommitLogFlushing:
+class CommitLogFlushing(CommitLogState):
     """Makes appended bytes durable and records the durable offset (part of ``CommitLog``)."""
-
-    # The log's state, set by ``CommitLog.__init__``.
-    directory: str
-    segment_size: int
-    flush_mode: FlushMode
-    flush_interval_ms: int
-    max_message_size: int
-    recovery: RecoveryReport
-    _segments: list[Segment]
-    _spare: SpareFile
-    _min: int
-    _max: int
-    _flushed: int
-    _checkpointed: int
-    _new_names: bool
-    _lock: threading.Lock
-    _flush_lock: threading.Lock
-    _checkpoint_fd: int
-    _closed: bool
-    _stop: threading.Event
-    _clock: Callable[[], int]
 
     def _flush_to(self, offset: int) -> None:
         """fsync until ``offset`` is durable; concurrent callers share one fsync (group commit)."""

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 
 from mqha.broker.commitlog.codec import (
     BLANK_MAGIC,
@@ -17,38 +15,15 @@ from mqha.broker.commitlog.codec import (
     scan_units,
     unit_size_at,
 )
-from mqha.broker.commitlog.segment import Segment, SpareFile
 from mqha.broker.commitlog.types import (
-    FlushMode,
-    RecoveryReport,
+    CommitLogState,
 )
 
 log = logging.getLogger(__name__)
 
 
-class CommitLogReads:
+class CommitLogReads(CommitLogState):
     """Reads messages and raw batches out of the segments (part of ``CommitLog``)."""
-
-    # The log's state, set by ``CommitLog.__init__``.
-    directory: str
-    segment_size: int
-    flush_mode: FlushMode
-    flush_interval_ms: int
-    max_message_size: int
-    recovery: RecoveryReport
-    _segments: list[Segment]
-    _spare: SpareFile
-    _min: int
-    _max: int
-    _flushed: int
-    _checkpointed: int
-    _new_names: bool
-    _lock: threading.Lock
-    _flush_lock: threading.Lock
-    _checkpoint_fd: int
-    _closed: bool
-    _stop: threading.Event
-    _clock: Callable[[], int]
 
     def read(self, offset: int) -> StoredMessage:
         """The message starting at ``offset``; ``NotAlignedError`` if no message starts there."""

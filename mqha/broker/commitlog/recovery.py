@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import threading
-from collections.abc import Callable
 
 from mqha.broker.commitlog.codec import (
     CHECKPOINT_SIZE,
@@ -17,10 +15,10 @@ from mqha.broker.commitlog.codec import (
     encode_checkpoint,
     scan_units,
 )
-from mqha.broker.commitlog.segment import SPARE_NAME, Segment, SpareFile, fsync_directory, parse_segment_name
+from mqha.broker.commitlog.segment import SPARE_NAME, Segment, fsync_directory, parse_segment_name
 from mqha.broker.commitlog.types import (
     CHECKPOINT_NAME,
-    FlushMode,
+    CommitLogState,
     RecoveryReport,
 )
 from mqha.errors import CorruptFileError, ForeignFileError
@@ -28,29 +26,8 @@ from mqha.errors import CorruptFileError, ForeignFileError
 log = logging.getLogger(__name__)
 
 
-class CommitLogRecovery:
+class CommitLogRecovery(CommitLogState):
     """Validates a commit log directory and recovers it at open (part of ``CommitLog``)."""
-
-    # The log's state, set by ``CommitLog.__init__``.
-    directory: str
-    segment_size: int
-    flush_mode: FlushMode
-    flush_interval_ms: int
-    max_message_size: int
-    recovery: RecoveryReport
-    _segments: list[Segment]
-    _spare: SpareFile
-    _min: int
-    _max: int
-    _flushed: int
-    _checkpointed: int
-    _new_names: bool
-    _lock: threading.Lock
-    _flush_lock: threading.Lock
-    _checkpoint_fd: int
-    _closed: bool
-    _stop: threading.Event
-    _clock: Callable[[], int]
 
     def _list_segments(self) -> list[Segment]:
         """The segment files, validated before anything is touched (see the module docstring)."""
