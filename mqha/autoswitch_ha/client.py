@@ -13,47 +13,29 @@ moment. Actions run strictly in the order the machine returns them (its docstrin
 The appends of one receive (the batches it completed) are written with one call and acknowledged once,
 as the reference's slave acknowledges once per read.
 
-The replica's storage is behind :class:`SlaveSide` (the ``AutoSwitchHAService`` over the broker
-store). A failure of one connection (corrupt frame, refused handshake, unreachable master) is logged
-once and retried; it never stops the broker.
+The client writes to the broker store itself (a :class:`~mqha.autoswitch_ha.replica.ReplicaStore`)
+and takes its broker id from the broker's ``BrokerRole``. A failure of one connection (corrupt frame,
+refused handshake, unreachable master) is logged once and retried; it never stops the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable
 
 from mqha.autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
+from mqha.autoswitch_ha.replica import ReplicaStore
 from mqha.autoswitch_ha.server import RateMeter, cancel_and_wait, wait_event, wait_for_tick
 from mqha.autoswitch_ha.slave import SlaveConfig, SlaveConnection
 from mqha.clock import wall_ms
-from mqha.epoch.history import EpochHistory
+from mqha.role import BrokerRole
 
 log = logging.getLogger(__name__)
 
 RECEIVE_MIN_BYTES = 1024 * 1024
 """Free receive-buffer space offered to each ``recv_into``: a read takes up to this much at once, and
 its batches are written with one call (1 MiB measured faster than 256 KiB at both batch sizes)."""
-
-
-class SlaveSide(Protocol):
-    """The replica as the HA client sees it."""
-
-    def local_broker_id(self) -> int | None: ...
-
-    def replica_snapshot(self) -> tuple[EpochHistory, int, int]:
-        """(epoch history, max offset, min offset) now."""
-
-    async def apply_truncation(self, offset: int, epochs: EpochHistory) -> None: ...
-
-    def append_epoch(self, epoch: int, start_offset: int, epochs: EpochHistory) -> None: ...
-
-    async def append_data(self, offset: int, parts: Sequence[bytes | memoryview]) -> int:
-        """Append replicated bytes (``parts`` back to back from ``offset``); return the new log end."""
-
-    def set_confirm_offset(self, offset: int) -> None: ...
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -68,7 +50,8 @@ class HAClient:
 
     def __init__(
         self,
-        side: SlaveSide,
+        store: ReplicaStore,
+        role: BrokerRole,
         config: SlaveConfig,
         clock: Callable[[], int],
         *,
@@ -76,7 +59,8 @@ class HAClient:
         connect_timeout_ms: int = 3000,
         on_bytes: Callable[[int, int], None] | None = None,
     ) -> None:
-        self.side = side
+        self._store = store
+        self._role = role
         self.config = config
         self._clock = clock
         self.reconnect_delay_ms = reconnect_delay_ms
@@ -154,17 +138,17 @@ class HAClient:
 
     async def _connect(self, address: str) -> _Link | None:
         """A connected link with a fresh machine; None (logged) while this broker has no id yet."""
-        broker_id = self.side.local_broker_id()
+        broker_id = self._role.broker_id
         if broker_id is None:
             log.warning("HA client: no controller broker id yet; not connecting to %s", address)
             return None
         # The machine starts from the replica as it is now: only this task changes the log.
-        epochs, max_offset, min_offset = self.side.replica_snapshot()
+        store = self._store
         conn = SlaveConnection(
             broker_id=broker_id,
-            epochs=epochs,
-            max_offset=max_offset,
-            min_offset=min_offset,
+            epochs=store.epochs,
+            max_offset=store.max_offset,
+            min_offset=store.min_offset,
             config=self.config,
             borrow=True,
         )
@@ -221,19 +205,24 @@ class HAClient:
                 run, confirm = _take_appends(conn, event)
                 parts = [part for append in run for part in append.parts]
                 try:
-                    new_max = await self.side.append_data(event.offset, parts)
+                    new_max = await self._store.append_replicated(event.offset, parts)
                 except Exception as exc:  # bad bytes from the master: this connection only
                     log.error("HA client: appending %d batches from %r failed: %s", len(parts), event, exc)
                     conn.close(f"append at {event.offset} failed: {exc}")
                     continue
                 conn.log_appended(new_max, self._clock())
                 if confirm is not None:
-                    self.side.set_confirm_offset(confirm.offset)
+                    self._store.set_stored_confirm_offset(confirm.offset)
             elif isinstance(event, SetConfirmOffset):
-                self.side.set_confirm_offset(event.offset)
+                self._store.set_stored_confirm_offset(event.offset)
             elif isinstance(event, AppendEpoch):
                 try:
-                    self.side.append_epoch(event.epoch, event.start_offset, event.epochs)
+                    saved = self._store.append_epoch(event.epoch, event.start_offset)
+                    if saved.pairs() != event.epochs.pairs():
+                        expected = event.epochs.pairs()
+                        raise RuntimeError(
+                            f"epoch file holds {saved.pairs()} but the connection expects {expected}"
+                        )
                 except Exception as exc:
                     log.error(
                         "HA client: saving epoch %d at %d failed: %s", event.epoch, event.start_offset, exc
@@ -241,7 +230,7 @@ class HAClient:
                     conn.close(f"epoch file write failed: {exc}")
             elif isinstance(event, TruncateTo):
                 try:
-                    await self.side.apply_truncation(event.offset, event.epochs)
+                    self._store.apply_truncation(event.offset, event.epochs)
                 except Exception as exc:
                     log.error("HA client: truncation to %d failed: %s", event.offset, exc)
                     conn.truncation_failed(exc)

@@ -6,7 +6,7 @@ Each accepted socket gets a :class:`MasterLink` whose task drives one sans-IO
     bytes from the socket (a small reader task) → ``receive_data`` → wake the link
     every ``TICK_MS`` → ``tick`` (heartbeats, housekeeping, caught-up time)
     events, until None:  HandshakeRequest → ``MasterSide.accept_slave`` (may refuse: close)
-                         ReadLog          → ``supply_batches(read_batches(...))``
+                         ReadLog          → ``supply_batches(read_log(...))`` (the store's)
                          CaughtUp/SlaveAck→ ``MasterSide`` callbacks
                          ConnectionClosed → close the socket, ``MasterSide.link_closed``
     ``data_to_send()`` → socket, then ``drain`` (back-pressure: the machine reads the log only when
@@ -24,6 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, ReadLog, SlaveAck
@@ -44,8 +45,6 @@ class MasterSide(Protocol):
 
     def log_view(self) -> LogView: ...
 
-    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]: ...
-
     def accept_slave(self, link: MasterLink, request: HandshakeRequest) -> str | None:
         """None to accept; else why the slave is refused (the connection closes)."""
 
@@ -54,6 +53,18 @@ class MasterSide(Protocol):
     def on_slave_ack(self, link: MasterLink, event: SlaveAck) -> None: ...
 
     def link_closed(self, link: MasterLink, event: ConnectionClosed) -> None: ...
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """What every master link of one HA server is built with."""
+
+    config: MasterConfig
+    clock: Callable[[], int]
+    read_log: Callable[[int, int, int], list[bytes | memoryview]]
+    """The store's ``read_batches(offset, batch_bytes, max_bytes)``."""
+    flow_limit_bytes_per_s: int | None = None  # haFlowControlEnable / maxHaTransferByteInSecond
+    on_bytes: Callable[[int, int], None] | None = None  # metrics: (sent, received)
 
 
 class RateMeter:
@@ -86,24 +97,21 @@ class MasterLink:
         side: MasterSide,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        config: MasterConfig,
-        clock: Callable[[], int],
-        *,
-        flow_limit_bytes_per_s: int | None = None,
-        on_bytes: Callable[[int, int], None] | None = None,
+        settings: LinkSettings,
     ) -> None:
         self.side = side
+        self._read_log = settings.read_log
         self._reader = reader
         self._writer = writer
-        self._clock = clock
+        self._clock = clock = settings.clock
         self.peer = _peer(writer)
-        self.conn = MasterConnection(side.log_view(), clock(), config)
+        self.conn = MasterConnection(side.log_view(), clock(), settings.config)
         self.sent = RateMeter()
         self.received = RateMeter()
         self._wake = asyncio.Event()
-        self._flow_limit = flow_limit_bytes_per_s
+        self._flow_limit = settings.flow_limit_bytes_per_s
         self._flow_window = (0.0, 0)  # (second it started, bytes sent in it)
-        self._on_bytes = on_bytes  # metrics: (sent, received)
+        self._on_bytes = settings.on_bytes  # metrics: (sent, received)
         self.closed: ConnectionClosed | None = None
 
     @property
@@ -188,7 +196,7 @@ class MasterLink:
                 await self._flow_control()
                 try:
                     batch_bytes = event.batch_bytes or event.max_bytes  # 0: one batch
-                    batches = self.side.read_batches(event.offset, batch_bytes, event.max_bytes)
+                    batches = self._read_log(event.offset, batch_bytes, event.max_bytes)
                 except Exception as exc:  # a log that cannot be read ends this connection only
                     log.error(
                         "HA link %s: reading the commit log at %d failed: %s", self.peer, event.offset, exc
@@ -320,24 +328,11 @@ def _peer(writer: asyncio.StreamWriter) -> str:
 class HAServer:
     """The accept loop on ``haListenPort``: one :class:`MasterLink` task per connection."""
 
-    def __init__(
-        self,
-        side: MasterSide,
-        host: str,
-        port: int,
-        config: MasterConfig,
-        clock: Callable[[], int],
-        *,
-        flow_limit_bytes_per_s: int | None = None,
-        on_bytes: Callable[[int, int], None] | None = None,
-    ) -> None:
+    def __init__(self, side: MasterSide, host: str, port: int, settings: LinkSettings) -> None:
         self.side = side
         self.host = host
         self.port = port
-        self.config = config
-        self._clock = clock
-        self._flow_limit = flow_limit_bytes_per_s
-        self._on_bytes = on_bytes
+        self.settings = settings
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._links: set[MasterLink] = set()
@@ -352,15 +347,7 @@ class HAServer:
         log.info("HA server listening on %s:%d", self.host, self.bound_port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        link = MasterLink(
-            self.side,
-            reader,
-            writer,
-            self.config,
-            self._clock,
-            flow_limit_bytes_per_s=self._flow_limit,
-            on_bytes=self._on_bytes,
-        )
+        link = MasterLink(self.side, reader, writer, self.settings)
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
@@ -60,67 +60,64 @@ def check_identity_files(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _make_replicas_manager(config: Mapping[str, Any], hooks: Any) -> Any:
-    try:
-        from mqha.replicas_manager.runner import ReplicasManager
-    except ImportError as exc:  # pragma: no cover - only while the package is incomplete
-        raise StartError(f"replicas_manager.runner is not available: {exc}") from None
-    return ReplicasManager(config, hooks)
-
-
-async def _maybe_await(value: Any) -> None:
-    if inspect.isawaitable(value):
-        await value
-
-
-def _replicas_status(manager: Any) -> dict[str, Any]:
-    """Whatever status the ReplicasManager exposes, as JSON-friendly values."""
-    status = getattr(manager, "status", None)
-    if callable(status):
-        status = status()
-    if isinstance(status, Mapping):
-        return dict(status)
-    out: dict[str, Any] = {}
-    for name in ("state", "register_state", "controller_leader_address", "master_epoch", "master_broker_id"):
-        if hasattr(manager, name):
-            value = getattr(manager, name)
-            out[name] = getattr(value, "value", value) if not isinstance(value, int | str | None) else value
-    return out
-
-
 class Broker:
     """Everything one ``mqbroker`` runs, built from its config; ``start`` and ``stop`` in order."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        from mqha.autoswitch_ha.service import AutoSwitchHAService, HAConfig
+        from mqha.autoswitch_ha.config import HAConfig
+        from mqha.autoswitch_ha.service import AutoSwitchHAService
+        from mqha.broker.access import BrokerAccess
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
         from mqha.broker.metrics import BrokerMetrics
         from mqha.broker.server import BrokerHttpServer
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
+        from mqha.replicas_manager.runner import ReplicasManager
+        from mqha.role import BrokerRole
         from mqha.testing.planted_bugs import maybe_plant
 
         self.config = config
+        address = f"{config['brokerIP1']}:{config['listenPort']}"
+        ha_address = f"{config['brokerIP1']}:{config['haListenPort']}"
+        recorder = None
         try:
-            self.store = BrokerStore.open_config(config)
-        except (StorageError, OSError) as exc:
+            # History (docs/architecture.md §5): epochs, roles and truncations, batched off the event loop.
+            recorder = HistoryRecorder.in_store(config["storePathRootDir"])
+            self.store = BrokerStore.open_config(
+                config, BrokerHistory(recorder, address, config["brokerName"])
+            )
+        except (StorageError, OSError, sqlite3.Error) as exc:
+            if recorder is not None:
+                recorder.close(STOP_STEP_TIMEOUT_S)
             raise StartError(f"cannot open the store under {config['storePathRootDir']}: {exc}") from None
-        self.ha = AutoSwitchHAService(
-            self.store, HAConfig.from_broker_config({**config, "haListenHost": config["brokerIP1"]})
-        )
-        # The one test-only seam: a chaos run may plant a bug in the store's view of HA (mqha.testing).
-        self.store.gate = maybe_plant(self.ha)
-        self.runtime = BrokerRuntime(config, self.store, self.ha)
-        # History (docs/architecture.md §5): epochs, roles and truncations, batched off the event loop.
-        self.recorder = HistoryRecorder.in_store(config["storePathRootDir"])
-        self.store.history = BrokerHistory(self.recorder, self.runtime.address, config["brokerName"])
-        self.http = BrokerHttpServer(config, self.runtime, BrokerMetrics(self.runtime))
+        self.recorder = recorder
+        self.role = BrokerRole()  # the one owner of the role facts; the runtime (hooks) writes it
         self.members = BrokerSetMembers(config["controllerAddr"].split(";"), config["brokerName"])
-        # SyncStateSet members are registered by definition; others are checked against the controller.
-        members, ha = self.members, self.ha
-        ha.is_known_broker = lambda broker_id: broker_id in ha.sync_state_set() or members.is_known(broker_id)
-        self.manager: Any = None
+        self.ha = AutoSwitchHAService(
+            self.store,
+            self.role,
+            HAConfig.from_broker_config({**config, "haListenHost": config["brokerIP1"]}),
+            # The ReplicasManager needs the hooks, which need the HA layer: it is reached through
+            # this broker (``report_sync_state_set``), built two lines below.
+            reporter=self,
+            is_known_broker=self.members.is_known,
+        )
+        self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
+        self.manager = ReplicasManager(config, self.runtime)
+        # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
+        self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate))
+        self.http = BrokerHttpServer(
+            config,
+            self.runtime,
+            self.access,
+            BrokerMetrics(config, self.runtime, sessions=self.manager.sessions),
+            replicas_status=self.manager.status,
+        )
+
+    def report_sync_state_set(self, proposed: frozenset[int]) -> None:
+        """The HA layer's SyncStateSet proposals go to the ReplicasManager."""
+        self.manager.report_sync_state_set(proposed)
 
     async def start(self) -> None:
         runtime = self.runtime
@@ -135,18 +132,15 @@ class Broker:
         except OSError as exc:
             raise StartError(f"cannot listen on {runtime.address}: {exc.strerror or exc}") from None
         self.members.start()
-        manager = self.manager = _make_replicas_manager(self.config, runtime)
-        self.ha.reporter = manager
-        self.http.replicas_status = lambda: _replicas_status(manager)
         try:
-            await _maybe_await(manager.start())
+            await self.manager.start()
         # e.g. an identity file of another cluster/broker (docs/reference-behaviour.md §9.3)
         except StorageError as exc:
             raise StartError(str(exc)) from None
         log.info(
             "broker %s/%s serving on %s (HA %s, store %s)",
-            runtime.cluster_name,
-            runtime.broker_name,
+            self.config["brokerClusterName"],
+            self.config["brokerName"],
             runtime.address,
             runtime.ha_address,
             self.config["storePathRootDir"],
@@ -156,12 +150,11 @@ class Broker:
         """Reverse order: stop deciding, close the API, the HA links and client, then the store.
         Each step is bounded, so a peer that hangs (a controller going away at the same time) cannot
         keep the process from closing its store cleanly."""
-        if self.manager is not None:
-            await _bounded("stopping the ReplicasManager", _maybe_await(self.manager.stop()))
+        await _bounded("stopping the ReplicasManager", self.manager.stop())
         await _bounded("closing the HTTP API", self.http.stop())
         await _bounded("stopping the membership refresh", self.members.stop())
         await _bounded("stopping HA replication", self.ha.stop())
-        self.store.close()
+        self.store.close(self.ha.gate.confirm_offset())
         await asyncio.to_thread(self.recorder.close, STOP_STEP_TIMEOUT_S)
         log.info("broker %s stopped", self.runtime.address)
 

@@ -7,8 +7,8 @@ slave that left. Put latency and results are recorded by the HTTP layer as they 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -34,32 +34,47 @@ def ack_mode(policy: AckPolicy) -> str:
 
 
 class _StateCollector(Collector):
-    def __init__(self, runtime: BrokerRuntime) -> None:
+    """Reads the broker's role, epochs, offsets and HA counters at scrape time."""
+
+    def __init__(self, broker_name: str, runtime: BrokerRuntime) -> None:
+        self.broker_name = broker_name
         self.runtime = runtime
 
     def collect(self) -> Iterator[Metric]:
         rt = self.runtime
-        ha, store = rt.ha, rt.store
-        name = rt.broker_name
+        ha, store, broker_role = rt.ha, rt.store, rt.role
+        name = self.broker_name
         role = GaugeMetricFamily(
             "mqha_broker_role", "1 for the broker's current role", labels=["broker_name", "role"]
         )
         for value in ROLES:
-            role.add_metric([name, value], 1.0 if ha.role.value == value else 0.0)
+            role.add_metric([name, value], 1.0 if broker_role.role.value == value else 0.0)
         yield role
         for metric, doc, value in (
-            ("mqha_broker_fenced", "1 while the broker is fenced (not registered)", float(store.fenced)),
-            ("mqha_broker_master_epoch", "master epoch the broker follows or leads", rt.master_epoch),
+            (
+                "mqha_broker_fenced",
+                "1 while the broker is fenced (not registered)",
+                float(broker_role.fenced),
+            ),
+            (
+                "mqha_broker_master_epoch",
+                "master epoch the broker follows or leads",
+                broker_role.master_epoch,
+            ),
             ("mqha_broker_last_epoch", "last epoch in the epoch file", store.epochs.last_epoch()),
-            ("mqha_broker_sync_state_set_epoch", "SyncStateSet epoch last applied", rt.sync_state_set_epoch),
+            (
+                "mqha_broker_sync_state_set_epoch",
+                "SyncStateSet epoch last applied",
+                broker_role.sync_state_set_epoch,
+            ),
             (
                 "mqha_broker_sync_state_set_size",
                 "members of the effective SyncStateSet",
-                len(ha.sync_state_set()),
+                len(ha.keeper.sync_state_set()),
             ),
             ("mqha_broker_min_offset", "commit log min physical offset", store.min_offset),
             ("mqha_broker_max_offset", "commit log max physical offset", store.max_offset),
-            ("mqha_broker_confirm_offset", "confirm offset (readers see up to it)", ha.confirm_offset()),
+            ("mqha_broker_confirm_offset", "confirm offset (readers see up to it)", ha.gate.confirm_offset()),
         ):
             gauge = GaugeMetricFamily(metric, doc, labels=["broker_name"])
             gauge.add_metric([name], float(value))
@@ -87,24 +102,31 @@ SESSION_STATES = ("connecting", "open", "disconnected", "closed")  # replicas_ma
 class _ReplicationHealthCollector(Collector):
     """Issue 6 additions: slave caught-up age, minInSyncReplicas, the session to each controller.
 
-    The sessions come from the ReplicasManager, which ``mqbroker`` installs as the HA service's
-    ``reporter`` (duck-typed: anything without ``sessions()`` -- a test double -- shows none).
+    The sessions come from the ReplicasManager (``sessions``; none without one, as in tests).
     """
 
-    def __init__(self, runtime: BrokerRuntime) -> None:
+    def __init__(
+        self,
+        broker_name: str,
+        runtime: BrokerRuntime,
+        min_in_sync_replicas: int,
+        sessions: Callable[[], Mapping[str, Mapping[str, Any]]] | None,
+    ) -> None:
+        self.broker_name = broker_name
         self.runtime = runtime
+        self.min_in_sync_replicas = min_in_sync_replicas
+        self.sessions = sessions
 
     def collect(self) -> Iterator[Metric]:
-        rt = self.runtime
-        ha, name = rt.ha, rt.broker_name
+        ha, name = self.runtime.ha, self.broker_name
         age = GaugeMetricFamily(
             "mqha_broker_slave_caught_up_age_seconds",
             "seconds since the slave was last caught up with the master (master only)",
             labels=["broker_name", "slave_broker_id"],
         )
-        in_sync = ha.in_sync
-        if ha.role.value == "MASTER" and in_sync is not None:
-            now_ms = ha._clock()  # the clock the caught-up times were taken with
+        in_sync = ha.keeper.in_sync
+        if self.runtime.role.is_master and in_sync is not None:
+            now_ms = ha.clock()  # the clock the caught-up times were taken with
             for slave, at_ms in sorted(in_sync.caught_up_ms.items()):
                 if slave != in_sync.local_id:
                     age.add_metric([name, str(slave)], max(0.0, (now_ms - at_ms) / 1000))
@@ -114,7 +136,7 @@ class _ReplicationHealthCollector(Collector):
             "configured minInSyncReplicas (alert when the SyncStateSet is smaller)",
             labels=["broker_name"],
         )
-        minimum.add_metric([name], float(rt.config.get("minInSyncReplicas", 1)))
+        minimum.add_metric([name], float(self.min_in_sync_replicas))
         yield minimum
         state = GaugeMetricFamily(
             "mqha_broker_controller_session_state",
@@ -126,8 +148,7 @@ class _ReplicationHealthCollector(Collector):
             "sessions opened to each controller (reconnects included)",
             labels=["broker_name", "controller"],
         )
-        sessions = getattr(getattr(ha, "reporter", None), "sessions", None)
-        for controller, info in sorted((sessions() if callable(sessions) else {}).items()):
+        for controller, info in sorted((self.sessions() if self.sessions is not None else {}).items()):
             current = info.get("state")
             for value in SESSION_STATES:
                 state.add_metric([name, controller, value], 1.0 if current == value else 0.0)
@@ -137,12 +158,21 @@ class _ReplicationHealthCollector(Collector):
 
 
 class BrokerMetrics:
-    def __init__(self, runtime: BrokerRuntime) -> None:
+    """Holds the broker's metrics registry: scrape-time collectors and the put counters."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        runtime: BrokerRuntime,
+        sessions: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None,
+    ) -> None:
+        self.broker_name = name = config["brokerName"]
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_StateCollector(runtime))
-        self.registry.register(_ReplicationHealthCollector(runtime))
-        self.broker_name = runtime.broker_name
-        self.ack_mode = ack_mode(runtime.ha.policy)
+        self.registry.register(_StateCollector(name, runtime))
+        self.registry.register(
+            _ReplicationHealthCollector(name, runtime, config.get("minInSyncReplicas", 1), sessions)
+        )
+        self.ack_mode = ack_mode(runtime.ha.gate.policy)
         self.put_latency = Histogram(
             "mqha_broker_put_latency_seconds",
             "put request latency, from the parsed request to the reply",

@@ -2,7 +2,7 @@
 
 Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
 ``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``. Request bodies go through
-``mqha.broker.protocol`` (validation, reply shapes); the put/read paths are ``BrokerStore.put`` / ``read``.
+``mqha.broker.protocol`` (validation, reply shapes); the put/read paths are ``BrokerAccess.put`` / ``read``.
 Errors are translated once, here: ``RequestError`` → its code's HTTP status, a body over
 ``maxRequestBodyBytes`` → 413 (refused from its ``Content-Length`` before anything is read), anything
 unexpected → 500 with the error logged. Every body carries ``{code, codeName, remark}``.
@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from mqha.broker.access import BrokerAccess
 from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
 from mqha.broker.protocol import (
@@ -64,6 +65,7 @@ class BrokerHttpServer:
         self,
         config: Mapping[str, Any],
         runtime: BrokerRuntime,
+        access: BrokerAccess,
         metrics: BrokerMetrics,
         *,
         host: str | None = None,
@@ -72,8 +74,10 @@ class BrokerHttpServer:
     ) -> None:
         self.config = config
         self.runtime = runtime
+        self.role = runtime.role
         self.store = runtime.store
         self.ha = runtime.ha
+        self.access = access
         self.metrics = metrics
         self.host = host if host is not None else config["brokerIP1"]
         self.port = port if port is not None else config["listenPort"]
@@ -146,7 +150,7 @@ class BrokerHttpServer:
                 f"request body of {length} bytes exceeds maxRequestBodyBytes {self.max_body}",
                 413,
             )
-        rejected = self.store.reject_if_unavailable()
+        rejected = self.access.reject_if_unavailable()
         if rejected is not None:
             return self._put_response(PutRequest((), batch=False), rejected, started)
         raw = await request.read()
@@ -155,7 +159,7 @@ class BrokerHttpServer:
         except ValueError as exc:
             raise illegal(f"request body is not JSON: {exc}") from None
         put = parse_put_request(payload, max_message_size=self.max_message_size)
-        outcome = await self.store.put(put.drafts)
+        outcome = await self.access.put(put.drafts)
         return self._put_response(put, outcome, started)
 
     def _put_response(self, put: PutRequest, outcome: PutOutcome, started: float) -> web.Response:
@@ -164,18 +168,18 @@ class BrokerHttpServer:
         return _json(status, body)
 
     async def get_messages(self, request: web.Request) -> web.Response:
-        if self.store.fenced:
+        if self.role.fenced:
             return _error(
                 BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
             )
         read = parse_read_request(request.query)
-        messages, next_offset, limit = self.store.read(read)
+        messages, next_offset, limit = self.access.read(read)
         return _json(200, read_reply(messages, next_offset, limit, self.store.max_offset))
 
     # -- admin -----------------------------------------------------------------------------------
 
     async def get_epochs(self, request: web.Request) -> web.Response:
-        rt = self.runtime
+        role = self.role
         top = self.store.max_offset
         entries = [
             {
@@ -190,13 +194,13 @@ class BrokerHttpServer:
             envelope(
                 BrokerCode.SUCCESS,
                 "",
-                clusterName=rt.cluster_name,
-                brokerName=rt.broker_name,
-                brokerId=rt.role_broker_id,
-                controllerBrokerId=rt.broker_controller_id,
+                clusterName=self.config["brokerClusterName"],
+                brokerName=self.config["brokerName"],
+                brokerId=role.role_broker_id,
+                controllerBrokerId=role.broker_id,
                 epochList=entries,
                 maxOffset=top,
-                confirmOffset=self.ha.confirm_offset(),
+                confirmOffset=self.ha.gate.confirm_offset(),
             ),
         )
 
@@ -204,29 +208,29 @@ class BrokerHttpServer:
         return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.runtime_info()))
 
     async def get_status(self, request: web.Request) -> web.Response:
-        rt = self.runtime
-        master = rt.master
+        rt, role, keeper = self.runtime, self.role, self.ha.keeper
+        master = role.master
         body: dict[str, Any] = {
-            "clusterName": rt.cluster_name,
-            "brokerName": rt.broker_name,
+            "clusterName": self.config["brokerClusterName"],
+            "brokerName": self.config["brokerName"],
             "brokerAddress": rt.address,
             "haAddress": rt.ha_address,
-            "role": self.ha.role.value,
-            "brokerRole": rt.broker_role,
-            "brokerId": rt.role_broker_id,
-            "controllerBrokerId": rt.broker_controller_id,
-            "fenced": self.store.fenced,
+            "role": role.role.value,
+            "brokerRole": role.rocketmq_role,
+            "brokerId": role.role_broker_id,
+            "controllerBrokerId": role.broker_id,
+            "fenced": role.fenced,
             "masterBrokerId": master.broker_id if master is not None else None,
             "masterAddress": master.address if master is not None else None,
             "masterHaAddress": master.ha_address if master is not None else None,
-            "masterEpoch": rt.master_epoch,
+            "masterEpoch": role.master_epoch,
             "lastEpoch": self.store.epochs.last_epoch(),
-            "syncStateSet": sorted(self.ha.sync_state_set()),
-            "localSyncStateSet": sorted(self.ha.in_sync.local_set) if self.ha.in_sync is not None else [],
-            "syncStateSetEpoch": rt.sync_state_set_epoch,
+            "syncStateSet": sorted(keeper.sync_state_set()),
+            "localSyncStateSet": sorted(keeper.local_set()),
+            "syncStateSetEpoch": role.sync_state_set_epoch,
             "minOffset": self.store.min_offset,
             "maxOffset": self.store.max_offset,
-            "confirmOffset": self.ha.confirm_offset(),
+            "confirmOffset": self.ha.gate.confirm_offset(),
             "flushedOffset": self.store.log.flushed_offset,
             "ackMode": self.metrics.ack_mode,
         }
@@ -249,4 +253,4 @@ class BrokerHttpServer:
         return _json(200, envelope(BrokerCode.SUCCESS, "", rows=rows))
 
     async def get_healthz(self, request: web.Request) -> web.Response:
-        return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.ha.role.value))
+        return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.role.role.value))

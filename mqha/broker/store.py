@@ -1,23 +1,11 @@
-"""The broker-level store: commit log + epoch file + confirm-offset checkpoint, fencing, put and read.
+"""The broker-level store: commit log + epoch file + confirm-offset checkpoint. SHELL.
 
-SHELL. It sequences file operations and asks the replication layer (a :class:`ReplicationGate`, the
-``AutoSwitchHAService``) what the rules of docs/reference-behaviour.md §14–§15 say; the rules themselves live
-in the cores (``mqha.autoswitch_ha.ack``, ``mqha.broker.protocol``).
-
-Put path (docs/reference-behaviour.md §15), for one request (one message or one batch), in this order:
-
-1. fenced → ``SERVICE_NOT_AVAILABLE`` ("fenced"); not master → ``SERVICE_NOT_AVAILABLE`` with the
-   master's address; too few in-sync replicas → ``IN_SYNC_REPLICAS_NOT_ENOUGH``. Nothing written.
-2. one ``append_batch`` on the event loop (a memory-map copy, all or nothing), so a role change, which
-   also runs on the loop, never interleaves with a half-done append;
-3. the HA layer is told the log grew (its connections start streaming);
-4. ``SYNC_FLUSH``: wait for the fsync (shared by concurrent puts, in a worker thread) up to
-   ``syncFlushTimeout`` → ``FLUSH_DISK_TIMEOUT``;
-5. wait for the replica acks the ack policy needs, for the batch's last offset, up to ``slaveTimeout``
-   → ``FLUSH_SLAVE_TIMEOUT`` (the HA layer wakes waiters on acks; no polling).
+It sequences file operations; the client put and read paths over it are ``mqha.broker.access``, the
+replication layer (``mqha.autoswitch_ha``) writes replicated data and truncations through it.
 
 The confirm offset (docs/reference-behaviour.md §14): the HA layer computes the *effective* value; this store
-keeps the *stored* value (what a slave was told, what a master computed) and persists the effective one in
+keeps the *stored* value (what a slave was told, what a master computed) and persists what the HA layer
+hands it (the effective one) in
 ``<storePathRootDir>/confirmOffsetCheckpoint`` (rewritten in place; fsynced when a truncation lowers it),
 so a restart never exposes more than was confirmed. Recovery clamps it into ``[minOffset, maxOffset]``
 and drops epoch entries that start beyond the recovered log end.
@@ -32,36 +20,17 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from mqha.autoswitch_ha.ack import AckStatus
-from mqha.broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft, StoredMessage
-from mqha.broker.protocol import Appended, PutOutcome, PutStatus, ReadRequest, illegal
+from mqha.broker.commitlog import CommitLog, FlushMode
 from mqha.epoch.file import EpochStore
 from mqha.epoch.history import EpochHistory
-from mqha.errors import CorruptFileError, NotAlignedError, StorageError
+from mqha.errors import CorruptFileError, StorageError
 from mqha.history.recorder import BrokerHistory, commit_log_entries
 
 log = logging.getLogger(__name__)
 
 CONFIRM_CHECKPOINT_NAME = "confirmOffsetCheckpoint"
-
-
-class ReplicationGate(Protocol):
-    """What the put and read paths ask the HA layer (implemented by ``AutoSwitchHAService``)."""
-
-    @property
-    def is_master(self) -> bool: ...
-
-    def master_address(self) -> str | None: ...
-
-    def check_in_sync_replicas(self) -> AckStatus: ...
-
-    def confirm_offset(self) -> int: ...
-
-    def log_changed(self) -> None: ...
-
-    async def wait_for_replicas(self, next_offset: int) -> AckStatus: ...
 
 
 class ConfirmOffsetCheckpoint:
@@ -149,23 +118,26 @@ class StoreSettings:
 class BrokerStore:
     """One broker replica's data. Every method runs on the broker's event loop."""
 
-    def __init__(self, settings: StoreSettings, log_: CommitLog, epochs: EpochStore) -> None:
+    def __init__(
+        self,
+        settings: StoreSettings,
+        log_: CommitLog,
+        epochs: EpochStore,
+        history: BrokerHistory | None = None,
+    ) -> None:
         self.settings = settings
         self.log = log_
         self.epoch_store = epochs
         self.checkpoint = ConfirmOffsetCheckpoint(os.path.join(settings.root_dir, CONFIRM_CHECKPOINT_NAME))
         self._confirm = -1
-        # docs/reference-behaviour.md §9: a broker starts fenced until the ReplicasManager registers it
-        self.fenced = True
-        self.gate: ReplicationGate | None = None
         # docs/architecture.md §5 epochs/truncations, when recording
-        self.history: BrokerHistory | None = None
+        self.history = history
         self._flush_task: asyncio.Future[None] | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: StoreSettings) -> BrokerStore:
+    def open(cls, settings: StoreSettings, history: BrokerHistory | None = None) -> BrokerStore:
         """Open and recover the commit log, load the epoch file and the confirm offset, reconcile them."""
         os.makedirs(settings.root_dir, exist_ok=True)
         # Always ASYNC in the commit log: SYNC_FLUSH fsyncs run in a worker thread (``flush_to``), so
@@ -182,13 +154,13 @@ class BrokerStore:
         except BaseException:
             commit_log.close()
             raise
-        store = cls(settings, commit_log, epochs)
+        store = cls(settings, commit_log, epochs, history)
         store._recover()
         return store
 
     @classmethod
-    def open_config(cls, config: Mapping[str, Any]) -> BrokerStore:
-        return cls.open(StoreSettings.from_config(config))
+    def open_config(cls, config: Mapping[str, Any], history: BrokerHistory | None = None) -> BrokerStore:
+        return cls.open(StoreSettings.from_config(config), history)
 
     def _recover(self) -> None:
         top, bottom = self.log.max_offset, self.log.min_offset
@@ -216,10 +188,11 @@ class BrokerStore:
             "clean" if self.log.recovery.clean else f"crash path, {self.log.recovery.cut_reason or 'no cut'}",
         )
 
-    def close(self) -> None:
-        """Persist the last confirm offset and close the files (idempotent)."""
+    def close(self, confirm_offset: int | None = None) -> None:
+        """Persist the last confirm offset (``confirm_offset``, the HA layer's effective value, else the
+        stored one) and close the files (idempotent)."""
         with contextlib.suppress(StorageError):
-            self.checkpoint.save(self.effective_confirm_offset(), durable=True)
+            self.checkpoint.save(self._confirm if confirm_offset is None else confirm_offset, durable=True)
         self.checkpoint.close()
         self.log.close()
 
@@ -245,12 +218,9 @@ class BrokerStore:
     def set_stored_confirm_offset(self, value: int) -> None:
         self._confirm = value
 
-    def effective_confirm_offset(self) -> int:
-        return self.gate.confirm_offset() if self.gate is not None else self._confirm
-
-    def persist_confirm_offset(self) -> None:
-        """Called periodically: write the effective confirm offset if it changed."""
-        self.checkpoint.save(self.effective_confirm_offset())
+    def save_confirm_offset(self, value: int, *, durable: bool = False) -> None:
+        """Write ``value`` (the HA layer's effective confirm offset) to the checkpoint if it changed."""
+        self.checkpoint.save(value, durable=durable)
 
     # -- replication (slave side, and the master's reads) -------------------------------------
 
@@ -316,63 +286,3 @@ class BrokerStore:
             if self._flush_task is None or self._flush_task.done():
                 self._flush_task = asyncio.ensure_future(asyncio.to_thread(self.log.flush))
             await asyncio.shield(self._flush_task)
-
-    # -- the client API --------------------------------------------------------------------------
-
-    def reject_if_unavailable(self) -> PutOutcome | None:
-        """Step 1 of the put path, before anything else: fenced, slave, too few in-sync replicas."""
-        if self.fenced:
-            return PutOutcome(
-                PutStatus.SERVICE_NOT_AVAILABLE,
-                remark="broker is fenced: not registered with the controller yet; no request is served",
-            )
-        gate = self.gate
-        if gate is None or not gate.is_master:
-            address = gate.master_address() if gate is not None else None
-            return PutOutcome(
-                PutStatus.SERVICE_NOT_AVAILABLE,
-                remark="this broker is a slave; send puts to the master",
-                extra={"masterAddress": address},
-            )
-        if gate.check_in_sync_replicas() is AckStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
-            return PutOutcome(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark="in-sync replicas not enough")
-        return None
-
-    async def put(self, drafts: Sequence[MessageDraft]) -> PutOutcome:
-        """The put path of the module docstring for one request."""
-        rejected = self.reject_if_unavailable()
-        if rejected is not None:
-            return rejected
-        gate = self.gate
-        assert gate is not None
-        epoch = self.epoch_store.last_epoch()
-        try:
-            results = self.log.append_batch(drafts)
-        except InvalidDraft as exc:
-            raise illegal(f"{exc} (nothing was stored)") from None
-        appended = tuple(Appended(r.offset, r.size, r.msg_id) for r in results)
-        gate.log_changed()
-        end = results[-1].offset + results[-1].size
-        status = PutStatus.PUT_OK
-        if self.settings.flush_mode is FlushMode.SYNC_FLUSH:
-            try:
-                async with asyncio.timeout(self.settings.sync_flush_timeout_ms / 1000):
-                    await self.flush_to(end)
-            except TimeoutError:
-                status = PutStatus.FLUSH_DISK_TIMEOUT
-        replica = await gate.wait_for_replicas(end)
-        if replica is not AckStatus.OK:  # a non-OK replica status overrides the flush status (§15.4)
-            status = PutStatus.FLUSH_SLAVE_TIMEOUT
-        return PutOutcome(status, appended, epoch=epoch)
-
-    def read(self, request: ReadRequest) -> tuple[list[StoredMessage], int, int]:
-        """Messages at or after ``request.offset``, never past the confirm offset (unless
-        ``readUnCommitted``). Returns (messages, next offset, the limit used)."""
-        limit = self.log.max_offset if self.settings.read_uncommitted else self.effective_confirm_offset()
-        if limit <= 0:
-            return [], request.offset, limit
-        try:
-            messages, next_offset = self.log.read_messages(request.offset, request.max_messages, limit)
-        except NotAlignedError as exc:
-            raise illegal(f"offset {request.offset} is not a message boundary: {exc.reason}") from None
-        return messages, next_offset, limit

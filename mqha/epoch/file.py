@@ -12,14 +12,12 @@ or its new complete content and at least one of them is good.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import os
-import secrets
 import threading
 from collections.abc import Callable
 
+from mqha.durable import write_atomically
 from mqha.epoch.codec import decode_epoch_file, encode_epoch_file
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError, StorageError
@@ -120,37 +118,11 @@ class EpochFile:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file in the same directory, fsync, rename, fsync the directory."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temp = f"{path}.{secrets.token_hex(4)}.tmp"
+    """``mqha.durable.write_atomically``, its failure named as an epoch file write."""
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        _fsync_directory(directory)
+        write_atomically(path, text)
     except OSError as exc:
         raise StorageError(path, f"cannot write epoch file: {exc}") from exc
-
-
-def _fsync_directory(directory: str) -> None:
-    # Makes the rename itself durable. Some filesystems refuse fsync on a directory; the rename is
-    # still atomic there, only its durability is up to the filesystem.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
 
 
 class EpochStore:

@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from mqha.role import MasterInfo
+
+__all__ = ["BrokerHooks", "BrokerProgress", "MasterInfo", "SyncStateSetReporter"]
+
 
 @dataclass(frozen=True)
 class BrokerProgress:
@@ -19,15 +23,6 @@ class BrokerProgress:
     last_epoch: int
     max_offset: int
     confirm_offset: int
-
-
-@dataclass(frozen=True)
-class MasterInfo:
-    """Where the current master is; ``ha_address`` comes from the controller (docs/architecture.md §7)."""
-
-    broker_id: int
-    address: str
-    ha_address: str | None
 
 
 class BrokerHooks(Protocol):

@@ -13,16 +13,14 @@ naming the file and both pairs of values: the store belongs to another broker.
 
 Writes are atomic (temp file in the same directory, fsync, rename, fsync of the directory), so a
 crash leaves the old content or the new one, never a torn file. The functions are blocking and tiny;
-the runner calls them through ``asyncio.to_thread``.
+the runner calls them through ``asyncio.to_thread``. The atomic write is ``mqha.durable``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import tempfile
 
+from mqha.durable import remove_durably, write_atomically
 from mqha.errors import StorageError
 from mqha.replicas_manager.actions import BrokerIdentity, TempBrokerIdentity
 
@@ -130,43 +128,14 @@ def load(
     return None, None
 
 
-def write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".brokerIdentity-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    # Makes the rename durable; some filesystems refuse to open a directory: best effort there.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_identity(path: str, identity: BrokerIdentity) -> None:
-    write_atomically(path, format_identity(identity))
+    write_atomically(path, format_identity(identity), make_dirs=True)
 
 
 def write_temp_identity(path: str, temp: TempBrokerIdentity) -> None:
-    write_atomically(temp_path(path), format_temp_identity(temp))
+    write_atomically(temp_path(path), format_temp_identity(temp), make_dirs=True)
 
 
 def delete(path: str) -> None:
     """Remove a file; a missing one is fine (``clear()`` of the reference)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    _fsync_directory(os.path.dirname(os.path.abspath(path)))
+    remove_durably(path)

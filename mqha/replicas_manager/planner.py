@@ -52,13 +52,12 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import TypeVar
 
 from mqha.codes import ResponseCode
-from mqha.errors import LocalProtocolError, RemoteProtocolError
+from mqha.errors import LocalProtocolError
 from mqha.replicas_manager.actions import (
     Action,
     ApplyBrokerId,
@@ -68,8 +67,6 @@ from mqha.replicas_manager.actions import (
     BrokerIdentity,
     CheckSyncStateSet,
     ControllerCall,
-    DeleteIdentity,
-    DeleteTempIdentity,
     ElectMaster,
     GetMetadata,
     GetNextBrokerId,
@@ -82,22 +79,35 @@ from mqha.replicas_manager.actions import (
     SetBrokerControllerId,
     SetFenced,
     TempBrokerIdentity,
-    WriteIdentity,
-    WriteTempIdentity,
 )
 from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
+from mqha.replicas_manager.planner_states import (
+    FIRST_RUN_DELAY_MS,
+    METADATA_ATTEMPTS,
+    METADATA_RETRY_MS,
+    REGISTER_TRANSITIONS,
+    REREGISTER_PAUSE_MS,
+    RETRY_INTERVAL_MS,
+    START_HEARTBEAT,
+    STATE_TRANSITIONS,
+    MasterFacts,
+    PlannerConfig,
+    RegisterEvent,
+    RegisterState,
+    State,
+    StateEvent,
+    _describe,
+    _next,
+    _parse,
+)
+from mqha.replicas_manager.register_flow import RegisterFlow
 from mqha.wire.controller_api import (
     AlterSyncStateSetPayload,
     AlterSyncStateSetRequest,
-    ApplyBrokerIdRequest,
     BrokerHeartbeatRequest,
     ElectMasterPayload,
     ElectMasterRequest,
-    GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
-    NextBrokerIdPayload,
-    RegisterBrokerPayload,
-    RegisterBrokerRequest,
     ReplicaInfoPayload,
     Reply,
 )
@@ -105,125 +115,10 @@ from mqha.wire.controller_api import (
 log = logging.getLogger(__name__)
 
 Code = ResponseCode
-
-FIRST_RUN_DELAY_MS = 3000  # docs/reference-behaviour.md §9.2/§9.4/§9.5: periodic tasks start after 3 s
-METADATA_ATTEMPTS = 3
-METADATA_RETRY_MS = 1000
-REGISTER_ATTEMPTS = 5
-REGISTER_JITTER_MS = 1000  # random 0-999 ms between register attempts
-RETRY_INTERVAL_MS = 5000  # RETRY_INTERVAL_SECOND of startBasicService
-REREGISTER_PAUSE_MS = 2000  # after CONTROLLER_BROKER_METADATA_NOT_EXIST (docs/reference-behaviour.md §9.4)
-
-START_HEARTBEAT = "startHeartbeat"  # in-flight key of the start sequence's confirmed heartbeat
+_S = TypeVar("_S", bound=Enum)
 
 
-# --------------------------------------------------------------------------------------------------
-# States and their transition tables (docs/reference-behaviour.md §9.1). Nobody else assigns these fields.
-
-
-class State(Enum):
-    INITIAL = "INITIAL"
-    FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE = "FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE"
-    REGISTER_TO_CONTROLLER_DONE = "REGISTER_TO_CONTROLLER_DONE"
-    RUNNING = "RUNNING"
-    SHUTDOWN = "SHUTDOWN"
-
-
-class RegisterState(Enum):
-    INITIAL = "INITIAL"
-    CREATE_TEMP_METADATA_FILE_DONE = "CREATE_TEMP_METADATA_FILE_DONE"
-    CREATE_METADATA_FILE_DONE = "CREATE_METADATA_FILE_DONE"
-    REGISTERED = "REGISTERED"
-
-
-class StateEvent(Enum):
-    METADATA_SYNCED = "controller metadata synced"
-    REGISTERED = "registered to the controller"
-    MASTER_KNOWN = "master known"
-    SHUTDOWN = "shutdown"
-
-
-class RegisterEvent(Enum):
-    METADATA_FILE_FOUND = "metadata file loaded"
-    TEMP_FILE_FOUND = "temp metadata file loaded"
-    TEMP_FILE_WRITTEN = "temp metadata file written"
-    APPLY_FAILED = "applyBrokerId failed"
-    METADATA_FILE_WRITTEN = "metadata file written"
-    REGISTER_SUCCEEDED = "registerBroker succeeded"
-
-
-S, R = State, RegisterState
-
-STATE_TRANSITIONS: Mapping[tuple[State, StateEvent], State] = {
-    (S.INITIAL, StateEvent.METADATA_SYNCED): S.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE,
-    (S.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE, StateEvent.REGISTERED): S.REGISTER_TO_CONTROLLER_DONE,
-    (S.REGISTER_TO_CONTROLLER_DONE, StateEvent.MASTER_KNOWN): S.RUNNING,
-    **{(state, StateEvent.SHUTDOWN): S.SHUTDOWN for state in State if state is not S.SHUTDOWN},
-}
-
-REGISTER_TRANSITIONS: Mapping[tuple[RegisterState, RegisterEvent], RegisterState] = {
-    (R.INITIAL, RegisterEvent.METADATA_FILE_FOUND): R.CREATE_METADATA_FILE_DONE,
-    (R.INITIAL, RegisterEvent.TEMP_FILE_FOUND): R.CREATE_TEMP_METADATA_FILE_DONE,
-    (R.INITIAL, RegisterEvent.TEMP_FILE_WRITTEN): R.CREATE_TEMP_METADATA_FILE_DONE,
-    (R.CREATE_TEMP_METADATA_FILE_DONE, RegisterEvent.APPLY_FAILED): R.INITIAL,
-    (R.CREATE_TEMP_METADATA_FILE_DONE, RegisterEvent.METADATA_FILE_WRITTEN): R.CREATE_METADATA_FILE_DONE,
-    (R.CREATE_METADATA_FILE_DONE, RegisterEvent.REGISTER_SUCCEEDED): R.REGISTERED,
-    # re-register (docs/reference-behaviour.md §9.4)
-    (R.REGISTERED, RegisterEvent.REGISTER_SUCCEEDED): R.REGISTERED,
-}
-
-
-# --------------------------------------------------------------------------------------------------
-# Configuration.
-
-
-@dataclass(frozen=True)
-class PlannerConfig:
-    """The broker config keys the planner uses (docs/reference-behaviour.md §16.2), in milliseconds."""
-
-    cluster_name: str
-    broker_name: str
-    broker_address: str
-    ha_address: str
-    sync_broker_metadata_period_ms: int = 5000
-    check_sync_state_set_period_ms: int = 5000
-    sync_controller_metadata_period_ms: int = 10000
-    heartbeat_timeout_ms: int = 10000
-    election_priority: int = 2**31 - 1
-    heartbeat_interval_ms: int = 1000
-
-    @classmethod
-    def from_broker_config(cls, config: Mapping[str, Any]) -> PlannerConfig:
-        return cls(
-            cluster_name=config["brokerClusterName"],
-            broker_name=config["brokerName"],
-            broker_address=f"{config['brokerIP1']}:{config['listenPort']}",
-            ha_address=f"{config['brokerIP1']}:{config['haListenPort']}",
-            sync_broker_metadata_period_ms=config["syncBrokerMetadataPeriod"],
-            check_sync_state_set_period_ms=config["checkSyncStateSetPeriod"],
-            sync_controller_metadata_period_ms=config["syncControllerMetadataPeriod"],
-            heartbeat_timeout_ms=config["controllerHeartBeatTimeoutMills"],
-            election_priority=config["brokerElectionPriority"],
-            heartbeat_interval_ms=config["brokerHeartbeatInterval"],
-        )
-
-
-def _parse(payload_cls: Any, reply: Reply) -> Any | None:
-    """The reply's payload, or None when the controller sent something malformed."""
-    try:
-        return payload_cls.from_json(dict(reply.payload))
-    except RemoteProtocolError as exc:
-        log.warning("malformed %s reply from the controller: %s", payload_cls.__name__, exc)
-        return None
-
-
-def _describe(reply: Reply | None) -> str:
-    if reply is None:
-        return "no controller answered"
-    return f"{reply.code.name} ({int(reply.code)}): {reply.remark}"
-
-
-class ReplicasPlanner:
+class ReplicasPlanner(RegisterFlow):
     """Decisions of the ReplicasManager; see the module docstring for the inputs and the flows."""
 
     def __init__(self, config: PlannerConfig, *, seed: int | None = None) -> None:
@@ -314,22 +209,10 @@ class ReplicasPlanner:
     # ---------------------------------------------------------------------------- transitions
 
     def _transition(self, event: StateEvent) -> None:
-        target = STATE_TRANSITIONS.get((self.state, event))
-        if target is None:
-            raise LocalProtocolError(
-                f"ReplicasManager cannot handle {event.value!r} in state {self.state.value}"
-            )
-        log.debug("state %s -> %s (%s)", self.state.value, target.value, event.value)
-        self.state = target
+        self.state = _next(STATE_TRANSITIONS, self.state, event, "state")
 
     def _register_transition(self, event: RegisterEvent) -> None:
-        target = REGISTER_TRANSITIONS.get((self.register_state, event))
-        if target is None:
-            raise LocalProtocolError(
-                f"ReplicasManager cannot handle {event.value!r} in register state {self.register_state.value}"
-            )
-        log.debug("register state %s -> %s (%s)", self.register_state.value, target.value, event.value)
-        self.register_state = target
+        self.register_state = _next(REGISTER_TRANSITIONS, self.register_state, event, "register state")
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -516,113 +399,6 @@ class ReplicasPlanner:
         self._metadata_due = now_ms + min(FIRST_RUN_DELAY_MS, self.config.sync_controller_metadata_period_ms)
         return []
 
-    # ---------------------------------------------------------------------------- register flow
-
-    def _register_step(self) -> list[Action]:
-        cfg = self.config
-        match self.register_state:
-            case RegisterState.INITIAL:
-                request = GetNextBrokerIdRequest(cluster_name=cfg.cluster_name, broker_name=cfg.broker_name)
-                return self._call_once(lambda seq: GetNextBrokerId(seq, request))
-            case RegisterState.CREATE_TEMP_METADATA_FILE_DONE:
-                temp = self.temp_identity
-                assert temp is not None  # set with the state
-                apply = ApplyBrokerIdRequest(
-                    cluster_name=cfg.cluster_name,
-                    broker_name=cfg.broker_name,
-                    applied_broker_id=temp.broker_id,
-                    register_check_code=temp.register_check_code,
-                )
-                return self._call_once(lambda seq: ApplyBrokerId(seq, apply))
-            case _:  # CREATE_METADATA_FILE_DONE (REGISTERED moves the state on at once)
-                return self._register_call()
-
-    def _register_call(self) -> list[Action]:
-        assert self.broker_id is not None
-        request = RegisterBrokerRequest(
-            cluster_name=self.config.cluster_name,
-            broker_name=self.config.broker_name,
-            broker_id=self.broker_id,
-            broker_address=self.config.broker_address,
-            ha_address=self.config.ha_address,
-        )
-        return self._call_once(lambda seq: RegisterBroker(seq, request))
-
-    def _fail_register(self, now_ms: int, reason: str) -> list[Action]:
-        self._register_failures += 1
-        if self._register_failures < REGISTER_ATTEMPTS:
-            return self._fail_start(now_ms, reason, self._rng.randrange(REGISTER_JITTER_MS))
-        self._register_failures = 0
-        return self._fail_start(now_ms, reason, RETRY_INTERVAL_MS)
-
-    def _on_next_broker_id(self, reply: Reply | None, now_ms: int) -> list[Action]:
-        payload = _parse(NextBrokerIdPayload, reply) if reply is not None and reply.ok else None
-        if payload is None:
-            return self._fail_register(now_ms, f"getNextBrokerId failed: {_describe(reply)}")
-        self._persisting = True
-        return [WriteTempIdentity(payload.next_broker_id)]
-
-    def on_temp_identity_written(
-        self, action: WriteTempIdentity, written: TempBrokerIdentity | None, now_ms: int
-    ) -> list[Action]:
-        """The temp file holds ``written`` (None: the write failed, docs/reference-behaviour.md §9.3 step
-        3)."""
-        self._persisting = False
-        if self.state is State.SHUTDOWN:
-            return []
-        if written is None:
-            return [DeleteTempIdentity(), *self._fail_register(now_ms, "cannot write the temp identity file")]
-        self._register_transition(RegisterEvent.TEMP_FILE_WRITTEN)
-        self.temp_identity = written
-        return self._drive_start(now_ms)
-
-    def _on_apply_broker_id(self, reply: Reply | None, now_ms: int) -> list[Action]:
-        temp = self.temp_identity
-        assert temp is not None
-        if reply is None or not reply.ok:
-            # docs/reference-behaviour.md §9.3 step 4: any failure deletes the temp file and starts over with
-            # a new id.
-            self._register_transition(RegisterEvent.APPLY_FAILED)
-            self.temp_identity = None
-            reason = f"applyBrokerId {temp.broker_id} failed: {_describe(reply)}"
-            return [DeleteTempIdentity(), *self._fail_register(now_ms, reason)]
-        self._persisting = True
-        identity = BrokerIdentity(self.config.cluster_name, self.config.broker_name, temp.broker_id)
-        return [WriteIdentity(identity)]
-
-    def on_identity_written(self, action: WriteIdentity, ok: bool, now_ms: int) -> list[Action]:
-        self._persisting = False
-        if self.state is State.SHUTDOWN:
-            return []
-        if not ok:
-            # The temp file survives: the next attempt re-applies the same id (idempotent).
-            return [DeleteIdentity(), *self._fail_register(now_ms, "cannot write the identity file")]
-        self._register_transition(RegisterEvent.METADATA_FILE_WRITTEN)
-        self.broker_id = action.identity.broker_id
-        self.temp_identity = None
-        return [DeleteTempIdentity(), SetBrokerControllerId(self.broker_id), *self._drive_start(now_ms)]
-
-    def _on_register(self, reply: Reply | None, now_ms: int) -> list[Action]:
-        payload = _parse(RegisterBrokerPayload, reply) if reply is not None and reply.ok else None
-        if payload is None:
-            reason = f"registerBroker failed: {_describe(reply)}"
-            if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
-                return self._fail_register(now_ms, reason)
-            log.warning("%s", reason)
-            return []
-        self._register_transition(RegisterEvent.REGISTER_SUCCEEDED)
-        if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
-            self._register_failures = 0
-            self._transition(StateEvent.REGISTERED)
-        return self._on_master_info(
-            master_id=payload.master_broker_id,
-            address=payload.master_address,
-            ha_address=payload.master_ha_address,
-            epoch=payload.master_epoch,
-            sss_epoch=payload.sync_state_set_epoch,
-            sss=payload.sync_state_set,
-        )
-
     # ------------------------------------------------------------------------ elect, replica info
 
     def _elect(self) -> list[Action]:
@@ -647,14 +423,7 @@ class ReplicasPlanner:
                 return self._fail_start(now_ms, reason, RETRY_INTERVAL_MS)
             log.info("%s", reason)
             return []
-        return self._on_master_info(
-            master_id=payload.master_broker_id,
-            address=payload.master_address,
-            ha_address=payload.master_ha_address,
-            epoch=payload.master_epoch,
-            sss_epoch=payload.sync_state_set_epoch,
-            sss=payload.sync_state_set or frozenset(),
-        )
+        return self._on_master_info(payload)
 
     def _on_replica_info(self, reply: Reply | None, now_ms: int) -> list[Action]:
         """docs/reference-behaviour.md §9.4."""
@@ -670,14 +439,7 @@ class ReplicasPlanner:
             return []
         if payload.master_epoch > self.master_epoch:
             if payload.master_address and payload.master_broker_id is not None:
-                return self._on_master_info(
-                    master_id=payload.master_broker_id,
-                    address=payload.master_address,
-                    ha_address=payload.master_ha_address,
-                    epoch=payload.master_epoch,
-                    sss_epoch=payload.sync_state_set_epoch,
-                    sss=payload.sync_state_set,
-                )
+                return self._on_master_info(payload)
             return self._elect()
         if payload.master_epoch == self.master_epoch and self.is_master:
             return self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
@@ -691,33 +453,20 @@ class ReplicasPlanner:
             return []
         if note.master_broker_id is None or note.master_epoch is None:
             return []
-        out = self._on_master_info(
-            master_id=note.master_broker_id,
-            address=note.master_address,
-            ha_address=note.master_ha_address,
-            epoch=note.master_epoch,
-            sss_epoch=note.sync_state_set_epoch,
-            sss=note.sync_state_set,
-        )
+        out = self._on_master_info(note)
         return out + self._drive_start(now_ms)
 
-    def _on_master_info(
-        self,
-        *,
-        master_id: int | None,
-        address: str | None,
-        ha_address: str | None,
-        epoch: int | None,
-        sss_epoch: int | None,
-        sss: frozenset[int],
-    ) -> list[Action]:
+    def _on_master_info(self, facts: MasterFacts) -> list[Action]:
+        master_id, address, epoch = facts.master_broker_id, facts.master_address, facts.master_epoch
         if master_id is None or not address or epoch is None:
             return []
         target: RoleChange
         if master_id == self.broker_id:
-            target = BecomeMaster(epoch, sss_epoch or 0, frozenset(sss))
+            target = BecomeMaster(
+                epoch, facts.sync_state_set_epoch or 0, frozenset(facts.sync_state_set or ())
+            )
         else:
-            target = BecomeSlave(MasterInfo(master_id, address, ha_address), epoch)
+            target = BecomeSlave(MasterInfo(master_id, address, facts.master_ha_address), epoch)
         return self._request_role(target)
 
     def _request_role(self, target: RoleChange) -> list[Action]:

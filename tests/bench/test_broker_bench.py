@@ -77,7 +77,7 @@ async def _run_node(spec: dict[str, Any]) -> None:
         drafts = [MessageDraft("BenchTopic", os.urandom(body_size)) for _ in range(max(1, MIB // body_size))]
         while node.store.max_offset < spec.get("preload_bytes", 0):
             node.store.log.append_batch(drafts)
-        node.ha.log_changed()
+        node.ha.gate.log_changed()
     ready = {
         "listen": node.http.bound_port if node.http else None,
         "ha": node.ha.server.bound_port,

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqha.autoswitch_ha.service import AutoSwitchHAService, HAConfig
+from mqha.autoswitch_ha.config import HAConfig
+from mqha.autoswitch_ha.service import AutoSwitchHAService
+from mqha.broker.access import BrokerAccess
 from mqha.broker.commitlog import MessageDraft
 from mqha.broker.commitlog.segment import SPARE_NAME
 from mqha.broker.config import BROKER_CONFIG
@@ -25,6 +27,7 @@ from mqha.broker.protocol import PutOutcome
 from mqha.broker.server import BrokerHttpServer
 from mqha.broker.store import BrokerStore
 from mqha.replicas_manager.hooks import MasterInfo
+from mqha.role import BrokerRole
 from tests.helpers.processes import free_port
 
 SEGMENT = 256 * 1024
@@ -64,7 +67,7 @@ class FakeController:
         node = self.node
 
         def confirm() -> None:
-            if node.runtime.is_master:
+            if node.role.is_master:
                 self.epoch += 1
                 node.runtime.apply_sync_state_set(proposed, self.epoch)
 
@@ -76,24 +79,44 @@ class Node:
     broker_id: int
     config: dict[str, Any]
     store: BrokerStore
+    role: BrokerRole
     ha: AutoSwitchHAService
     runtime: BrokerRuntime
+    access: BrokerAccess
     http: BrokerHttpServer | None = None
     controller: FakeController = field(default_factory=FakeController)
 
     @classmethod
-    async def start(cls, root: Path, broker_id: int, *, http: bool = False, **overrides: Any) -> Node:
+    async def start(
+        cls,
+        root: Path,
+        broker_id: int,
+        *,
+        http: bool = False,
+        is_known_broker: Callable[[int], bool] | None = None,
+        **overrides: Any,
+    ) -> Node:
         config = broker_config(root, **overrides)
         store = BrokerStore.open_config(config)
-        ha = AutoSwitchHAService(store, HAConfig.from_broker_config({**config, "haListenHost": "127.0.0.1"}))
-        store.gate = ha
-        runtime = BrokerRuntime(config, store, ha)
-        node = cls(broker_id, config, store, ha, runtime)
-        node.controller.node = node
-        ha.reporter = node.controller
+        role = BrokerRole()
+        controller = FakeController()
+        ha = AutoSwitchHAService(
+            store,
+            role,
+            HAConfig.from_broker_config({**config, "haListenHost": "127.0.0.1"}),
+            reporter=controller,
+            is_known_broker=is_known_broker,
+        )
+        runtime = BrokerRuntime(
+            role, store, ha, f"127.0.0.1:{config['listenPort']}", f"127.0.0.1:{config['haListenPort']}"
+        )
+        access = BrokerAccess(store, role, ha.gate)
+        node = cls(broker_id, config, store, role, ha, runtime, access, controller=controller)
+        controller.node = node
         await ha.start()
         if http:
-            node.http = BrokerHttpServer(config, runtime, BrokerMetrics(runtime), host="127.0.0.1")
+            metrics = BrokerMetrics(config, runtime)
+            node.http = BrokerHttpServer(config, runtime, access, metrics, host="127.0.0.1")
             await node.http.start()
         runtime.set_broker_controller_id(broker_id)
         return node
@@ -122,13 +145,13 @@ class Node:
 
     async def put(self, count: int = 1, size: int = 1000, topic: str = "t", tag: str = "") -> PutOutcome:
         drafts = [MessageDraft(topic, f"{tag}{i}:".encode() + b"x" * size) for i in range(count)]
-        return await self.store.put(drafts)
+        return await self.access.put(drafts)
 
     async def stop(self) -> None:
         if self.http is not None:
             await self.http.stop()
         await self.ha.stop()
-        self.store.close()
+        self.store.close(self.ha.gate.confirm_offset())
 
     def segment_bytes(self) -> dict[str, bytes]:
         directory = Path(self.config["storePathCommitLog"])

@@ -121,7 +121,7 @@ async def test_slave_answers_503_with_the_master_address(tmp_path: Path) -> None
         status, _ = await call("POST", f"{a.url}/v1/messages", {"topic": "t", "body": "replicated"})
         assert status == 200
         # A slave serves reads up to its confirm offset (the master's, as told by the master).
-        await eventually(lambda: b.ha.confirm_offset() == a.store.max_offset)
+        await eventually(lambda: b.ha.gate.confirm_offset() == a.store.max_offset)
         status, read = await call("GET", f"{b.url}/v1/messages")
         assert [m["body"] for m in read["messages"]] == ["replicated"]
         status, epochs = await call("GET", f"{b.url}/v1/epochs")
@@ -225,7 +225,7 @@ async def test_sync_flush_put_is_durable_when_acknowledged_and_replicated(tmp_pa
     try:
         assert await a.become_master(1)
         assert await b.follow(a, 1)
-        await eventually(lambda: a.ha.in_sync is not None and a.ha.in_sync.local_set == {1, 2})
+        await eventually(lambda: a.ha.keeper.local_set() == {1, 2})
         outcomes = await asyncio.gather(*(a.put(4, tag=f"c{i}-") for i in range(8)))  # flushes shared
         assert {o.status.value for o in outcomes} == {"PUT_OK"}
         end = max(o.appended[-1].offset + o.appended[-1].size for o in outcomes)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mqha.broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
-from mqha.broker.commitlog import store as commitlog_store
+from mqha.broker.commitlog import flushing as commitlog_flushing
 from mqha.broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
 from mqha.broker.commitlog.segment import IOV_MAX, SPARE_NAME, Segment, segment_name
 from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
@@ -159,7 +159,7 @@ def test_a_new_segment_name_is_made_durable_by_the_next_flush_even_after_a_faile
             raise OSError(5, "Input/output error")
 
     with open_log(tmp_path, flush_interval_ms=600_000) as log:
-        monkeypatch.setattr(commitlog_store, "fsync_directory", fsync_directory)
+        monkeypatch.setattr(commitlog_flushing, "fsync_directory", fsync_directory)
         log.append(draft(0))  # creates segment 0: a name not yet durable
         assert calls == []  # no fsync at creation
         with pytest.raises(OSError):

@@ -51,7 +51,7 @@ async def stop(*nodes: Node) -> None:
 
 def confirmed_set(node: Node) -> frozenset[int]:
     """The SyncStateSet the (fake) controller confirmed to ``node``."""
-    return node.ha.in_sync.local_set if node.ha.in_sync is not None else frozenset()
+    return node.ha.keeper.local_set()
 
 
 def wait_closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
@@ -84,7 +84,9 @@ async def test_slave_replicates_byte_identically_and_joins_the_sync_state_set(tm
             assert outcome.status is PutStatus.PUT_OK
             assert b.store.max_offset >= outcome.appended[-1].offset + outcome.appended[-1].size
         assert len(a.segment_bytes()) >= 2
-        await eventually(lambda: b.ha.confirm_offset() == a.store.max_offset, message="slave confirm offset")
+        await eventually(
+            lambda: b.ha.gate.confirm_offset() == a.store.max_offset, message="slave confirm offset"
+        )
         assert same_log(a, b)
         assert b.store.epochs.pairs() == a.store.epochs.pairs() == [(1, 0)]
         status = a.ha.runtime_info()
@@ -138,7 +140,7 @@ async def test_divergent_tail_is_truncated_on_handshake_spec_13_case_b(tmp_path:
         assert await a.follow(b, 2)
         await eventually(lambda: same_log(a, b), message="old master truncated and caught up")
         assert a.store.epochs.pairs() == [(1, 0), (2, common)]
-        messages, _, _ = a.store.read(ReadRequest(common, 100))
+        messages, _, _ = a.access.read(ReadRequest(common, 100))
         assert all(m.body.startswith(b"new-") for m in messages)
         # The truncation of the epoch-1 tail [common, lost_end) was durable before the new data.
         assert a.store.stored_confirm_offset <= b.store.max_offset
@@ -168,17 +170,17 @@ async def test_garbage_on_the_ha_port_closes_only_that_connection(tmp_path: Path
         outcome = await a.put(5)
         assert outcome.status is PutStatus.PUT_OK
         assert b.store.max_offset == a.store.max_offset
-        assert a.ha.sync_state_set() == {1, 2}
+        assert a.ha.keeper.sync_state_set() == {1, 2}
     finally:
         await stop(a, b)
 
 
 @run_async()
 async def test_handshakes_from_unknown_or_impossible_broker_ids_are_refused(tmp_path: Path) -> None:
-    a, b = await pair(tmp_path)
+    a = await Node.start(tmp_path / "a", 1, is_known_broker=lambda broker_id: broker_id in (1, 2, 3))
+    b = await Node.start(tmp_path / "b", 2)
     try:
         assert await a.become_master(1)
-        a.ha.is_known_broker = lambda broker_id: broker_id in (1, 2, 3)
         host, port = a.ha_address.split(":")
         bad = [
             encode_frame(HandshakeRequest(slave_id=99)),  # not registered in the broker set
@@ -259,17 +261,17 @@ async def test_reads_stop_at_the_confirm_offset_and_it_survives_a_restart_spec_1
         assert await b.follow(a, 1)
         await eventually(lambda: confirmed_set(a) == {1, 2})
         await a.put(5)
-        confirmed = a.ha.confirm_offset()
+        confirmed = a.ha.gate.confirm_offset()
         assert confirmed == a.store.max_offset
         a.controller.down = True
         await b.ha.client.stop()  # unreplicated from here on
         await a.put(5)
         assert a.store.max_offset > confirmed
-        assert a.ha.confirm_offset() == confirmed  # a member without a live connection holds it
+        assert a.ha.gate.confirm_offset() == confirmed  # a member without a live connection holds it
         request = ReadRequest(0, 1000)
-        messages, next_offset, limit = a.store.read(request)
+        messages, next_offset, limit = a.access.read(request)
         assert (limit, next_offset, len(messages)) == (confirmed, confirmed, 5)
-        a.store.persist_confirm_offset()
+        a.store.save_confirm_offset(a.ha.gate.confirm_offset())
     finally:
         await stop(a, b)
     again = await Node.start(tmp_path / "a", 1, allAckInSyncStateSet=True)
@@ -277,7 +279,7 @@ async def test_reads_stop_at_the_confirm_offset_and_it_survives_a_restart_spec_1
         assert again.store.stored_confirm_offset == confirmed  # a restart exposes nothing more
         again.runtime.set_fenced(False)
         request = ReadRequest(0, 1000)
-        assert len(again.store.read(request)[0]) == 5
+        assert len(again.access.read(request)[0]) == 5
     finally:
         await again.stop()
 
@@ -316,7 +318,7 @@ async def test_three_replicas_double_failover_keeps_every_acked_message(tmp_path
         assert a.store.epochs.pairs() == c.store.epochs.pairs()
         assert len(c.store.epochs.pairs()) == 3
         request = ReadRequest(0, 1024)
-        messages = {m.offset: m.body for m in c.store.read(request)[0]}
+        messages = {m.offset: m.body for m in c.access.read(request)[0]}
         for offset, tag in acked.items():
             assert messages[offset].startswith(tag), offset
         assert len(acked) == 70

@@ -4,7 +4,8 @@
 """
 
 from mqha.broker.commitlog.codec import InvalidDraft, MessageDraft, StoredMessage
-from mqha.broker.commitlog.store import AppendResult, CommitLog, FlushMode, RecoveryReport
+from mqha.broker.commitlog.store import CommitLog
+from mqha.broker.commitlog.types import AppendResult, FlushMode, RecoveryReport
 
 __all__ = [
     "AppendResult",

@@ -1,7 +1,9 @@
 """The broker's commit log: segmented files, appends, reads for consumers and HA, truncation, recovery.
 
 SHELL. The record format and every byte-level check live in ``codec`` (core); this module orders file
-operations. Offsets are global physical offsets: segment ``k`` holds ``[k * size, (k + 1) * size)``.
+operations; :class:`CommitLog` is assembled from one class per job: opening and recovery
+(``recovery.py``), reads (``reads.py``), fsyncs (``flushing.py``), and appends and cuts (here). Offsets
+are global physical offsets: segment ``k`` holds ``[k * size, (k + 1) * size)``.
 
 Directory contents: segment files named by their 20-digit base offset, ``checkpoint`` (32 bytes,
 see ``codec.Checkpoint``) and, once the log has filled half a segment, ``spare.segment``: the next
@@ -53,71 +55,41 @@ bytes out of the maps; no memoryview of a map escapes a call.
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Callable, Sequence
-from enum import Enum
 from types import TracebackType
-from typing import NamedTuple
 
 from mqha.broker.commitlog.codec import (
-    BLANK_MAGIC,
     BLANK_SIZE,
-    CHECKPOINT_SIZE,
     DEFAULT_MAX_MESSAGE_SIZE,
     Checkpoint,
     InvalidDraft,
-    InvalidRecord,
     MessageDraft,
     ScanStop,
-    StoredMessage,
-    decode_checkpoint,
-    decode_message,
     encode_blank,
-    encode_checkpoint,
     encode_message,
     encode_run,
     quick_scan_end,
     scan_units,
-    unit_size_at,
 )
-from mqha.broker.commitlog.segment import SPARE_NAME, Segment, SpareFile, fsync_directory, parse_segment_name
+from mqha.broker.commitlog.flushing import CommitLogFlushing
+from mqha.broker.commitlog.reads import CommitLogReads
+from mqha.broker.commitlog.recovery import CommitLogRecovery
+from mqha.broker.commitlog.segment import Segment, SpareFile, fsync_directory
+from mqha.broker.commitlog.types import (
+    MIN_SEGMENT_SIZE,
+    AppendResult,
+    FlushMode,
+    RecoveryReport,
+)
 from mqha.clock import wall_ms
-from mqha.errors import CorruptFileError, ForeignFileError, NotAlignedError, RemoteProtocolError, StorageError
+from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_NAME = "checkpoint"
-MIN_SEGMENT_SIZE = 256
 
-
-class FlushMode(Enum):
-    """When appended bytes are fsynced; names as RocketMQ's ``flushDiskType``."""
-
-    ASYNC_FLUSH = "ASYNC_FLUSH"
-    SYNC_FLUSH = "SYNC_FLUSH"
-
-
-class AppendResult(NamedTuple):
-    offset: int
-    size: int
-    msg_id: str
-    store_ts: int
-
-
-class RecoveryReport(NamedTuple):
-    """What ``open`` found; kept on the log as ``recovery`` for logs, metrics and tests."""
-
-    clean: bool  # the clean-shutdown path was taken
-    verified_from: int  # global offset where full verification started
-    verified_bytes: int
-    cut_offset: int | None  # where bytes were cut, None if nothing was
-    cut_reason: str
-    deleted_files: tuple[str, ...]
-
-
-class CommitLog:
+class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
     """A segmented commit log in one directory. Use ``CommitLog.open``; close it (or use ``with``)."""
 
     def __init__(
@@ -198,162 +170,6 @@ class CommitLog:
 
     def _path(self, name: str) -> str:
         return os.path.join(self.directory, name)
-
-    def _list_segments(self) -> list[Segment]:
-        """The segment files, validated before anything is touched (see the module docstring)."""
-        bases: list[int] = []
-        for name in sorted(os.listdir(self.directory)):
-            path = self._path(name)
-            if name in (CHECKPOINT_NAME, SPARE_NAME):
-                if not os.path.isfile(path):
-                    raise ForeignFileError(
-                        path, f"expected the commit log's {name} file, found something else"
-                    )
-                continue
-            base = parse_segment_name(name)
-            if base is None or not os.path.isfile(path):
-                raise ForeignFileError(
-                    path,
-                    "not a commit-log segment (the directory holds only files named by a 20-digit offset)",
-                )
-            if base % self.segment_size:
-                raise CorruptFileError(
-                    path,
-                    f"base offset {base} is not a multiple of the segment size {self.segment_size} "
-                    "(was the log written with another mappedFileSizeCommitLog?)",
-                )
-            bases.append(base)
-        segments = [Segment(self.directory, base, self.segment_size) for base in bases]
-        for i, segment in enumerate(segments):
-            if i and segment.base != segments[i - 1].end:
-                raise CorruptFileError(
-                    segment.path, f"gap in the commit log: the previous segment ends at {segments[i - 1].end}"
-                )
-            size = os.path.getsize(segment.path)
-            last = i == len(segments) - 1
-            if size > self.segment_size or (size != self.segment_size and not last):
-                raise CorruptFileError(
-                    segment.path,
-                    f"size {size} bytes, expected {self.segment_size} (another "
-                    "mappedFileSizeCommitLog, or a damaged file)",
-                )
-        return segments
-
-    def _read_checkpoint(self) -> Checkpoint | None:
-        path = self._path(CHECKPOINT_NAME)
-        try:
-            with open(path, "rb") as f:
-                data = f.read(CHECKPOINT_SIZE + 1)
-        except FileNotFoundError:
-            return None
-        checkpoint = decode_checkpoint(data)
-        if checkpoint is None:
-            log.warning("%s: unreadable checkpoint (torn write?); recovering as after a crash", path)
-            return None
-        if checkpoint.segment_size != self.segment_size:
-            raise CorruptFileError(
-                path,
-                f"the log was written with segment size {checkpoint.segment_size}, opened with "
-                f"{self.segment_size}",
-            )
-        return checkpoint
-
-    def _recover(self) -> None:
-        segments = self._list_segments()
-        checkpoint = self._read_checkpoint()
-        # --- nothing has been modified up to here: refuse rather than delete ---
-        self._segments = segments
-        if not segments:
-            self._min = self._max = self._flushed = 0
-            self.recovery = RecoveryReport(checkpoint is not None and checkpoint.clean, 0, 0, None, "", ())
-            self._open_checkpoint(dirty_flushed=0)
-            return
-        clean = checkpoint is not None and checkpoint.clean
-        if clean:
-            first = len(segments) - 1
-        else:
-            flushed = checkpoint.flushed_offset if checkpoint is not None else 0
-            first = min(max((flushed - segments[0].base) // self.segment_size, 0), len(segments) - 1)
-        last = segments[-1]
-        if last.extend_if_short():
-            log.info("%s: extended a short last segment to %d bytes", last.path, self.segment_size)
-        end, cut_index, cut_reason = self._verify(segments, first)
-        stale, deleted = self._cut(segments, cut_index, end, cut_reason) if cut_index >= 0 else (0, [])
-        for segment in segments[first:]:
-            segment.sync()  # after a killed process the verified bytes may still be only in the page cache
-        self._min = segments[0].base
-        self._max = end
-        self._flushed = end
-        cut = bool(stale or deleted)
-        if clean and checkpoint is not None and checkpoint.flushed_offset != end and not cut:
-            # Files changed after a clean shutdown without anything to cut (e.g. the last file removed).
-            log.warning(
-                "%s: clean-shutdown checkpoint says the log ends at %d, the segments end at %d",
-                self._path(CHECKPOINT_NAME),
-                checkpoint.flushed_offset,
-                end,
-            )
-        self.recovery = RecoveryReport(
-            clean,
-            segments[first].base,
-            end - segments[first].base,
-            end if cut else None,
-            cut_reason if cut else "",
-            tuple(deleted),
-        )
-        self._open_checkpoint(dirty_flushed=end)
-
-    @staticmethod
-    def _verify(segments: list[Segment], first: int) -> tuple[int, int, str]:
-        """Fully verify ``segments[first:]``. Returns (end of valid data, index of the segment where the
-        data ends or -1 if it ends with a complete segment, why it ends there)."""
-        end = segments[first].base
-        for i in range(first, len(segments)):
-            segment = segments[i]
-            segment.advise(mmap.MADV_SEQUENTIAL)
-            scan = scan_units(segment.view, 0, segment.size, segment.base, segment.end)
-            segment.advise(mmap.MADV_NORMAL)
-            end = segment.base + scan.end
-            if scan.stop is not ScanStop.BLANK:
-                return end, i, str(scan.error) if scan.error is not None else "end of data"
-            # complete: the next segment (if any) continues the log
-        return end, -1, ""
-
-    def _cut(self, segments: list[Segment], index: int, end: int, reason: str) -> tuple[int, list[str]]:
-        """Zero whatever follows ``end`` in ``segments[index]`` and delete the later files; one WARNING
-        if anything was actually there. Returns (stale bytes zeroed, deleted paths)."""
-        segment = segments[index]
-        stale = segment.zero(end - segment.base, segment.size)
-        deleted = [later.path for later in segments[index + 1 :]]
-        self._delete_from_the_end(segments[index + 1 :])
-        del segments[index + 1 :]
-        if stale or deleted:
-            log.warning(
-                "commit log recovery: cut %s at offset %d (%s): zeroed %d stale bytes, deleted %d later "
-                "segment file(s)%s",
-                segment.path,
-                end,
-                reason,
-                stale,
-                len(deleted),
-                f" {[os.path.basename(p) for p in deleted]}" if deleted else "",
-            )
-        return stale, deleted
-
-    def _open_checkpoint(self, dirty_flushed: int) -> None:
-        """Open the checkpoint file and durably mark the log open (DIRTY) before any append."""
-        path = self._path(CHECKPOINT_NAME)
-        created = not os.path.exists(path)
-        self._checkpoint_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._write_checkpoint(Checkpoint(False, self.segment_size, dirty_flushed))
-        if created:
-            fsync_directory(self.directory)
-
-    def _write_checkpoint(self, checkpoint: Checkpoint) -> None:
-        # One 32-byte write in place: a torn one fails its CRC and recovery takes the crash path.
-        os.pwrite(self._checkpoint_fd, encode_checkpoint(checkpoint), 0)
-        os.fdatasync(self._checkpoint_fd)
-        self._checkpointed = checkpoint.flushed_offset
 
     # --- offsets ---------------------------------------------------------------------------------------
     @property
@@ -552,136 +368,6 @@ class CommitLog:
         if self.flush_mode is FlushMode.SYNC_FLUSH:
             self._flush_to(end)
 
-    # --- reading ---------------------------------------------------------------------------------------
-    def read(self, offset: int) -> StoredMessage:
-        """The message starting at ``offset``; ``NotAlignedError`` if no message starts there."""
-        with self._lock:
-            self._check_open()
-            if not self._min <= offset < self._max:
-                raise self._not_aligned(offset, "outside the log")
-            segment = self._segment_for(offset)
-            try:
-                message = decode_message(segment.view, offset - segment.base, base_offset=segment.base)
-            except InvalidRecord as exc:
-                raise self._not_aligned(offset, f"no message starts here ({exc.reason.value})") from None
-            if message.next_offset > self._max:  # cannot happen for a boundary below max
-                raise self._not_aligned(offset, "message runs past the end of the log")
-            return message
-
-    def read_messages(
-        self, offset: int, max_messages: int, limit_offset: int
-    ) -> tuple[list[StoredMessage], int]:
-        """Up to ``max_messages`` messages starting at ``offset`` (below ``min_offset``: from there), each
-        ending at or before ``limit_offset`` (the confirmOffset) and ``max_offset``, skipping blank
-        markers across segments. Returns the messages and the offset to continue from."""
-        messages: list[StoredMessage] = []
-        with self._lock:
-            self._check_open()
-            pos = max(offset, self._min)
-            limit = min(limit_offset, self._max)
-            while len(messages) < max_messages and pos < limit:
-                segment = self._segment_for(pos)
-                rel = pos - segment.base
-                size, magic = unit_size_at(segment.view, rel)
-                if magic == BLANK_MAGIC and size == segment.size - rel:
-                    pos = (
-                        segment.end
-                    )  # the blank marker ends the segment; the next message starts the next one
-                    continue
-                try:
-                    message = decode_message(segment.view, rel, base_offset=segment.base)
-                except InvalidRecord as exc:
-                    raise self._not_aligned(pos, f"no message starts here ({exc.reason.value})") from None
-                if message.next_offset > limit:
-                    break
-                messages.append(message)
-                pos = message.next_offset
-            return messages, pos
-
-    def read_raw(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,
-        all within one segment, at most ``max_bytes`` in total except that at least one unit is returned.
-        ``b""`` at ``max_offset``. For the HA master: the slave stores them with ``append_raw``.
-        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them."""
-        batches = self.read_batches(offset, max_bytes, max_bytes)
-        return batches[0] if batches else b""
-
-    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]:
-        """:meth:`read_raw` of up to ``max_bytes`` in one read, cut into consecutive batches of whole
-        units, each at most ``batch_bytes`` unless it is one unit larger than that. The first batch
-        always holds at least one unit; ``[]`` at ``max_offset``.
-
-        The bytes come with ``pread``, not through the map: a catching-up slave's stream copies from the
-        page cache without faulting pages into this process (RSS stays flat, no unmapping afterwards).
-        """
-        with self._lock:
-            self._check_open()
-            if offset == self._max:
-                return []
-            if not self._min <= offset < self._max:
-                raise self._not_aligned(offset, "outside the log")
-            segment = self._segment_for(offset)
-            left = min(self._max, segment.end) - offset  # valid bytes from offset to the segment's data end
-            window = min(max(max_bytes, BLANK_SIZE), left)
-            data = segment.pread(offset - segment.base, window)
-            size = unit_size_at(data, 0)[0] if window >= BLANK_SIZE else 0
-            if window < size <= left:  # the first unit alone is larger than max_bytes
-                window = size
-                data = segment.pread(offset - segment.base, window)
-            view = memoryview(data)
-            batches: list[bytes | memoryview] = []
-            pos = 0
-            while pos < window:
-                # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
-                # log's end, so a unit cut there ends the batch rather than counting as torn.
-                stop = min(pos + batch_bytes, window)
-                quick = quick_scan_end(view, pos, stop, offset, segment.end, verify_crc=False)
-                if quick > pos:
-                    batches.append(view[pos:quick])
-                    pos = quick
-                    continue
-                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
-                if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
-                    scan = scan_units(
-                        view,
-                        pos,
-                        window,
-                        offset,
-                        segment.end,
-                        verify_crc=False,
-                        window=window < left,
-                        max_messages=1,
-                    )
-                    if scan.end == pos and scan.stop is ScanStop.LIMIT:
-                        break  # it does not fit in this read: the next one starts with it
-                if scan.end == pos:  # neither a message nor a blank marker starts here
-                    if pos == 0:
-                        why = scan.error.reason.value if scan.error is not None else "zeros"
-                        raise self._not_aligned(offset, f"no unit starts here ({why})")
-                    break  # the next read reports it
-                batches.append(view[pos : scan.end])
-                pos = scan.end
-            return batches
-
-    def is_boundary(self, offset: int) -> bool:
-        """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the
-        headers from the segment start (fast, no CRC): meant for truncation, not for every request."""
-        with self._lock:
-            self._check_open()
-            return self._is_boundary(offset)
-
-    def _is_boundary(self, offset: int) -> bool:
-        if offset in (self._min, self._max):
-            return True
-        if not self._min < offset < self._max:
-            return False
-        segment = self._segment_for(offset)
-        rel = offset - segment.base
-        if rel == 0:
-            return True
-        scan = scan_units(segment.view, 0, rel, segment.base, segment.end, verify_crc=False)
-        return scan.stop is ScanStop.LIMIT and scan.end == rel
-
     # --- cutting ---------------------------------------------------------------------------------------
     def truncate(self, offset: int) -> None:
         """Cut everything at and after ``offset`` (a unit boundary), durably. ``offset >= max_offset`` is a
@@ -739,71 +425,7 @@ class CommitLog:
                 log.info("commit log: deleted %d segment file(s); min offset now %d", len(doomed), self._min)
             return len(doomed)
 
-    # --- flushing and closing --------------------------------------------------------------------------
-    def _flush_to(self, offset: int) -> None:
-        """fsync until ``offset`` is durable; concurrent callers share one fsync (group commit)."""
-        with self._flush_lock:
-            if self._flushed >= offset:
-                return
-            self._flush_locked()
-
-    def _flush_locked(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            target = self._max
-            flushed = self._flushed
-            dirty = [s for s in self._segments if s.end > flushed and s.base < target]
-            new_names, self._new_names = self._new_names, False
-        # Outside _lock: appends go on while the disk works. Names first: flushed data always lies in a
-        # file whose name survives a crash (else a crash could leave it under the spare's name).
-        try:
-            if new_names:
-                fsync_directory(self.directory)
-            for segment in dirty:
-                segment.sync()
-        except BaseException:
-            if new_names:
-                with self._lock:
-                    self._new_names = True  # not durable yet: the next flush tries again
-            raise
-        with self._lock:
-            self._flushed = max(self._flushed, target)
-
-    def flush(self) -> None:
-        """fsync everything appended so far and record it in the checkpoint."""
-        with self._flush_lock:
-            self._check_open()
-            self._flush_locked()
-            if self._flushed != self._checkpointed:
-                self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
-
-    def _flusher_loop(self) -> None:
-        interval = self.flush_interval_ms / 1000
-        while not self._stop.wait(interval):
-            try:
-                with self._flush_lock:
-                    if self._closed:
-                        return
-                    if self.flush_mode is FlushMode.ASYNC_FLUSH:
-                        self._flush_locked()
-                    if self._flushed != self._checkpointed:
-                        self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
-                self._release_flushed_pages()
-            except OSError:
-                log.exception("commit log flush failed in %s; will retry", self.directory)
-
-    def _release_flushed_pages(self) -> None:
-        """Unmap the pages of flushed data from this process (they stay in the page cache), so the
-        broker's RSS is bounded by what it wrote or read in one flush interval, not by the log size."""
-        with self._lock:
-            if self._closed:
-                return
-            flushed = self._flushed
-            for segment in self._segments:
-                if segment.mapped and segment.base < flushed:
-                    segment.release(0, min(segment.end, flushed) - segment.base)
-
+    # --- closing ---------------------------------------------------------------------------------------
     def close(self) -> None:
         """Flush, mark the shutdown clean in the checkpoint, release files. Idempotent."""
         if self._closed:

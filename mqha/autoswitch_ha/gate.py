@@ -1,0 +1,165 @@
+"""The HA layer's answers to the put and read paths (shell around the ``ack`` core;
+docs/reference-behaviour.md §14, §15).
+
+The effective confirm offset (what readers may see and heartbeats report) is
+``ack.master_confirm_offset`` on an unfenced master, else the stored value; the stored value on a
+master is ``ack.compute_confirm_offset`` over the local set and the links' acks. A put waits for the
+replicas the ack policy needs (``ack.replica_ack_status``); the waiters are woken in offset order by
+``check_waiters`` when acks arrive, and time out after ``slaveTimeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+
+from mqha.autoswitch_ha.ack import (
+    AckPolicy,
+    AckStatus,
+    check_in_sync_replicas,
+    compute_confirm_offset,
+    master_confirm_offset,
+    replica_ack_status,
+)
+from mqha.autoswitch_ha.keeper import SyncStateSetKeeper
+from mqha.autoswitch_ha.links import SlaveLinks
+from mqha.autoswitch_ha.master import LogView
+from mqha.autoswitch_ha.replica import ReplicaStore
+from mqha.role import BrokerRole
+
+
+def _expire(future: asyncio.Future[AckStatus]) -> None:
+    if not future.done():
+        future.set_result(AckStatus.FLUSH_SLAVE_TIMEOUT)
+
+
+class AckGate:
+    """Answers the put path: enough in-sync replicas, the confirm offset, waiting for replica acks.
+
+    Implements the store's ``ReplicationGate`` (``mqha.broker.access``)."""
+
+    def __init__(
+        self,
+        store: ReplicaStore,
+        role: BrokerRole,
+        keeper: SyncStateSetKeeper,
+        links: SlaveLinks,
+        *,
+        policy: AckPolicy,
+        slave_timeout_ms: int,
+    ) -> None:
+        self._store = store
+        self._role = role
+        self._keeper = keeper
+        self._links = links
+        self.policy = policy
+        self._slave_timeout_s = slave_timeout_ms / 1000
+        self._waiters: list[tuple[int, int, asyncio.Future[AckStatus]]] = []
+        self._seq = itertools.count()
+
+    # -- confirm offset (docs/reference-behaviour.md §14, §10.5) -------------------------------------
+
+    def _computed_confirm_offset(self) -> int:
+        in_sync, local_id = self._keeper.in_sync, self._role.broker_id
+        assert in_sync is not None and local_id is not None
+        return compute_confirm_offset(
+            master_max_offset=self._store.max_offset,
+            sync_state_set=in_sync.sync_state_set,
+            local_id=local_id,
+            slave_acks=self._links.acks(),
+            stored_confirm_offset=self._store.stored_confirm_offset,
+        )
+
+    def recompute_confirm_offset(self) -> None:
+        if self._keeper.in_sync is not None and self._role.is_master:
+            self._store.set_stored_confirm_offset(self._computed_confirm_offset())
+
+    def confirm_offset(self) -> int:
+        """The effective confirmOffset: what readers may see and what heartbeats report."""
+        role, in_sync = self._role, self._keeper.in_sync
+        if role.is_master and not role.fenced and in_sync is not None:
+            stored = self._store.stored_confirm_offset
+            return master_confirm_offset(
+                all_ack_in_sync_state_set=self.policy.all_ack_in_sync_state_set,
+                local_sync_state_set=in_sync.local_set,
+                master_max_offset=self._store.max_offset,
+                stored_confirm_offset=stored,
+                # only read when nothing is stored yet; skip the walk over the links otherwise
+                computed_confirm_offset=self._computed_confirm_offset() if stored < 0 else stored,
+            )
+        return self._store.stored_confirm_offset
+
+    def log_view(self) -> LogView:
+        store = self._store
+        return LogView(
+            min_offset=store.min_offset,
+            max_offset=store.max_offset,
+            confirm_offset=self.confirm_offset(),
+            epochs=store.epochs,
+        )
+
+    def log_changed(self) -> None:
+        """The master's log grew (or its epochs or confirm offset changed): links may stream more."""
+        if self._links:
+            self._links.update_log(self.log_view())
+
+    # -- the put path (docs/reference-behaviour.md §15) ----------------------------------------------
+
+    def check_in_sync_replicas(self) -> AckStatus:
+        return check_in_sync_replicas(self.policy, self._keeper.in_sync_replicas_nums())
+
+    async def wait_for_replicas(self, next_offset: int) -> AckStatus:
+        """Wait until the policy's replicas hold everything below ``next_offset``, or ``slaveTimeout``."""
+        if not self.policy.needs_replica_wait:
+            return AckStatus.OK
+        if not self._role.is_master:
+            return AckStatus.FLUSH_SLAVE_TIMEOUT
+        status = replica_ack_status(
+            self.policy,
+            next_offset=next_offset,
+            sync_state_set=self._keeper.sync_state_set(),
+            slave_acks=self._links.acks(),
+        )
+        if status is AckStatus.OK:
+            return AckStatus.OK
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AckStatus] = loop.create_future()
+        bisect.insort(self._waiters, (next_offset, next(self._seq), future))
+        # A timer on the future itself (cheaper than wait_for, which runs once per put).
+        timer = loop.call_later(self._slave_timeout_s, _expire, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+
+    def check_waiters(self) -> None:
+        """Wake the puts whose replicas caught up. Satisfaction is monotonic in the offset, so walk
+        from the lowest and stop at the first that must keep waiting."""
+        waiters = self._waiters
+        if not waiters:
+            return
+        if not self._role.is_master:
+            self.fail_waiters()
+            return
+        sss = self._keeper.sync_state_set()
+        acks = self._links.acks()
+        done = 0
+        for next_offset, _, future in waiters:
+            if future.done():
+                done += 1
+                continue
+            status = replica_ack_status(
+                self.policy, next_offset=next_offset, sync_state_set=sss, slave_acks=acks
+            )
+            if status is not AckStatus.OK:
+                break
+            future.set_result(AckStatus.OK)
+            done += 1
+        del waiters[:done]
+
+    def fail_waiters(self) -> None:
+        for _, _, future in self._waiters:
+            if not future.done():
+                future.set_result(AckStatus.FLUSH_SLAVE_TIMEOUT)
+        self._waiters.clear()

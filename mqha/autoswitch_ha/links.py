@@ -1,0 +1,55 @@
+"""The master's live slave links, one per slave id (shell state; docs/reference-behaviour.md §10.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mqha.autoswitch_ha.master import LogView
+from mqha.autoswitch_ha.server import MasterLink
+
+
+class SlaveLinks:
+    """Registers the master's slave links (the newest per slave id wins) and reads their acks."""
+
+    def __init__(self) -> None:
+        self._links: set[MasterLink] = set()
+        self._by_slave: dict[int, MasterLink] = {}
+
+    def __iter__(self) -> Iterator[MasterLink]:
+        return iter(self._links)
+
+    def __bool__(self) -> bool:
+        return bool(self._links)
+
+    def register(self, link: MasterLink, slave_id: int) -> None:
+        old = self._by_slave.get(slave_id)
+        if old is not None and old is not link:
+            # A reconnect whose old socket is not dead yet (half-open): the newest connection wins.
+            old.close(f"slave {slave_id} reconnected from {link.peer}")
+        self._links.add(link)
+        self._by_slave[slave_id] = link
+
+    def is_current(self, link: MasterLink, slave_id: int) -> bool:
+        """``link`` is the registered link of ``slave_id`` (an older duplicate's events are ignored)."""
+        return self._by_slave.get(slave_id) is link
+
+    def remove(self, link: MasterLink) -> int | None:
+        """Forget ``link``; the slave id it was the current link of, else None."""
+        self._links.discard(link)
+        slave_id = link.slave_id
+        if slave_id is None or self._by_slave.get(slave_id) is not link:
+            return None
+        del self._by_slave[slave_id]
+        return slave_id
+
+    def acks(self) -> dict[int, int]:
+        """Slave id → acked offset, over live connections past the handshake."""
+        return {sid: link.conn.ack_offset for sid, link in self._by_slave.items() if link.conn.is_open}
+
+    def update_log(self, view: LogView) -> None:
+        for link in self._links:
+            link.update_log(view)
+
+    def close_all(self, reason: str) -> None:
+        for link in list(self._links):
+            link.close(reason)

@@ -1,0 +1,67 @@
+"""``GET /v1/ha/status`` (HARuntimeInfo, docs/reference-behaviour.md §10.7) and the ack lags of the
+metrics, read from the HA parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mqha.autoswitch_ha.client import HAClient
+from mqha.autoswitch_ha.keeper import SyncStateSetKeeper
+from mqha.autoswitch_ha.links import SlaveLinks
+from mqha.autoswitch_ha.replica import ReplicaStore
+from mqha.role import BrokerRole
+
+
+def runtime_info(
+    role: BrokerRole, store: ReplicaStore, links: SlaveLinks, keeper: SyncStateSetKeeper, client: HAClient
+) -> dict[str, Any]:
+    """HARuntimeInfo as ``GET /v1/ha/status`` returns it."""
+    max_offset = store.max_offset
+    if role.is_master:
+        local = keeper.local_set()
+        connections = []
+        for link in sorted(links, key=lambda item: item.slave_id or 0):
+            ack = link.conn.ack_offset
+            connections.append(
+                {
+                    "addr": link.peer,
+                    "slaveBrokerId": link.slave_id,
+                    "slaveAckOffset": ack,
+                    "diff": max_offset - ack if ack >= 0 else max_offset,
+                    "inSync": link.slave_id in local,
+                    "transferredByteInSecond": link.sent.per_second,
+                    "transferFromWhere": link.conn.transfer_from,
+                    "state": link.conn.state.value,
+                    "asyncLearner": link.conn.async_learner,
+                }
+            )
+        return {
+            "master": True,
+            "masterCommitLogMaxOffset": max_offset,
+            "inSyncSlaveNums": max(0, len(local) - 1),
+            "haConnectionInfo": connections,
+            "haClientRuntimeInfo": None,
+        }
+    conn = client.conn
+    return {
+        "master": False,
+        "masterCommitLogMaxOffset": None,
+        "inSyncSlaveNums": 0,
+        "haConnectionInfo": [],
+        "haClientRuntimeInfo": {
+            "masterAddr": client.master_address,
+            "transferredByteInSecond": client.received.per_second,
+            "maxOffset": max_offset,
+            "lastReadTimestamp": client.last_read_wall_ms,
+            "lastWriteTimestamp": client.last_write_wall_ms,
+            "masterFlushOffset": conn.master_max_offset if conn is not None else -1,
+            "isActivated": client.is_connected,
+            "state": conn.state.value if conn is not None else None,
+        },
+    }
+
+
+def ack_lags(store: ReplicaStore, links: SlaveLinks) -> dict[int, int]:
+    """Slave id → bytes the slave has not acked (metrics)."""
+    top = store.max_offset
+    return {sid: max(0, top - max(ack, 0)) for sid, ack in links.acks().items()}

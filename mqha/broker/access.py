@@ -1,0 +1,109 @@
+"""The broker's client put and read paths over the store, the role and the HA layer. SHELL.
+
+It asks the replication layer (a :class:`ReplicationGate`, the HA layer's ``AckGate``) what the rules of
+docs/reference-behaviour.md §14–§15 say; the rules themselves live in the cores
+(``mqha.autoswitch_ha.ack``, ``mqha.broker.protocol``).
+
+Put path (docs/reference-behaviour.md §15), for one request (one message or one batch), in this order:
+
+1. fenced → ``SERVICE_NOT_AVAILABLE`` ("fenced"); not master → ``SERVICE_NOT_AVAILABLE`` with the
+   master's address; too few in-sync replicas → ``IN_SYNC_REPLICAS_NOT_ENOUGH``. Nothing written.
+2. one ``append_batch`` on the event loop (a memory-map copy, all or nothing), so a role change, which
+   also runs on the loop, never interleaves with a half-done append;
+3. the HA layer is told the log grew (its connections start streaming);
+4. ``SYNC_FLUSH``: wait for the fsync (shared by concurrent puts, in a worker thread) up to
+   ``syncFlushTimeout`` → ``FLUSH_DISK_TIMEOUT``;
+5. wait for the replica acks the ack policy needs, for the batch's last offset, up to ``slaveTimeout``
+   → ``FLUSH_SLAVE_TIMEOUT`` (the HA layer wakes waiters on acks; no polling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from mqha.autoswitch_ha.ack import AckStatus
+from mqha.broker.commitlog import FlushMode, InvalidDraft, MessageDraft, StoredMessage
+from mqha.broker.protocol import Appended, PutOutcome, PutStatus, ReadRequest, illegal
+from mqha.broker.store import BrokerStore
+from mqha.errors import NotAlignedError
+from mqha.role import BrokerRole
+
+
+class ReplicationGate(Protocol):
+    """What the put and read paths ask the HA layer (implemented by ``mqha.autoswitch_ha.gate.AckGate``)."""
+
+    def check_in_sync_replicas(self) -> AckStatus: ...
+
+    def confirm_offset(self) -> int: ...
+
+    def log_changed(self) -> None: ...
+
+    async def wait_for_replicas(self, next_offset: int) -> AckStatus: ...
+
+
+class BrokerAccess:
+    """Runs the client put and read paths; every method runs on the broker's event loop."""
+
+    def __init__(self, store: BrokerStore, role: BrokerRole, gate: ReplicationGate) -> None:
+        self.store = store
+        self.role = role
+        self.gate = gate
+
+    def reject_if_unavailable(self) -> PutOutcome | None:
+        """Step 1 of the put path, before anything else: fenced, slave, too few in-sync replicas."""
+        role = self.role
+        if role.fenced:
+            return PutOutcome(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                remark="broker is fenced: not registered with the controller yet; no request is served",
+            )
+        if not role.is_master:
+            return PutOutcome(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                remark="this broker is a slave; send puts to the master",
+                extra={"masterAddress": role.master_address},
+            )
+        if self.gate.check_in_sync_replicas() is AckStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
+            return PutOutcome(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark="in-sync replicas not enough")
+        return None
+
+    async def put(self, drafts: Sequence[MessageDraft]) -> PutOutcome:
+        """The put path of the module docstring for one request."""
+        rejected = self.reject_if_unavailable()
+        if rejected is not None:
+            return rejected
+        gate, store = self.gate, self.store
+        epoch = store.epoch_store.last_epoch()
+        try:
+            results = store.log.append_batch(drafts)
+        except InvalidDraft as exc:
+            raise illegal(f"{exc} (nothing was stored)") from None
+        appended = tuple(Appended(r.offset, r.size, r.msg_id) for r in results)
+        gate.log_changed()
+        end = results[-1].offset + results[-1].size
+        status = PutStatus.PUT_OK
+        if store.settings.flush_mode is FlushMode.SYNC_FLUSH:
+            try:
+                async with asyncio.timeout(store.settings.sync_flush_timeout_ms / 1000):
+                    await store.flush_to(end)
+            except TimeoutError:
+                status = PutStatus.FLUSH_DISK_TIMEOUT
+        replica = await gate.wait_for_replicas(end)
+        if replica is not AckStatus.OK:  # a non-OK replica status overrides the flush status (§15.4)
+            status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        return PutOutcome(status, appended, epoch=epoch)
+
+    def read(self, request: ReadRequest) -> tuple[list[StoredMessage], int, int]:
+        """Messages at or after ``request.offset``, never past the confirm offset (unless
+        ``readUnCommitted``). Returns (messages, next offset, the limit used)."""
+        log = self.store.log
+        limit = log.max_offset if self.store.settings.read_uncommitted else self.gate.confirm_offset()
+        if limit <= 0:
+            return [], request.offset, limit
+        try:
+            messages, next_offset = log.read_messages(request.offset, request.max_messages, limit)
+        except NotAlignedError as exc:
+            raise illegal(f"offset {request.offset} is not a message boundary: {exc.reason}") from None
+        return messages, next_offset, limit

@@ -1,0 +1,155 @@
+"""Reads of the commit log for consumers and the HA master (part of ``CommitLog``; see ``store``). SHELL."""
+
+from __future__ import annotations
+
+import logging
+
+from mqha.broker.commitlog.codec import (
+    BLANK_MAGIC,
+    BLANK_SIZE,
+    InvalidRecord,
+    ScanStop,
+    StoredMessage,
+    decode_message,
+    quick_scan_end,
+    scan_units,
+    unit_size_at,
+)
+from mqha.broker.commitlog.types import (
+    CommitLogState,
+)
+
+log = logging.getLogger(__name__)
+
+
+class CommitLogReads(CommitLogState):
+    """Reads messages and raw batches out of the segments (part of ``CommitLog``)."""
+
+    def read(self, offset: int) -> StoredMessage:
+        """The message starting at ``offset``; ``NotAlignedError`` if no message starts there."""
+        with self._lock:
+            self._check_open()
+            if not self._min <= offset < self._max:
+                raise self._not_aligned(offset, "outside the log")
+            segment = self._segment_for(offset)
+            try:
+                message = decode_message(segment.view, offset - segment.base, base_offset=segment.base)
+            except InvalidRecord as exc:
+                raise self._not_aligned(offset, f"no message starts here ({exc.reason.value})") from None
+            if message.next_offset > self._max:  # cannot happen for a boundary below max
+                raise self._not_aligned(offset, "message runs past the end of the log")
+            return message
+
+    def read_messages(
+        self, offset: int, max_messages: int, limit_offset: int
+    ) -> tuple[list[StoredMessage], int]:
+        """Up to ``max_messages`` messages starting at ``offset`` (below ``min_offset``: from there), each
+        ending at or before ``limit_offset`` (the confirmOffset) and ``max_offset``, skipping blank
+        markers across segments. Returns the messages and the offset to continue from."""
+        messages: list[StoredMessage] = []
+        with self._lock:
+            self._check_open()
+            pos = max(offset, self._min)
+            limit = min(limit_offset, self._max)
+            while len(messages) < max_messages and pos < limit:
+                segment = self._segment_for(pos)
+                rel = pos - segment.base
+                size, magic = unit_size_at(segment.view, rel)
+                if magic == BLANK_MAGIC and size == segment.size - rel:
+                    pos = (
+                        segment.end
+                    )  # the blank marker ends the segment; the next message starts the next one
+                    continue
+                try:
+                    message = decode_message(segment.view, rel, base_offset=segment.base)
+                except InvalidRecord as exc:
+                    raise self._not_aligned(pos, f"no message starts here ({exc.reason.value})") from None
+                if message.next_offset > limit:
+                    break
+                messages.append(message)
+                pos = message.next_offset
+            return messages, pos
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,
+        all within one segment, at most ``max_bytes`` in total except that at least one unit is returned.
+        ``b""`` at ``max_offset``. For the HA master: the slave stores them with ``append_raw``.
+        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them."""
+        batches = self.read_batches(offset, max_bytes, max_bytes)
+        return batches[0] if batches else b""
+
+    def read_batches(self, offset: int, batch_bytes: int, max_bytes: int) -> list[bytes | memoryview]:
+        """:meth:`read_raw` of up to ``max_bytes`` in one read, cut into consecutive batches of whole
+        units, each at most ``batch_bytes`` unless it is one unit larger than that. The first batch
+        always holds at least one unit; ``[]`` at ``max_offset``.
+
+        The bytes come with ``pread``, not through the map: a catching-up slave's stream copies from the
+        page cache without faulting pages into this process (RSS stays flat, no unmapping afterwards).
+        """
+        with self._lock:
+            self._check_open()
+            if offset == self._max:
+                return []
+            if not self._min <= offset < self._max:
+                raise self._not_aligned(offset, "outside the log")
+            segment = self._segment_for(offset)
+            left = min(self._max, segment.end) - offset  # valid bytes from offset to the segment's data end
+            window = min(max(max_bytes, BLANK_SIZE), left)
+            data = segment.pread(offset - segment.base, window)
+            size = unit_size_at(data, 0)[0] if window >= BLANK_SIZE else 0
+            if window < size <= left:  # the first unit alone is larger than max_bytes
+                window = size
+                data = segment.pread(offset - segment.base, window)
+            view = memoryview(data)
+            batches: list[bytes | memoryview] = []
+            pos = 0
+            while pos < window:
+                # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
+                # log's end, so a unit cut there ends the batch rather than counting as torn.
+                stop = min(pos + batch_bytes, window)
+                quick = quick_scan_end(view, pos, stop, offset, segment.end, verify_crc=False)
+                if quick > pos:
+                    batches.append(view[pos:quick])
+                    pos = quick
+                    continue
+                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
+                if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
+                    scan = scan_units(
+                        view,
+                        pos,
+                        window,
+                        offset,
+                        segment.end,
+                        verify_crc=False,
+                        window=window < left,
+                        max_messages=1,
+                    )
+                    if scan.end == pos and scan.stop is ScanStop.LIMIT:
+                        break  # it does not fit in this read: the next one starts with it
+                if scan.end == pos:  # neither a message nor a blank marker starts here
+                    if pos == 0:
+                        why = scan.error.reason.value if scan.error is not None else "zeros"
+                        raise self._not_aligned(offset, f"no unit starts here ({why})")
+                    break  # the next read reports it
+                batches.append(view[pos : scan.end])
+                pos = scan.end
+            return batches
+
+    def is_boundary(self, offset: int) -> bool:
+        """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the
+        headers from the segment start (fast, no CRC): meant for truncation, not for every request."""
+        with self._lock:
+            self._check_open()
+            return self._is_boundary(offset)
+
+    def _is_boundary(self, offset: int) -> bool:
+        if offset in (self._min, self._max):
+            return True
+        if not self._min < offset < self._max:
+            return False
+        segment = self._segment_for(offset)
+        rel = offset - segment.base
+        if rel == 0:
+            return True
+        scan = scan_units(segment.view, 0, rel, segment.base, segment.end, verify_crc=False)
+        return scan.stop is ScanStop.LIMIT and scan.end == rel

@@ -1,0 +1,83 @@
+"""Durable small-file writes: the one atomic-replace helper of mqha (kernel; blocking file IO).
+
+``write_atomically`` replaces a file so that a crash at any instant leaves either its old complete
+content or its new one, never a torn mix, and so that the new content survives a power loss once the
+call returns: write a temp file in the same directory, ``fsync`` it, ``os.replace`` it over the target,
+then ``fsync`` the directory (the rename itself lives in the directory). Callers: the epoch file and
+its backup (docs/reference-behaviour.md §12.1), the broker identity files (§9.3), the controller's
+config store.
+
+The functions block; shells call them from a worker thread when they run on an event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+
+# Errors a file system may answer to fsync on a directory it cannot sync: the rename is still atomic
+# there, only its durability is up to the file system.
+_DIRECTORY_SYNC_UNSUPPORTED = frozenset(
+    {errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR}
+)
+
+
+def fsync_directory(directory: str) -> None:
+    """Make the renames and unlinks done in ``directory`` durable (best effort where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError as exc:
+        if exc.errno in _DIRECTORY_SYNC_UNSUPPORTED:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _DIRECTORY_SYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_atomically(
+    path: str, data: bytes | str, *, mode: int | None = None, make_dirs: bool = False
+) -> None:
+    """Replace ``path`` with ``data`` (``str`` is written as UTF-8): temp file, fsync, rename, fsync
+    of the directory. ``mode``: the file's exact permission bits (e.g. ``0o600`` for a file holding
+    secrets), set before any byte is written; default ``0o666`` less the umask. ``make_dirs`` creates
+    the missing parent directories. Raises ``OSError``; the temp file never outlives a failure."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    temp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)  # exact bits, whatever the umask
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    fsync_directory(directory)
+
+
+def remove_durably(path: str) -> bool:
+    """Unlink ``path`` and make the removal durable; False when it did not exist."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
+    return True

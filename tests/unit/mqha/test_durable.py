@@ -1,0 +1,107 @@
+"""mqha.durable: the one atomic-replace helper (temp file, fsync, rename, fsync of the directory)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from mqha import durable
+
+
+def test_write_replaces_the_content_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    durable.write_atomically(str(target), "old")
+    durable.write_atomically(str(target), b"new\xff")
+    assert target.read_bytes() == b"new\xff"
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_text_is_written_as_utf8(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    durable.write_atomically(str(target), "épée")
+    assert target.read_text(encoding="utf-8") == "épée"
+
+
+def test_mode_sets_exact_bits_whatever_the_umask(tmp_path: Path) -> None:
+    target = tmp_path / "secret"
+    old = os.umask(0)
+    try:
+        durable.write_atomically(str(target), "x", mode=0o600)
+    finally:
+        os.umask(old)
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_default_mode_follows_the_umask(tmp_path: Path) -> None:
+    target = tmp_path / "plain"
+    old = os.umask(0o022)
+    try:
+        durable.write_atomically(str(target), "x")
+    finally:
+        os.umask(old)
+    assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_make_dirs_creates_the_parents(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "f"
+    with pytest.raises(FileNotFoundError):
+        durable.write_atomically(str(target), "x")
+    durable.write_atomically(str(target), "x", make_dirs=True)
+    assert target.read_text() == "x"
+
+
+def test_a_failed_rename_keeps_the_old_content_and_removes_the_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "f"
+    target.write_text("old")
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(errno.EIO, "rename refused")
+
+    monkeypatch.setattr(durable.os, "replace", refuse)
+    with pytest.raises(OSError, match="rename refused"):
+        durable.write_atomically(str(target), "new")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_the_file_and_its_directory_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(durable.os, "fsync", spy)
+    durable.write_atomically(str(tmp_path / "f"), "x")
+    assert len(synced) == 2
+    assert synced[0].startswith(str(tmp_path / ".f."))  # the temp file, before the rename
+    assert synced[1] == str(tmp_path)
+
+
+def test_a_directory_that_refuses_fsync_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+
+    def picky(fd: int) -> None:
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.EINVAL, "not on a directory")
+        real_fsync(fd)
+
+    monkeypatch.setattr(durable.os, "fsync", picky)
+    durable.write_atomically(str(tmp_path / "f"), "x")
+    assert (tmp_path / "f").read_text() == "x"
+
+
+def test_remove_durably(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    target.write_text("x")
+    assert durable.remove_durably(str(target)) is True
+    assert not target.exists()
+    assert durable.remove_durably(str(target)) is False
