@@ -22,7 +22,7 @@ from typing import Any
 
 from mqha.config import render_properties
 from mqha.controller.config import load_controller_config
-from mqha.controller.replicated import RaftStartError
+from mqha.controller.raft import RaftStartError
 from mqha.controller.service import ControllerService, check_config
 from mqha.errors import ConfigError
 

@@ -86,8 +86,7 @@ from mqha.controller.operations import (
     handle_register_broker,
     reply_from_outcome,
 )
-from mqha.controller.records import encode_record
-from mqha.controller.replicated import (
+from mqha.controller.raft import (
     ApplyError,
     NotLeaderError,
     ProposalFailed,
@@ -95,6 +94,7 @@ from mqha.controller.replicated import (
     ReplicatedLog,
     ReplicationError,
 )
+from mqha.controller.records import encode_record
 from mqha.controller.result import ControllerResult
 from mqha.controller.sessions import ROLE_CHANGED, SessionRegistry
 from mqha.controller.state import ControllerState, encode_state
