@@ -162,6 +162,10 @@ class RecordConsumer(SyncObjConsumer):
     """Holds the ONE replicated method. Never add another: method ids come from sorted names (P10)."""
 
     def __init__(self, applier: Applier) -> None:
+        """Extends ``pysyncobj.SyncObjConsumer.__init__``. Why: the consumer needs its applier and two
+        counters. Differs: they are set before the stock constructor runs, which records the attributes
+        present at that moment as "not state" (our ``_serialize`` decides what a snapshot holds anyway).
+        """
         # Set before SyncObjConsumer.__init__, so PySyncObj does not treat them as state; our own
         # _serialize/_deserialize below decide what a snapshot holds anyway.
         self._applier = applier

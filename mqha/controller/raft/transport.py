@@ -33,6 +33,9 @@ class GroupCommitTransport(TCPTransport):
     def __init__(
         self, syncObj: SyncObj, selfNode: Any, otherNodes: Any, *, journal: DurableFileJournal
     ) -> None:
+        """Extends ``pysyncobj.transport.TCPTransport.__init__``. Why: PySyncObj constructs the transport
+        itself, with three positional arguments. Differs: takes the journal to sync as a keyword (bound
+        by ``functools.partial``) and starts with no held messages."""
         self._held: list[tuple[Any, Any]] = []
         self.journal = journal
         super().__init__(syncObj, selfNode, otherNodes)
