@@ -463,7 +463,7 @@ def may_resend(call: HttpCall, answer: Answer) -> bool:
     """After a not-leader answer: may the call go to another node?
 
     Reads always may. A write may only when the controller says it was not appended or committed;
-    "its outcome is unknown" (mqha/controller/service.py) means it may still commit, so no second try.
+    "its outcome is unknown" (mqha/controller/write_path.py) means it may still commit, so no second try.
     """
     if answer.code != ResponseCode.CONTROLLER_NOT_LEADER:
         return False

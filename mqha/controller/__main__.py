@@ -22,8 +22,9 @@ from typing import Any
 
 from mqha.config import render_properties
 from mqha.controller.config import load_controller_config
-from mqha.controller.replicated import RaftStartError
-from mqha.controller.service import ControllerService, check_config
+from mqha.controller.config_store import check_config
+from mqha.controller.raft import RaftStartError
+from mqha.controller.service import ControllerService
 from mqha.errors import ConfigError
 
 log = logging.getLogger("mqcontroller")

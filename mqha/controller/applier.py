@@ -1,6 +1,6 @@
 """The state machine behind the replicated log: holds the current ``ControllerState`` (shell glue).
 
-``ControllerApplier`` implements ``mqha.controller.replicated.Applier``. Each committed entry goes through
+``ControllerApplier`` implements ``mqha.controller.raft.Applier``. Each committed entry goes through
 ``apply_encoded`` (decode + compare-and-set apply, never raises) and the resulting ``Outcome`` is
 returned, which PySyncObj hands back to the proposer on this node (``ReplicatedLog.propose``), so the
 reply of a write is built from what apply did (docs/raft.md §3).

@@ -27,7 +27,7 @@ yaml = pytest.importorskip("yaml")
 
 from mqha.broker.config import BROKER_CONFIG, load_broker_config  # noqa: E402
 from mqha.controller.config import CONTROLLER_CONFIG, load_controller_config, parse_peers  # noqa: E402
-from mqha.controller.service import check_config  # noqa: E402
+from mqha.controller.config_store import check_config  # noqa: E402
 from mqha.config import parse_properties  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

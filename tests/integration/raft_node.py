@@ -1,4 +1,4 @@
-"""Test-only Raft member: a key/value applier behind :class:`mqha.controller.replicated.ReplicatedLog`.
+"""Test-only Raft member: a key/value applier behind :class:`mqha.controller.raft.ReplicatedLog`.
 
 Run as a process by the integration tests and the benchmark (never part of the product)::
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mqha.controller.replicated import (
+from mqha.controller.raft import (
     ApplyError,
     LeadershipChange,
     NotLeaderError,

@@ -1,4 +1,4 @@
-"""mqha/controller/replicated.py with real processes: 3 ``raft_node.py`` members on 127.0.0.1
+"""mqha/controller/raft/ (ReplicatedLog) with real processes: 3 ``raft_node.py`` members on 127.0.0.1
 (docs/architecture.md §3).
 
 Every process is stopped by pid when its test ends (ProcessGroup); every wait is bounded.
@@ -14,24 +14,21 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pysyncobj.syncobj
 import pytest
 from pysyncobj.journal import FileJournal
 from pysyncobj.version import VERSION
 
-from mqha.controller.replicated import (
+from mqha.controller.raft import (
     DUMP_FILE_NAME,
     ApplyError,
-    DurableFileJournal,
     LeadershipChange,
     NotLeaderError,
     ProposalFailed,
     RaftStartError,
     ReplicatedLog,
     Role,
-    _durable_journal_during_construction,
-    _DurableMetaStorer,
 )
+from mqha.controller.raft.journal import DurableFileJournal, DurableMetaStorer
 from tests.helpers.processes import ProcessGroup, free_port, wait_until
 from tests.integration.raft_cluster import RaftCluster
 from tests.integration.raft_node import NOOP_RECORD, KVApplier
@@ -199,17 +196,12 @@ def test_a_raising_applier_does_not_wedge_the_log(group: ProcessGroup, tmp_path:
     assert leader.get("/status")["serving"]
 
 
-def test_durable_journal_relies_only_on_pinned_pysyncobj_internals(tmp_path: Path) -> None:
-    """The durable journal patches PySyncObj 0.3.17 internals; fail here, loudly, if they move."""
+def test_durable_journal_writes_what_stock_pysyncobj_reads(tmp_path: Path) -> None:
+    """The durable journal keeps PySyncObj 0.3.17's file format: a plain ``FileJournal`` reads it back."""
     assert VERSION == "0.3.17"
     journal_path, dump_path = str(tmp_path / "raft.journal"), str(tmp_path / "raft.dump")
-    original = pysyncobj.syncobj.createJournal
-    with _durable_journal_during_construction(dump_path):
-        journal = pysyncobj.syncobj.createJournal(journal_path)
-        assert pysyncobj.syncobj.createJournal(None).__class__.__name__ == "MemoryJournal"
-    assert pysyncobj.syncobj.createJournal is original
-    assert isinstance(journal, DurableFileJournal)
-    assert isinstance(journal._FileJournal__metaStorer, _DurableMetaStorer)
+    journal = DurableFileJournal(journal_path, dump_path)
+    assert isinstance(journal._FileJournal__metaStorer, DurableMetaStorer)
 
     assert not journal.dirty
     journal.add(b"\x01", 1, 1)

@@ -16,7 +16,7 @@ from mqha.broker.config import load_broker_config
 from mqha.config import parse_properties
 from mqha.controller import __main__ as controller_main
 from mqha.controller.config import load_controller_config, parse_peers
-from mqha.controller.service import check_config
+from mqha.controller.config_store import check_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 CONF_FILES = sorted(path.relative_to(CONF).as_posix() for path in CONF.rglob("*.conf"))

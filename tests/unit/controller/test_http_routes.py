@@ -1,4 +1,4 @@
-"""Route table, OpenAPI document and the pure helpers of the controller service (no sockets, no Raft)."""
+"""Route table, OpenAPI document and the pure helpers of the controller's shells (no sockets, no Raft)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import pytest
 
 from mqha.controller import openapi
 from mqha.controller.config import CONTROLLER_CONFIG
+from mqha.controller.config_store import check_config
 from mqha.controller.http_api import ROUTES
 from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from mqha.controller.service import check_config, elect_trigger, groups_needing_election, peers_text
+from mqha.controller.liveness_watch import groups_needing_election
 from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
+from mqha.controller.status_views import peers_text
+from mqha.controller.write_path import elect_trigger
 from mqha.errors import ConfigError
 from mqha.wire.controller_api import ApplyBrokerIdRequest, ElectMasterRequest
 

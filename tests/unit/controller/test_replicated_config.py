@@ -1,12 +1,12 @@
-"""Pure helpers of mqha/controller/replicated.py: address math, tuning validation, SyncObjConf, quorum ack
-age."""
+"""Pure helpers of mqha/controller/raft/ (addresses.py, tuning.py): address math, tuning validation,
+SyncObjConf, quorum ack age."""
 
 from __future__ import annotations
 
 import pytest
 from pysyncobj.encryptor import HAS_CRYPTO
 
-from mqha.controller.replicated import (
+from mqha.controller.raft import (
     RaftTuning,
     api_address_of,
     build_conf,

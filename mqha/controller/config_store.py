@@ -1,0 +1,141 @@
+"""This node's live config (shell): checks, typed updates from ``PUT /v1/controller/config``, persistence.
+
+``config`` is replaced as a whole on an update (after the blacklist check, typing, validation and
+persisting to ``configStorePath``); every job reads it at each use. Keys in ``LIVE_KEYS`` take effect at
+once; the others are persisted and take effect at the next start. ``adminAuthToken`` and
+``controllerRaftPassword`` are masked in ``GET`` answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from mqha.codes import ResponseCode
+from mqha.config import render_properties
+from mqha.controller.config import CONTROLLER_CONFIG, blacklisted_keys, parse_peers
+from mqha.errors import ConfigError
+from mqha.wire.controller_api import Reply
+
+log = logging.getLogger(__name__)
+
+Code = ResponseCode
+
+LIVE_KEYS = frozenset(
+    {
+        "scanNotActiveBrokerInterval",
+        "scanInactiveMasterInterval",
+        "electMasterMaxRetryCount",
+        "enableElectUncleanMaster",
+        "processReadEvent",
+        "notifyBrokerRoleChanged",
+        "adminAuthToken",
+        "maxRequestBodyBytes",
+        "brokerSessionPingMills",
+        "consoleAnalysisReportDir",
+    }
+)
+SECRET_KEYS = ("adminAuthToken", "controllerRaftPassword")
+_POSITIVE_KEYS = (
+    "scanNotActiveBrokerInterval",
+    "scanInactiveMasterInterval",
+    "electMasterMaxRetryCount",
+    "maxRequestBodyBytes",
+    "controllerRaftPortOffset",
+)
+_MASK = "******"
+
+
+def check_config(values: Mapping[str, Any]) -> None:
+    """Checks beyond typing that the service relies on; raises ``ConfigError`` naming the key."""
+    for key in _POSITIVE_KEYS:
+        if values[key] <= 0:
+            raise ConfigError(key, f"must be > 0, got {values[key]}")
+    if values["brokerSessionPingMills"] < 0:
+        raise ConfigError("brokerSessionPingMills", "must be >= 0 (0 disables pings)")
+    low, high = values["controllerRaftMinTimeoutMills"], values["controllerRaftMaxTimeoutMills"]
+    if low <= 150:  # PySyncObj needs the election timeout above 3 heartbeat periods (3 x 50 ms)
+        raise ConfigError("controllerRaftMinTimeoutMills", f"must be > 150, got {low}")
+    if high <= low:
+        raise ConfigError("controllerRaftMaxTimeoutMills", f"must be > controllerRaftMinTimeoutMills ({low})")
+
+
+class ConfigStore:
+    """Holds this node's config: checked at start, replaced whole by a typed, persisted update."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        check_config(config)
+        self.config: Mapping[str, Any] = dict(config)
+
+    def get_config(self) -> Reply:
+        shown = {
+            key: (_MASK if key in SECRET_KEYS and value else value) for key, value in self.config.items()
+        }
+        return Reply(Code.SUCCESS, "", {"config": shown})
+
+    def update_config(self, body: Any) -> Reply:
+        """docs/reference-behaviour.md §5.11 with a JSON body ``{key: value}``; any node, this node only."""
+        if not isinstance(body, dict):
+            return Reply(Code.CONTROLLER_INVALID_REQUEST, "config update must be a JSON object of key: value")
+        banned = sorted(key for key in body if key in blacklisted_keys(self.config))
+        if banned:
+            return Reply(Code.NO_PERMISSION, "Can not update config in black list.", {"keys": banned})
+        updated = dict(self.config)
+        for key, value in body.items():
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, int | str):
+                text = str(value)
+            else:
+                return Reply(
+                    Code.CONTROLLER_INVALID_REQUEST,
+                    f"config key '{key}': expected a string, integer or boolean value",
+                )
+            try:
+                updated[key] = CONTROLLER_CONFIG.coerce(key, text)
+            except ConfigError as exc:
+                return Reply(Code.CONTROLLER_INVALID_REQUEST, str(exc))
+        try:
+            check_config(updated)
+            parse_peers(updated["controllerDLegerPeers"])
+        except ConfigError as exc:
+            return Reply(Code.CONTROLLER_INVALID_REQUEST, str(exc))
+        if body:
+            try:
+                _write_private_file(updated["configStorePath"], render_properties(updated))
+            except OSError as exc:
+                return Reply(
+                    Code.SYSTEM_ERROR, f"cannot persist the config to {updated['configStorePath']}: {exc}"
+                )
+            self.config = updated
+            log.info("config updated: %s", ", ".join(sorted(body)))
+        later = sorted(key for key in body if key not in LIVE_KEYS)
+        remark = f"takes effect after a restart: {', '.join(later)}" if later else ""
+        return Reply(Code.SUCCESS, remark)
+
+    def max_message_bytes(self) -> int:
+        return int(self.config["maxRequestBodyBytes"])
+
+    def session_ping_seconds(self) -> float:
+        return self.config["brokerSessionPingMills"] / 1000
+
+
+def _write_private_file(path: str, text: str) -> None:
+    """Atomically replace ``path`` (tmp + fsync + rename), readable by the owner only (holds secrets)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".controller-config-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,212 @@
+"""Broker liveness on this node and the elections it triggers (shell; docs/reference-behaviour.md §7).
+
+Liveness is soft state: every node records the heartbeats it receives (HTTP or session) in its own
+``HeartbeatTable``, never in the log. Elections the controller triggers itself (docs/reference-behaviour.md
+§7.3), only on the serving leader, with up to ``electMasterMaxRetryCount`` attempts of <= 3 s each:
+
+- heartbeat expiry scan (every node; first after 2 s, then every ``scanNotActiveBrokerInterval``):
+  expired entries are dropped (and their session closed); an expired current master -> election;
+- session close (``sessions``): entries whose latest heartbeat came on the session are dropped; a
+  current master among them -> election at once;
+- inactive-master scan (leader; every ``scanInactiveMasterInterval``, first after one interval): a
+  set whose master is not alive while another replica is -> election.
+
+Retries stop at the first definitive answer (SUCCESS, 2004 no candidate, 2011 master alive, 2010 set
+gone, 2007 not leader); only fenced, timed-out or failed attempts are retried, after 100 ms. (The
+reference retries any failure, which for "no candidate" bumps masterEpoch once per attempt.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mqha.codes import ResponseCode
+from mqha.controller.liveness import LivenessView
+from mqha.controller.parts import NodePart, NodeParts
+from mqha.controller.state import ControllerState
+from mqha.controller.write_path import TRIGGER_CONTROLLER
+from mqha.wire.controller_api import BrokerHeartbeatRequest, ElectMasterRequest, Reply
+
+log = logging.getLogger(__name__)
+
+Code = ResponseCode
+
+# docs/reference-behaviour.md §7.3: each controller-triggered attempt awaited <= 3 s
+CONTROLLER_ELECT_TIMEOUT = 3.0
+FIRST_EXPIRY_SCAN_DELAY = 2.0  # docs/reference-behaviour.md §7.1
+RETRY_PAUSE = 0.1
+
+# A controller-triggered election stops retrying at these answers.
+_FINAL_ELECT_CODES = frozenset(
+    {
+        Code.SUCCESS,
+        Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+        Code.CONTROLLER_MASTER_STILL_EXIST,
+        Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+        Code.CONTROLLER_NOT_LEADER,
+    }
+)
+
+ElectMaster = Callable[..., Awaitable[Reply]]  # WritePath.elect_master
+
+
+def groups_needing_election(state: ControllerState, liveness: LivenessView) -> list[str]:
+    """docs/reference-behaviour.md §3.4 (pure): sets whose master is not alive while at least one replica
+    is."""
+    names = []
+    for name, group in sorted(state.groups.items()):
+        master = group.master_broker_id
+        if master is None or liveness.is_alive(name, master):
+            continue
+        if any(liveness.is_alive(name, broker_id) for broker_id in group.replicas):
+            names.append(name)
+    return names
+
+
+class LivenessWatch(NodePart):
+    """Watches broker liveness (heartbeats, sessions, scans) and triggers the elections it calls for."""
+
+    def __init__(self, parts: NodeParts, elect_master: ElectMaster) -> None:
+        super().__init__(parts)
+        self.elect_master = elect_master
+        self._electing: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._scans: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    def start_scans(self) -> None:
+        """Start the heartbeat-expiry and inactive-master scans (on the running loop)."""
+        self._scans = [
+            asyncio.create_task(self._expiry_scan_loop(), name="heartbeat-expiry-scan"),
+            asyncio.create_task(self._inactive_master_loop(), name="inactive-master-scan"),
+        ]
+
+    def begin_stop(self) -> None:
+        """Stop deciding: no more scans or triggered elections (sessions closing is not a crash)."""
+        self._stopping = True
+        for task in [*self._scans, *self._tasks]:
+            task.cancel()
+
+    async def wait_stopped(self) -> None:
+        """Wait for the cancelled scans and elections to finish."""
+        for task in [*self._scans, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ------------------------------------------------------------------ heartbeats, sessions
+
+    def record_heartbeat(self, request: BrokerHeartbeatRequest, session: int | None = None) -> Reply:
+        """docs/reference-behaviour.md §5.9, any node: soft state in this node's table only."""
+        self.heartbeats.record(self.clock.now_ms(), request, session)
+        return Reply(Code.SUCCESS, "Heart beat success")
+
+    def on_session_closed(self, session: int) -> None:
+        gone = self.heartbeats.remove_session(session)
+        if self._stopping:
+            return
+        if gone:
+            self.console.notify()
+        for info in gone:
+            self._on_broker_inactive(info.broker_name, info.broker_id, "its session closed")
+
+    # ------------------------------------------------------------- controller-triggered elections
+
+    def _on_broker_inactive(self, broker_name: str, broker_id: int, why: str) -> None:
+        """docs/reference-behaviour.md §7.3: only the serving leader acts, and only for the current master."""
+        group = self.applier.state.group(broker_name)
+        is_master = group is not None and group.master_broker_id == broker_id
+        if not is_master:
+            log.debug("broker %s/%d inactive (%s); not the master", broker_name, broker_id, why)
+            return
+        if not self.log.is_serving_leader():
+            log.info("master %s/%d inactive (%s); not the leader, not electing", broker_name, broker_id, why)
+            return
+        self.trigger_election(broker_name, f"master {broker_id} inactive: {why}")
+
+    def trigger_election(self, broker_name: str, reason: str) -> bool:
+        """Start a controller-triggered election of ``broker_name`` unless one is running."""
+        if self._stopping or broker_name in self._electing or not self.log.is_serving_leader():
+            return False
+        self._electing.add(broker_name)
+        task = asyncio.create_task(self._controller_elect(broker_name, reason))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _controller_elect(self, broker_name: str, reason: str) -> None:
+        try:
+            log.info("electing a new master for %s (%s)", broker_name, reason)
+            attempts = max(1, int(self.config["electMasterMaxRetryCount"]))
+            for attempt in range(1, attempts + 1):
+                reply = await self.elect_master(
+                    ElectMasterRequest(broker_name=broker_name),
+                    trigger=TRIGGER_CONTROLLER,
+                    timeout=CONTROLLER_ELECT_TIMEOUT,
+                )
+                if reply.code in _FINAL_ELECT_CODES:
+                    if not reply.ok:
+                        log.warning(
+                            "controller election of %s: %s (%s)", broker_name, reply.code.name, reply.remark
+                        )
+                    return
+                log.warning(
+                    "controller election of %s, attempt %d/%d: %s (%s)",
+                    broker_name,
+                    attempt,
+                    attempts,
+                    reply.code.name,
+                    reply.remark,
+                )
+                await asyncio.sleep(RETRY_PAUSE)
+        except Exception:
+            log.exception("controller election of %s failed", broker_name)
+        finally:
+            self._electing.discard(broker_name)
+
+    def scan_expired(self) -> None:
+        """docs/reference-behaviour.md §7.1 scan: drop expired heartbeats; an expired master is inactive."""
+        for info in self.heartbeats.pop_expired(self.clock.now_ms()):
+            log.info(
+                "broker %s/%d (%s) missed its heartbeat timeout of %d ms",
+                info.broker_name,
+                info.broker_id,
+                info.broker_addr,
+                info.timeout_ms,
+            )
+            if isinstance(info.session, int):
+                self._spawn(self.sessions.close_session(info.session, "heartbeat timeout"))
+            self._on_broker_inactive(info.broker_name, info.broker_id, "heartbeat timeout")
+
+    def scan_inactive_masters(self) -> None:
+        """docs/reference-behaviour.md §3.4 (serving leader only)."""
+        if not self.log.is_serving_leader():
+            return
+        view = self.heartbeats.view(self.clock.now_ms())
+        for name in groups_needing_election(self.applier.state, view):
+            self.trigger_election(name, "inactive-master scan: master not alive")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _expiry_scan_loop(self) -> None:
+        await asyncio.sleep(FIRST_EXPIRY_SCAN_DELAY)
+        while not self._stopping:
+            try:
+                self.scan_expired()
+            except Exception:
+                log.exception("heartbeat expiry scan failed")
+            await asyncio.sleep(self.config["scanNotActiveBrokerInterval"] / 1000)
+
+    async def _inactive_master_loop(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.config["scanInactiveMasterInterval"] / 1000)
+            try:
+                self.scan_inactive_masters()
+            except Exception:
+                log.exception("inactive-master scan failed")

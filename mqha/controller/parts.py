@@ -1,0 +1,143 @@
+"""The parts of one controller node that its jobs share, and the base class that hands them to each job.
+
+``ControllerService`` (``service.py``) builds one :class:`NodeParts` and gives it to each job: the write
+path, the liveness watch, the role-change fan-out and the status views. Each job reads the shared parts
+through :class:`NodePart` under the names it always used (``self.config``, ``self.log``, ...), so the
+config replaced by ``PUT /v1/controller/config`` is seen by every job at its next use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from mqha.clock import Clock
+from mqha.controller.applier import ControllerApplier
+from mqha.controller.config import Peer, parse_peers
+from mqha.controller.config_store import ConfigStore
+from mqha.controller.console_feed import ConsoleFeed
+from mqha.controller.liveness import HeartbeatTable
+from mqha.controller.raft import ReplicatedLog
+from mqha.controller.sessions import SessionOwner, SessionRegistry
+from mqha.history.recorder import HistoryRecorder, controller_observer
+
+
+class NodeParts:
+    """Holds what a controller node's jobs share: config, peers, applier, heartbeats, sessions, Raft log.
+
+    ``start``/``stop`` open and close the shared parts (history, console feed, Raft member, sessions).
+    """
+
+    def __init__(self, config_store: ConfigStore, clock: Clock, session_owner: SessionOwner) -> None:
+        self.config_store = config_store
+        config = config_store.config
+        self.clock = clock
+        self.peers = parse_peers(config["controllerDLegerPeers"])
+        self.node_id: str = config["controllerDLegerSelfId"]
+        self.self_peer = next(p for p in self.peers if p.node_id == self.node_id)
+        offset = config["controllerRaftPortOffset"]
+        self._peer_by_raft = {p.raft_address(offset): p for p in self.peers}
+        self.applier = ControllerApplier()
+        self.heartbeats = HeartbeatTable()
+        self.sessions = SessionRegistry(session_owner)
+        max_timeout = config["controllerRaftMaxTimeoutMills"] / 1000
+        self.log = ReplicatedLog(
+            self.self_peer.raft_address(offset),
+            [p.raft_address(offset) for p in self.peers if p is not self.self_peer],
+            config["controllerStorePath"],
+            self.applier,
+            config["controllerRaftPassword"] or None,
+            noop_record=self.applier.noop_record,
+            durable=config["controllerJournalFsync"],
+            raft_min_timeout=config["controllerRaftMinTimeoutMills"] / 1000,
+            raft_max_timeout=max_timeout,
+            connection_timeout=max(3.5, max_timeout),
+        )
+        self.history: HistoryRecorder | None = None
+        self.console = ConsoleFeed()
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """This node's config as of now (``PUT /v1/controller/config`` replaces it as a whole)."""
+        return self.config_store.config
+
+    async def start(self) -> None:
+        """Open the history, bind the console feed to the loop, start the Raft member."""
+        # History (docs/architecture.md §5): every applied entry, journal replays included (re-inserts of a
+        # known raftIndex are ignored), queued on the tick thread and written off it in batches.
+        self.history = HistoryRecorder.in_store(self.config["controllerStorePath"])
+        self.applier.add_observer(controller_observer(self.history, self.node_id))
+        self.console.bind(asyncio.get_running_loop())
+        self.applier.add_observer(self.console.on_applied)
+        self.log.add_leadership_listener(lambda _change: self.console.notify())
+        await self.log.start()
+
+    async def stop(self) -> None:
+        """Close the sessions, stop the Raft member, flush the history."""
+        await self.sessions.close_all()
+        await self.log.stop()
+        if self.history is not None:
+            await asyncio.to_thread(self.history.close, 5.0)
+
+    # ------------------------------------------------------------------------------ leadership
+
+    def leader(self) -> tuple[str | None, str | None]:
+        """(node id, API address) of the Raft leader as this node knows it."""
+        raft = self.log.leader_address()
+        peer = self._peer_by_raft.get(raft) if raft else None
+        return (peer.node_id, peer.api_address) if peer else (None, None)
+
+    def is_serving_leader(self) -> bool:
+        return self.log.is_serving_leader()
+
+
+class NodePart:
+    """Gives one job of a controller node the node's shared parts, under the names every job uses."""
+
+    def __init__(self, parts: NodeParts) -> None:
+        self.parts = parts
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        return self.parts.config
+
+    @property
+    def clock(self) -> Clock:
+        return self.parts.clock
+
+    @property
+    def log(self) -> ReplicatedLog:
+        return self.parts.log
+
+    @property
+    def applier(self) -> ControllerApplier:
+        return self.parts.applier
+
+    @property
+    def heartbeats(self) -> HeartbeatTable:
+        return self.parts.heartbeats
+
+    @property
+    def sessions(self) -> SessionRegistry:
+        return self.parts.sessions
+
+    @property
+    def console(self) -> ConsoleFeed:
+        return self.parts.console
+
+    @property
+    def node_id(self) -> str:
+        return self.parts.node_id
+
+    @property
+    def self_peer(self) -> Peer:
+        return self.parts.self_peer
+
+    @property
+    def peers(self) -> list[Peer]:
+        return self.parts.peers
+
+    def leader(self) -> tuple[str | None, str | None]:
+        """(node id, API address) of the Raft leader as this node knows it."""
+        return self.parts.leader()

@@ -1,0 +1,62 @@
+"""The controller's replicated log on PySyncObj 0.3.17, with our customisations of the library as an
+explicit layer (docs/raft.md §1, §9).
+
+=============  ==================================================================================
+module         job
+=============  ==================================================================================
+errors         what the log raises; PySyncObj failure codes -> exceptions
+addresses      Raft address <-> API address; the member's file names
+tuning         timing knobs (``RaftTuning``), the ``SyncObjConf`` built from them, the lease's quorum math
+journal        durable storage: ``DurableFileJournal`` and ``DurableMetaStorer`` (PySyncObj subclasses)
+transport      group commit: ``GroupCommitTransport`` (a PySyncObj ``TCPTransport`` subclass)
+node           ``PipelinedSyncObj`` (the ``SyncObj`` subclass) and ``RecordConsumer`` (the one replicated
+               method); every read of PySyncObj's private state goes through them
+log            ``ReplicatedLog``: the asyncio face of one member (proposals, leadership, lease, status)
+=============  ==================================================================================
+
+Every method that overrides or extends a PySyncObj method names it in its docstring, with why and what
+differs; ``tests/unit/controller/test_raft_pins.py`` checks that each one, and each private attribute we
+read, still exists with the expected signature in the pinned version.
+"""
+
+from mqha.controller.raft.addresses import (
+    DUMP_FILE_NAME,
+    JOURNAL_FILE_NAME,
+    api_address_of,
+    raft_address_of,
+    store_paths,
+)
+from mqha.controller.raft.errors import (
+    ApplyError,
+    ApplyFailure,
+    NotLeaderError,
+    ProposalFailed,
+    ProposalTimeout,
+    RaftStartError,
+    ReplicationError,
+)
+from mqha.controller.raft.log import LeadershipChange, ReplicatedLog, Role
+from mqha.controller.raft.node import Applier
+from mqha.controller.raft.tuning import RaftTuning, build_conf, quorum_ack_age
+
+__all__ = [
+    "DUMP_FILE_NAME",
+    "JOURNAL_FILE_NAME",
+    "Applier",
+    "ApplyError",
+    "ApplyFailure",
+    "LeadershipChange",
+    "NotLeaderError",
+    "ProposalFailed",
+    "ProposalTimeout",
+    "RaftStartError",
+    "RaftTuning",
+    "ReplicatedLog",
+    "ReplicationError",
+    "Role",
+    "api_address_of",
+    "build_conf",
+    "quorum_ack_age",
+    "raft_address_of",
+    "store_paths",
+]

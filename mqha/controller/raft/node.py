@@ -1,0 +1,220 @@
+"""Our PySyncObj (0.3.17) subclasses: the Raft member and the consumer holding the one replicated method.
+
+Everything here runs on, or is read from, PySyncObj's tick thread (docs/raft.md §2.2). Every method that
+PySyncObj also defines says in its docstring which PySyncObj method it overrides or extends, why, and
+what differs; every read of a private PySyncObj attribute goes through one small accessor here. The
+table of overrides is docs/raft.md §9, and ``tests/unit/controller/test_raft_pins.py`` fails when the
+pinned internals move.
+
+Snapshots
+    The consumer's ``_serialize``/``_deserialize`` hooks call ``applier.snapshot()`` / ``restore()``.
+    They run on the tick thread between two applies, so a snapshot matches ``raftLastApplied``
+    exactly; the gzip+pickle+write runs in PySyncObj's forked child (``useFork``). ``journalFile`` and
+    ``fullDumpFile`` are always both set (P2); compaction after ``log_compaction_min_entries`` entries
+    or ``log_compaction_min_time`` seconds keeps restart time bounded. Members compact on their own
+    count, not in PySyncObj's staggered time slots (``log_compaction_split``): with the slots, 45 s of
+    2,000 writes/s left ~90,000 entries in two journals, and a member restarted on one replayed them
+    for ~4 s in a single tick, answering no vote meanwhile (leader kill -> next commit took 3.5-4.2 s
+    instead of 0.2-0.5 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pysyncobj.syncobj as _syncobj_module
+from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.transport import TCPTransport
+
+from mqha.controller.raft.errors import ApplyFailure
+from mqha.controller.raft.journal import DurableFileJournal
+from mqha.controller.raft.transport import GroupCommitTransport
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_FORMAT = 1  # version of the dict our consumer puts into PySyncObj's dump
+
+# PySyncObj's raft states (pysyncobj.syncobj._RAFT_STATE; private, stable since 0.2)
+FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
+STATE_NAMES = {FOLLOWER: "follower", CANDIDATE: "candidate", LEADER: "leader"}
+
+
+class Applier(Protocol):
+    """The state machine behind the log. All three are called on PySyncObj's tick thread."""
+
+    def apply(self, data: bytes, raft_index: int) -> object:
+        """Apply one committed record (or the no-op record). Deterministic; must not raise."""
+        ...
+
+    def snapshot(self) -> bytes:
+        """The whole state, as of the last applied record."""
+        ...
+
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state with a snapshot."""
+        ...
+
+
+_JOURNAL_INSTALL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _journal_installed(journal: DurableFileJournal) -> Iterator[None]:
+    """While open, PySyncObj's ``createJournal(path)`` returns ``journal`` for ``journal.path``.
+
+    ``SyncObj.__init__`` builds its journal by calling the module global
+    ``pysyncobj.syncobj.createJournal`` and takes no journal argument, so this is the one module patch
+    we need; it lasts for one constructor call, under a lock.
+    """
+    with _JOURNAL_INSTALL_LOCK:
+        original = _syncobj_module.createJournal
+
+        def create(journal_file: str | None = None) -> object:
+            return journal if journal_file == journal.path else original(journal_file)
+
+        _syncobj_module.createJournal = create
+        try:
+            yield
+        finally:
+            _syncobj_module.createJournal = original
+
+
+class PipelinedSyncObj(SyncObj):
+    """One Raft member: PySyncObj's ``SyncObj`` with our journal, transport and pipelined acks."""
+
+    def __init__(
+        self,
+        self_address: str,
+        partners: list[str],
+        conf: SyncObjConf,
+        consumer: RecordConsumer,
+        *,
+        journal: DurableFileJournal | None = None,
+    ) -> None:
+        """Extends ``pysyncobj.SyncObj.__init__``.
+
+        Why: PySyncObj builds its journal inside the constructor (``createJournal(conf.journalFile)``)
+        and has no parameter for it. Differs: with ``journal`` (durable mode) the constructor receives
+        that journal instead of a stock ``FileJournal`` (see :func:`_journal_installed`) and the
+        transport is a :class:`GroupCommitTransport` bound to it; without, both are stock. Whether
+        it worked is :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
+        """
+        if journal is None:
+            super().__init__(self_address, partners, conf, consumers=[consumer], transportClass=TCPTransport)
+            return
+        transport = functools.partial(GroupCommitTransport, journal=journal)
+        with _journal_installed(journal):
+            super().__init__(self_address, partners, conf, consumers=[consumer], transportClass=transport)
+
+    def uses(self, journal: DurableFileJournal) -> bool:
+        """True when this member writes through ``journal`` and sends through a group-commit transport on
+        it."""
+        transport = self.raft_transport()
+        return (
+            self.raft_log() is journal
+            and isinstance(transport, GroupCommitTransport)
+            and transport.journal is journal
+        )
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        """Extends ``pysyncobj.SyncObj.__onMessageReceived`` (name-mangled; the transport calls it).
+
+        Why (P20): on every successful ``next_node_idx`` reply, stock 0.3.17 sets the follower's
+        ``nextIndex`` to the acked index + 1, although newer entries are already in flight; the next
+        send repeats them and the follower truncates and re-adds entries it already holds (logged as
+        "truncating already-applied log entries"). Under 32 concurrent writers that doubled the work of
+        every member. Differs: on the leader, after the stock handling of a successful, non-reset
+        reply, ``nextIndex`` goes back up to where it was before (TCP delivers in order). A follower
+        missing entries (a lost connection) answers ``reset``, and the stock rewind stands.
+        """
+        sent_up_to = None
+        if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
+            sent_up_to = self._SyncObj__raftNextIndex.get(node)
+        SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
+        if sent_up_to is not None and self._isLeader():
+            next_index = self._SyncObj__raftNextIndex
+            if next_index.get(node, sent_up_to) < sent_up_to:
+                next_index[node] = sent_up_to
+
+    # -- reads of PySyncObj's private state (pinned to 0.3.17, see tests/unit/controller/test_raft_pins.py)
+
+    def last_response_times(self) -> dict[Any, float]:
+        """``SyncObj.__lastResponseTime``: on the leader, the ``raft_clock()`` time of each partner's last
+        ``next_node_idx`` reply (reset to now at election). The live dict of the tick thread: copy it."""
+        times: dict[Any, float] = self._SyncObj__lastResponseTime
+        return times
+
+    def raft_log(self) -> object:
+        """``SyncObj.__raftLog``: the journal this member writes."""
+        return self._SyncObj__raftLog
+
+    def raft_transport(self) -> object:
+        """``SyncObj.__transport``: the transport this member sends through."""
+        return self._SyncObj__transport
+
+
+class RecordConsumer(SyncObjConsumer):
+    """Holds the ONE replicated method. Never add another: method ids come from sorted names (P10)."""
+
+    def __init__(self, applier: Applier) -> None:
+        """Extends ``pysyncobj.SyncObjConsumer.__init__``. Why: the consumer needs its applier and two
+        counters. Differs: they are set before the stock constructor runs, which records the attributes
+        present at that moment as "not state" (our ``_serialize`` decides what a snapshot holds anyway).
+        """
+        # Set before SyncObjConsumer.__init__, so PySyncObj does not treat them as state; our own
+        # _serialize/_deserialize below decide what a snapshot holds anyway.
+        self._applier = applier
+        self.restore_error: str | None = None
+        self.apply_failures = 0
+        super().__init__()
+
+    @replicated
+    def apply_record(self, data: bytes) -> object:
+        """Runs on the tick thread for each committed record, on every member (also at replay)."""
+        raft_index = self._syncObj.raftLastApplied + 1  # index of the entry being applied
+        try:
+            return self._applier.apply(data, raft_index)
+        except Exception as exc:
+            # Raising here would make PySyncObj retry this entry forever and apply nothing after it (P3).
+            self.apply_failures += 1
+            log.error("applier raised on record at raft index %d; skipping it", raft_index, exc_info=True)
+            return ApplyFailure(raft_index, f"{type(exc).__name__}: {exc}")
+
+    def _serialize(self) -> dict[str, Any]:
+        """Overrides ``pysyncobj.SyncObjConsumer._serialize`` (called on the tick thread right before the
+        snapshot fork).
+
+        Why: the stock hook pickles the consumer's ``__dict__``; our state lives in the applier. Differs:
+        returns ``{"format": SNAPSHOT_FORMAT, "applier": applier.snapshot()}``, and never raises (an
+        exception here would fail the tick): a failing snapshot is logged and stored as ``None``, which
+        will not restore.
+        """
+        try:
+            return {"format": SNAPSHOT_FORMAT, "applier": self._applier.snapshot()}
+        except Exception:
+            log.critical("applier.snapshot() raised; this snapshot will not restore", exc_info=True)
+            return {"format": SNAPSHOT_FORMAT, "applier": None}
+
+    def _deserialize(self, data: dict[str, Any]) -> None:
+        """Overrides ``pysyncobj.SyncObjConsumer._deserialize`` (called on the tick thread when a dump is
+        loaded or installed).
+
+        Why: the stock hook copies keys into ``__dict__``. Differs: checks the format and hands the
+        applier part to ``applier.restore``; on any failure it records ``restore_error`` (the member
+        reports unhealthy and never serves) instead of guessing a state, and does not raise.
+        """
+        try:
+            payload = data.get("applier") if isinstance(data, dict) else None
+            if payload is None or data.get("format") != SNAPSHOT_FORMAT:
+                raise ValueError(f"unknown snapshot payload {type(data).__name__}")
+            self._applier.restore(payload)
+            self.restore_error = None
+        except Exception as exc:
+            # The state is unusable; report it (healthy() goes False, never serving) instead of guessing.
+            self.restore_error = f"{type(exc).__name__}: {exc}"
+            log.critical("restoring the applier from a snapshot failed; member unhealthy", exc_info=True)

@@ -1,0 +1,149 @@
+"""Guard: every PySyncObj method we override and every private PySyncObj attribute we read exists, with the
+expected signature, in the pinned version (docs/raft.md §9). An upgrade of PySyncObj fails here, loudly,
+naming what moved, instead of misbehaving in a tick.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pysyncobj.syncobj
+import pytest
+from pysyncobj import SyncObj, SyncObjConsumer
+from pysyncobj.journal import FileJournal, MetaStorer, ResizableFile
+from pysyncobj.transport import TCPTransport
+from pysyncobj.version import VERSION
+
+from mqha.controller.raft.journal import DurableFileJournal, DurableMetaStorer
+from mqha.controller.raft.node import PipelinedSyncObj, RecordConsumer
+from mqha.controller.raft.transport import GroupCommitTransport
+
+# (our class, method, PySyncObj class it overrides, PySyncObj's parameter names)
+OVERRIDES: list[tuple[type, str, type, list[str]]] = [
+    (
+        PipelinedSyncObj,
+        "__init__",
+        SyncObj,
+        ["self", "selfNode", "otherNodes", "conf", "consumers", "nodeClass", "transport", "transportClass"],
+    ),
+    (PipelinedSyncObj, "_SyncObj__onMessageReceived", SyncObj, ["self", "node", "message"]),
+    (RecordConsumer, "__init__", SyncObjConsumer, ["self"]),
+    (RecordConsumer, "_serialize", SyncObjConsumer, ["self"]),
+    (RecordConsumer, "_deserialize", SyncObjConsumer, ["self", "data"]),
+    (DurableMetaStorer, "storeMeta", MetaStorer, ["self", "meta"]),
+    (DurableFileJournal, "__init__", FileJournal, ["self", "journalFile"]),
+    (DurableFileJournal, "add", FileJournal, ["self", "command", "idx", "term"]),
+    (DurableFileJournal, "deleteEntriesFrom", FileJournal, ["self", "entryFrom"]),
+    (DurableFileJournal, "clear", FileJournal, ["self"]),
+    (GroupCommitTransport, "__init__", TCPTransport, ["self", "syncObj", "selfNode", "otherNodes"]),
+    (GroupCommitTransport, "send", TCPTransport, ["self", "node", "message"]),
+    (GroupCommitTransport, "_onTick", TCPTransport, ["self"]),
+]
+
+# Private state we read or replace, as the pinned source spells its assignment.
+PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
+    (SyncObj.__init__, "self.__raftLog = createJournal(self.__conf.journalFile)"),
+    (SyncObj.__init__, "self.__transport = transportClass(self, self.__selfNode, self.__otherNodes)"),
+    (SyncObj.__init__, "self.__transport.setOnMessageReceivedCallback(self.__onMessageReceived)"),
+    (SyncObj.__init__, "self.__raftNextIndex = {}"),
+    (SyncObj.__init__, "self.__lastResponseTime = {}"),
+    (SyncObj.__init__, "consumer._syncObj = self"),
+    (SyncObj._SyncObj__onMessageReceived, "self.__lastResponseTime[node] = monotonicTime()"),  # type: ignore[attr-defined]
+    (SyncObj._SyncObj__onMessageReceived, "self.__raftNextIndex[node] = nextNodeIdx"),  # type: ignore[attr-defined]
+    (FileJournal.__init__, "self.__journalFile = ResizableFile(journalFile"),
+    (FileJournal.__init__, "self.__metaStorer = MetaStorer(journalFile + '.meta')"),
+    (ResizableFile.__init__, "self.__f = open(fileName, 'r+b')"),
+    (TCPTransport.__init__, "self._syncObj.addOnTickCallback(self._onTick)"),
+]
+
+# Public or single-underscore SyncObj members ReplicatedLog calls, and the getStatus() keys it reads.
+SYNCOBJ_MEMBERS = [
+    "_isLeader",
+    "_getLeader",
+    "raftLastApplied",
+    "raftCurrentTerm",
+    "getStatus",
+    "forceLogCompaction",
+    "waitBinded",
+    "destroy",
+    "tick_thread_alive",
+]
+STATUS_KEYS = [
+    "'state'",
+    "'raft_term'",
+    "'commit_idx'",
+    "'last_applied'",
+    "'leader_commit_idx'",
+    "'log_len'",
+    "'partner_node_status_server_'",
+    "'match_idx_server_'",
+    "'next_node_idx_server_'",
+]
+
+
+def _params(function: Callable[..., Any]) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_pinned_version() -> None:
+    assert VERSION == "0.3.17", "re-read docs/raft.md §1 and §9 before moving the pin"
+
+
+@pytest.mark.parametrize(
+    ("ours", "name", "base", "params"), OVERRIDES, ids=[f"{o.__name__}.{n}" for o, n, _, _ in OVERRIDES]
+)
+def test_each_override_still_overrides_a_method_with_that_signature(
+    ours: type, name: str, base: type, params: list[str]
+) -> None:
+    assert issubclass(ours, base)
+    assert name in ours.__dict__, f"{ours.__name__}.{name} is listed but not defined"
+    assert callable(getattr(base, name, None)), f"pysyncobj {base.__name__}.{name} is gone"
+    assert _params(getattr(base, name)) == params, f"pysyncobj {base.__name__}.{name} changed its signature"
+    doc = " ".join((ours.__dict__[name].__doc__ or "").split())
+    stock = name.replace("_SyncObj__", "__")
+    assert f"{base.__name__}.{stock}" in doc, (
+        f"{ours.__name__}.{name}'s docstring must name what it overrides"
+    )
+
+
+@pytest.mark.parametrize("ours", [PipelinedSyncObj, RecordConsumer, DurableMetaStorer, DurableFileJournal])
+def test_every_method_shadowing_pysyncobj_is_listed(ours: type) -> None:
+    """A new override must come with a row above (and in docs/raft.md §9) and a test of its own."""
+    listed = {name for cls, name, _, _ in OVERRIDES if cls is ours}
+    shadowing = {
+        name
+        for name, value in ours.__dict__.items()
+        if callable(value)
+        and (name == "__init__" or not name.startswith("__"))
+        and any(name in base.__dict__ for base in ours.__mro__[1:] if base.__module__.startswith("pysyncobj"))
+    }
+    assert shadowing == listed
+
+
+def test_group_commit_transport_shadows_only_its_listed_methods() -> None:
+    listed = {name for cls, name, _, _ in OVERRIDES if cls is GroupCommitTransport}
+    shadowing = {
+        name for name in GroupCommitTransport.__dict__ if callable(getattr(TCPTransport, name, None))
+    }
+    assert shadowing == listed
+
+
+@pytest.mark.parametrize(("function", "line"), PRIVATE_STATE, ids=[line for _, line in PRIVATE_STATE])
+def test_private_state_we_rely_on_is_still_there(function: Callable[..., Any], line: str) -> None:
+    assert line in inspect.getsource(function), f"pysyncobj no longer has: {line}"
+
+
+def test_create_journal_is_the_module_global_the_constructor_calls() -> None:
+    """``PipelinedSyncObj.__init__`` hands our journal in by swapping this name for one call."""
+    assert pysyncobj.syncobj.createJournal is pysyncobj.journal.createJournal
+    assert _params(pysyncobj.syncobj.createJournal) == ["journalFile"]
+
+
+def test_syncobj_members_and_status_keys_we_read() -> None:
+    for name in SYNCOBJ_MEMBERS:
+        assert hasattr(SyncObj, name), f"pysyncobj SyncObj.{name} is gone"
+    source = inspect.getsource(SyncObj.getStatus)
+    for key in STATUS_KEYS:
+        assert f"status[{key}" in source, f"SyncObj.getStatus() no longer reports {key}"

@@ -1,0 +1,168 @@
+"""One test per PySyncObj override in mqha/controller/raft/journal.py and node.py's ``RecordConsumer``
+(docs/raft.md §9): what each does differently from the stock method. Files only, no sockets or threads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pysyncobj.journal import FileJournal, MetaStorer
+
+from mqha.controller.raft.journal import DurableFileJournal, DurableMetaStorer
+from mqha.controller.raft.node import SNAPSHOT_FORMAT, RecordConsumer
+
+
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Paths (or ``fd:journal``) fsynced/fdatasynced, in order."""
+    calls: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        calls.append("fdatasync:" + os.readlink(f"/proc/self/fd/{fd}"))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return calls
+
+
+def _journal(tmp_path: Path) -> DurableFileJournal:
+    return DurableFileJournal(str(tmp_path / "raft.journal"), str(tmp_path / "raft.dump"))
+
+
+def test_store_meta_fsyncs_file_then_directory_in_the_stock_format(tmp_path: Path, synced: list[str]) -> None:
+    """``DurableMetaStorer.storeMeta`` overrides ``MetaStorer.storeMeta``."""
+    path = str(tmp_path / "raft.journal.meta")
+    DurableMetaStorer(path).storeMeta({"term": 7, "vote": "127.0.0.1:1"})
+    assert synced == [path + ".tmp", str(tmp_path)]  # the tmp file before the rename, then the directory
+    assert not os.path.exists(path + ".tmp")
+    assert MetaStorer(path).getMeta() == {"term": 7, "vote": "127.0.0.1:1"}  # stock reader
+
+
+def test_journal_init_installs_the_durable_meta_storer(tmp_path: Path, synced: list[str]) -> None:
+    """``DurableFileJournal.__init__`` extends ``FileJournal.__init__``."""
+    journal = _journal(tmp_path)
+    try:
+        assert isinstance(journal._FileJournal__metaStorer, DurableMetaStorer)
+        assert journal._FileJournal__metaStorer.getPath() == str(tmp_path / "raft.journal.meta")
+        assert synced == [str(tmp_path)]  # the journal's directory entry
+        assert not journal.dirty and journal.path == str(tmp_path / "raft.journal")
+        synced.clear()
+        journal.setCurrentTerm(3, "127.0.0.1:1")  # term and vote go through the durable storer
+        assert str(tmp_path / "raft.journal.meta.tmp") in synced
+    finally:
+        journal._destroy()
+
+
+def test_journal_add_marks_dirty_until_one_sync(tmp_path: Path, synced: list[str]) -> None:
+    """``DurableFileJournal.add`` extends ``FileJournal.add``."""
+    journal = _journal(tmp_path)
+    try:
+        synced.clear()
+        journal.sync()
+        assert synced == []  # clean: nothing to flush
+        journal.add(b"\x01", 1, 1)
+        journal.add(b"\x00cmd", 2, 1)
+        assert journal.dirty
+        journal.sync()
+        assert synced == ["fdatasync:" + str(tmp_path / "raft.journal")]  # one flush for both
+        assert not journal.dirty
+    finally:
+        journal._destroy()
+
+
+def test_journal_delete_entries_from_marks_dirty(tmp_path: Path) -> None:
+    """``DurableFileJournal.deleteEntriesFrom`` extends ``FileJournal.deleteEntriesFrom``."""
+    journal = _journal(tmp_path)
+    try:
+        for idx in range(1, 5):
+            journal.add(b"\x00cmd", idx, 1)
+        journal.sync()
+        journal.deleteEntriesFrom(2)  # a follower drops a conflicting tail: indexes 3 and 4
+        assert journal.dirty
+        journal.sync()
+    finally:
+        journal._destroy()
+    assert [entry[1] for entry in FileJournal(str(tmp_path / "raft.journal"))] == [1, 2]
+
+
+def test_journal_clear_fsyncs_the_dump_before_clearing(
+    tmp_path: Path, synced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DurableFileJournal.clear`` extends ``FileJournal.clear``."""
+    journal = _journal(tmp_path)
+    (tmp_path / "raft.dump").write_bytes(b"dump")
+    stock_clear = FileJournal.clear
+
+    def clear(self: FileJournal) -> None:
+        synced.append("stock clear")
+        stock_clear(self)
+
+    monkeypatch.setattr(FileJournal, "clear", clear)
+    try:
+        journal.add(b"\x00cmd", 1, 1)
+        journal.sync()
+        synced.clear()
+        journal.clear()
+        assert synced == [str(tmp_path / "raft.dump"), str(tmp_path), "stock clear"]
+        assert journal.dirty and len(journal) == 0
+    finally:
+        journal._destroy()
+
+
+class _Applier:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.restored: list[Any] = []
+
+    def apply(self, data: bytes, raft_index: int) -> object:
+        return data
+
+    def snapshot(self) -> bytes:
+        if self.fail:
+            raise RuntimeError("cannot snapshot")
+        return b"state"
+
+    def restore(self, data: bytes) -> None:
+        if self.fail:
+            raise RuntimeError("cannot restore")
+        self.restored.append(data)
+
+
+def test_consumer_serialize_holds_the_applier_snapshot_and_never_raises() -> None:
+    """``RecordConsumer._serialize`` overrides ``SyncObjConsumer._serialize``."""
+    assert RecordConsumer(_Applier())._serialize() == {"format": SNAPSHOT_FORMAT, "applier": b"state"}
+    assert RecordConsumer(_Applier(fail=True))._serialize() == {"format": SNAPSHOT_FORMAT, "applier": None}
+
+
+def test_consumer_deserialize_restores_or_reports_instead_of_raising() -> None:
+    """``RecordConsumer._deserialize`` overrides ``SyncObjConsumer._deserialize``."""
+    applier = _Applier()
+    consumer = RecordConsumer(applier)
+    consumer._deserialize({"format": SNAPSHOT_FORMAT, "applier": b"state"})
+    assert applier.restored == [b"state"] and consumer.restore_error is None
+    assert "restored" not in consumer.__dict__  # the stock hook would have copied keys into __dict__
+
+    for bad in (
+        {"format": SNAPSHOT_FORMAT + 1, "applier": b"x"},
+        {"format": SNAPSHOT_FORMAT, "applier": None},
+    ):
+        consumer._deserialize(bad)
+        assert consumer.restore_error is not None and "unknown snapshot payload" in consumer.restore_error
+    failing = RecordConsumer(_Applier(fail=True))
+    failing._deserialize({"format": SNAPSHOT_FORMAT, "applier": b"state"})
+    assert failing.restore_error == "RuntimeError: cannot restore"
+
+
+def test_consumer_init_keeps_its_own_attributes_out_of_the_state() -> None:
+    """``RecordConsumer.__init__`` extends ``SyncObjConsumer.__init__``."""
+    consumer = RecordConsumer(_Applier())
+    assert consumer.apply_failures == 0 and consumer.restore_error is None
+    assert {"_applier", "restore_error", "apply_failures"} <= consumer._SyncObjConsumer__properies
