@@ -8,16 +8,14 @@ once; the others are persisted and take effect at the next start. ``adminAuthTok
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 from mqha.codes import ResponseCode
 from mqha.config import render_properties
 from mqha.controller.config import CONTROLLER_CONFIG, blacklisted_keys, parse_peers
+from mqha.durable import write_atomically
 from mqha.errors import ConfigError
 from mqha.wire.controller_api import Reply
 
@@ -106,7 +104,10 @@ class ConfigStore:
             return Reply(Code.CONTROLLER_INVALID_REQUEST, str(exc))
         if body:
             try:
-                _write_private_file(updated["configStorePath"], render_properties(updated))
+                # Owner-only: the file holds secrets. write_atomically also fsyncs the directory.
+                write_atomically(
+                    updated["configStorePath"], render_properties(updated), mode=0o600, make_dirs=True
+                )
             except OSError as exc:
                 return Reply(
                     Code.SYSTEM_ERROR, f"cannot persist the config to {updated['configStorePath']}: {exc}"
@@ -122,20 +123,3 @@ class ConfigStore:
 
     def session_ping_seconds(self) -> float:
         return self.config["brokerSessionPingMills"] / 1000
-
-
-def _write_private_file(path: str, text: str) -> None:
-    """Atomically replace ``path`` (tmp + fsync + rename), readable by the owner only (holds secrets)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".controller-config-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
