@@ -29,6 +29,7 @@ from urllib.parse import quote, urlencode
 
 from mqha.codes import ResponseCode
 from mqha.errors import RemoteProtocolError
+from mqha.table_text import columns
 from mqha.wire.controller_api import (
     ElectMasterPayload,
     ReplicaIdentity,
@@ -272,9 +273,8 @@ COMMANDS: dict[str, Command] = {
 
 
 def command_list_text() -> str:
-    width = max(len(name) for name in COMMANDS)
     lines = [f"usage: {PROG} <command> [options]   ({PROG} <command> -h for its options)", "", "Commands:"]
-    lines += [f"  {c.name:<{width}}  {c.summary}" for c in COMMANDS.values()]
+    lines += columns([(c.name, c.summary) for c in COMMANDS.values()], indent="  ")
     return "\n".join(lines) + "\n"
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair, stop_all
+from mqha.table_text import columns
 
 STATE_FILE = "cluster.json"
 CONTROLLER = "controller"
@@ -590,5 +591,4 @@ def format_status_table(statuses: Sequence[NodeStatus]) -> str:
                 _cell(s.pid),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+    return "\n".join(columns(rows))
