@@ -27,9 +27,9 @@ from typing import Any
 import aiohttp
 
 from mqha.bench.etcd import CasClient, EtcdCluster, EtcdUnavailable, etcd_binary
+from mqha.bench.lean_http import LeanHttp
 from mqha.bench.loadgen import (
     Http,
-    LeanHttp,
     LoadResult,
     OpFailed,
     closed_loop,
@@ -278,7 +278,7 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
             leader = ours.leader_url()
             urls = [n.url for n in ours.cluster.controllers]
             await asyncio.gather(*(register_set(http, leader, urls, name) for name in names + elect_names))
-            # One lean keep-alive connection per load client (bench.loadgen.LeanHttp), on both sides.
+            # One lean keep-alive connection per load client (bench.lean_http.LeanHttp), on both sides.
             connections: list[LeanHttp] = []
 
             def connection() -> LeanHttp:
