@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
-from mqha.history.recorder import HISTORY_FILE_NAME
+from mqha.history.database import HISTORY_FILE_NAME
 from mqha.history.schema import TABLES, columns, schema_document, typed_row
 
 SCHEMA_FILE = "schema.json"
