@@ -60,6 +60,8 @@ def _rows(db: sqlite_utils.Database, table: str) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class ExportSummary:
+    """What an export wrote: tables, row counts and the sources read."""
+
     out_dir: Path
     sources: list[dict[str, Any]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)

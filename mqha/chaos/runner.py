@@ -60,6 +60,8 @@ TOPIC = "chaos"
 
 @dataclass
 class ChaosOptions:
+    """The settings of one ``mqha chaos`` run (faults, seed, sizes, output)."""
+
     duration: float = 120.0  # seconds during which new faults start
     kinds: tuple[str, ...] = (KILL, PAUSE, PARTITION)
     seed: int = 1

@@ -198,6 +198,8 @@ def category_figures(facts: RunFacts) -> list[CategoryFigures]:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A chaos run's verdict: pass or fail, why, and the printed table."""
+
     ok: bool
     reasons: tuple[str, ...]  # why it failed (empty when ok)
     lost: int

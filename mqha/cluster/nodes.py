@@ -68,17 +68,39 @@ def command_of(script: str, module: str) -> list[str]:
     return [str(path)] if path.exists() else [sys.executable, "-m", module]
 
 
-def http_get(url: str, timeout: float = 1.0) -> tuple[int, Any]:
-    """GET a JSON document; (status, body). Non-2xx answers are returned; connection errors raise."""
+def http_json(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout: float = 5.0,
+    *,
+    raw: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[int, Any]:
+    """One HTTP request with an optional JSON body (or ``raw`` bytes): (status, decoded JSON, or the
+    text when the body is not JSON, or None when empty). Non-2xx answers are returned; connection
+    errors raise ``OSError``."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        request.add_header(key, value)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            status, raw = response.status, response.read()
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, payload = response.status, response.read()
     except urllib.error.HTTPError as err:
-        status, raw = err.code, err.read()
+        status, payload = err.code, err.read()
     try:
-        return status, json.loads(raw) if raw else None
+        return status, json.loads(payload) if payload else None
     except ValueError:
-        return status, None
+        return status, payload.decode(errors="replace")
+
+
+def http_get(url: str, timeout: float = 1.0) -> tuple[int, Any]:
+    """GET a JSON document; (status, body, None when not JSON). Connection errors raise."""
+    status, body = http_json("GET", url, timeout=timeout)
+    return status, None if isinstance(body, str) else body
 
 
 @dataclass

@@ -58,12 +58,16 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Rows:
+    """A queued row of one history table."""
+
     table: str
     row: Mapping[str, Any]
 
 
 @dataclass
 class _ReplaceFinalLog:
+    """A queued replacement of one replica's whole final log."""
+
     broker_name: str
     broker_id: int
     rows: list[Mapping[str, Any]]
@@ -71,6 +75,8 @@ class _ReplaceFinalLog:
 
 @dataclass
 class _Barrier:
+    """A queued marker that is set once everything queued before it is written."""
+
     done: threading.Event
 
 

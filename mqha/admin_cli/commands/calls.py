@@ -20,6 +20,8 @@ from mqha.wire.controller_api import (
 
 @dataclass(frozen=True)
 class HttpCall:
+    """One HTTP request to a controller or broker, and whether a new leader may be sent it again."""
+
     method: str
     path: str  # with the query string, already encoded
     body: Any = None
@@ -197,6 +199,8 @@ def require_known_sets(table: Mapping[str, ReplicasInfo], names: Iterable[str], 
 
 @dataclass(frozen=True)
 class ReplicaTarget:
+    """One replica of a broker set that a command asks directly (its address and role)."""
+
     broker_name: str
     broker_id: int
     address: str

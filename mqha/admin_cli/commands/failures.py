@@ -46,6 +46,8 @@ class UsageError(Exception):
 
 @dataclass(frozen=True)
 class Failure:
+    """Why a step failed: the code (and its name), the remark and the node that answered."""
+
     code: int
     remark: str
     address: str | None = None  # the node that answered (or could not be reached)

@@ -12,6 +12,8 @@ from mqha.table_text import columns
 
 @dataclass(frozen=True)
 class Option:
+    """One command-line option of a command (RocketMQ's flags and dest name)."""
+
     flags: tuple[str, ...]
     dest: str
     help: str
@@ -22,6 +24,8 @@ class Option:
 
 @dataclass(frozen=True)
 class Command:
+    """One mqadmin command: its name, summary, options and whether it needs the admin token."""
+
     name: str
     summary: str
     options: tuple[Option, ...]
@@ -36,6 +40,15 @@ def _opt(*flags: str, dest: str, help: str, required: bool = False, kind: str = 
 
 _ADDR_HELP = "controller address host:port, or a ';' list (any of them finds the leader)"
 _INTERVAL_HELP = f"repeat every SECONDS until interrupted ({DEFAULT_INTERVAL:g} when given without a value)"
+
+# getControllerConfig and updateControllerConfig ask every listed controller, not only the leader.
+_CONTROLLER_LIST = _opt(
+    "-a",
+    "--controllerAddress",
+    dest="controllerAddress",
+    help="controller address list host:port;host:port",
+    required=True,
+)
 
 # getSyncStateSet and getBrokerEpoch: the broker sets of -b or -c, from the controller leader of -a.
 _BROKER_SETS_OPTIONS = (
@@ -122,27 +135,13 @@ COMMANDS: dict[str, Command] = {
         Command(
             "getControllerConfig",
             "Show the configuration of each listed controller.",
-            (
-                _opt(
-                    "-a",
-                    "--controllerAddress",
-                    dest="controllerAddress",
-                    help="controller address list host:port;host:port",
-                    required=True,
-                ),
-            ),
+            (_CONTROLLER_LIST,),
         ),
         Command(
             "updateControllerConfig",
             "Change one configuration key on each listed controller.",
             (
-                _opt(
-                    "-a",
-                    "--controllerAddress",
-                    dest="controllerAddress",
-                    help="controller address list host:port;host:port",
-                    required=True,
-                ),
+                _CONTROLLER_LIST,
                 _opt("-k", "--key", dest="key", help="config key", required=True),
                 _opt("-v", "--value", dest="value", help="config value", required=True),
             ),
