@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import javaproperties
+
 from mqha.errors import ConfigError
 
 REQUIRED = object()
@@ -29,27 +31,21 @@ class Key:
 
 
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
-    """Parse Java-properties text: ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments;
-    a trailing backslash continues the line. Later duplicates win, as in ``java.util.Properties``."""
+    """Parse Java-properties text with ``java.util.Properties``' rules (the javaproperties library):
+    ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments; ``\\`` escapes and ``\\uXXXX``;
+    a line ending in an odd number of backslashes continues. Later duplicates win, as in Java.
+
+    Trailing whitespace of a value is dropped (a config file's invisible spaces are never meant)."""
     result: dict[str, str] = {}
-    pending = ""
-    for raw_line in text.splitlines():
-        line = pending + raw_line.lstrip() if pending else raw_line.strip()
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        pending = ""
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key_end = next((i for i, ch in enumerate(line) if ch in "=: \t"), len(line))
-        key, value = line[:key_end], line[key_end:].lstrip()
-        if value[:1] in ("=", ":"):
-            value = value[1:].lstrip()
-        value = value.rstrip()
-        if not key:
-            raise ConfigError(line, f"line in {source} has no key")
-        result[key] = value
+    try:
+        for element in javaproperties.parse(text):
+            if not isinstance(element, javaproperties.KeyValue):
+                continue
+            if not element.key:
+                raise ConfigError(element.source.strip(), f"line in {source} has no key")
+            result[element.key] = element.value.rstrip()
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(source, f"invalid unicode escape {exc.escape!r}") from None
     return result
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
-from mqha.history.recorder import HISTORY_FILE_NAME
+from mqha.history.database import HISTORY_FILE_NAME
 from mqha.history.schema import TABLES, columns, schema_document, typed_row
 
 SCHEMA_FILE = "schema.json"
@@ -60,6 +60,8 @@ def _rows(db: sqlite_utils.Database, table: str) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class ExportSummary:
+    """What an export wrote: tables, row counts and the sources read."""
+
     out_dir: Path
     sources: list[dict[str, Any]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)

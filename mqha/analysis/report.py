@@ -27,6 +27,8 @@ Row = Mapping[str, Any]
 
 @dataclass
 class GroupTimeline:
+    """One broker set's rows for the HTML timeline (controller events, roles, epochs, truncations)."""
+
     broker_name: str
     controller: list[dict[str, Any]] = field(default_factory=list)
     roles: list[dict[str, Any]] = field(default_factory=list)

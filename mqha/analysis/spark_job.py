@@ -33,406 +33,38 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqha.analysis import invariants as inv
+from mqha.analysis.spark_checks import (
+    at_keys,
+    divergence_evidence,
+    duplicate_evidence,
+    duplicate_keys,
+    epoch_not_increasing,
+    epoch_start_mismatch,
+    final_masters,
+    lost_ack,
+    master_log,
+    master_outside_sss,
+    not_null,
+    offset_pass,
+    read_uncommitted,
+    two_masters_in_epoch,
+)
+from mqha.analysis.spark_tables import DEFAULT_MASTER, load_tables, spark_session, unpersist
 from mqha.history.schema import (
     ACKS,
-    BOOLEAN,
     CONTROLLER_EVENTS,
     EPOCHS,
     FINAL_LOGS,
-    LONG,
-    LONG_ARRAY,
     READS,
     ROLES,
-    STRING,
     TABLES,
     TRUNCATIONS,
-    export_columns,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
-DEFAULT_MASTER = "local[*]"
 TIMELINE_LIMIT = 5000
-CACHE_JSON_ABOVE = 32 * 2**20
-
-# Small-machine defaults (2 cores, shared): no UI, few shuffle partitions, loopback only, quiet logs.
-SPARK_DEFAULTS: dict[str, str] = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.memory": "2g",
-    "spark.sql.adaptive.enabled": "true",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.sources.partitionOverwriteMode": "dynamic",
-}
-
-
-def spark_session(
-    master: str = DEFAULT_MASTER, app_name: str = "mqha-analyze", conf: Mapping[str, str] | None = None
-) -> SparkSession:
-    """A SparkSession with ``SPARK_DEFAULTS`` (overridden by ``conf`` and ``MQHA_SPARK_DRIVER_MEMORY``)."""
-    from pyspark.sql import SparkSession
-
-    settings = dict(SPARK_DEFAULTS)
-    if os.environ.get("MQHA_SPARK_DRIVER_MEMORY"):
-        settings["spark.driver.memory"] = os.environ["MQHA_SPARK_DRIVER_MEMORY"]
-    settings.update(conf or {})
-    # Spark's launcher reads these before the JVM exists; keep its own chatter off our stdout.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def spark_schema(table: str) -> Any:
-    """The ``StructType`` of an exported table (``mqha.history.schema.export_columns``)."""
-    from pyspark.sql import types as T
-
-    kinds = {
-        STRING: T.StringType(),
-        LONG: T.LongType(),
-        BOOLEAN: T.BooleanType(),
-        LONG_ARRAY: T.ArrayType(T.LongType()),
-    }
-    return T.StructType([T.StructField(name, kinds[kind], True) for name, kind in export_columns(table)])
-
-
-def _size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def load_tables(
-    spark: SparkSession, input_dir: str | os.PathLike[str], *, cache_json_above: int = CACHE_JSON_ABOVE
-) -> dict[str, DataFrame]:
-    """Every §5 table of an export directory (see the module docstring). A JSON Lines table larger
-    than ``cache_json_above`` bytes is persisted (parsed once, however many queries read it); a
-    smaller one is cheaper to re-parse than to cache, and Parquet is columnar and cheap to re-read."""
-    from pyspark import StorageLevel
-
-    base = Path(input_dir)
-    if not base.is_dir():
-        raise FileNotFoundError(f"not a directory: {base}")
-    frames: dict[str, DataFrame] = {}
-    for table in TABLES:
-        schema = spark_schema(table)
-        jsonl, parquet = base / f"{table}.jsonl", base / table
-        if jsonl.exists():
-            df = spark.read.schema(schema).option("mode", "FAILFAST").json(str(jsonl))
-            big = _size(jsonl) > cache_json_above
-            frames[table] = df.persist(StorageLevel.MEMORY_AND_DISK) if big else df
-        elif parquet.is_dir():
-            frames[table] = spark.read.schema(schema).parquet(str(parquet))
-        else:
-            frames[table] = spark.createDataFrame([], schema)
-    return frames
-
-
-def unpersist(frames: Mapping[str, DataFrame]) -> None:
-    for df in frames.values():
-        df.unpersist()
-
-
-# --------------------------------------------------------------------------------------------------
-# The checks as DataFrames of evidence rows (columns: ``invariants.EVIDENCE[name]``).
-
-
-def _nn(*names: str) -> Column:
-    from pyspark.sql import functions as F
-
-    cond = F.lit(True)
-    for name in names:
-        cond = cond & F.col(name).isNotNull()
-    return cond
-
-
-def final_masters(ce: DataFrame, fl: DataFrame) -> DataFrame:
-    """(brokerName, finalMasterId): the last named master, else the longest final log."""
-    from pyspark.sql import functions as F
-
-    from_controller = (
-        ce.where(_nn("brokerName", "masterBrokerId", "raftIndex"))
-        .groupBy("brokerName")
-        .agg(F.max(F.struct("raftIndex", "masterBrokerId")).alias("m"))
-        .select("brokerName", F.col("m.masterBrokerId").alias("finalMasterId"))
-    )
-    ends = (
-        fl.where(_nn("brokerName", "brokerId", "offset"))
-        .join(F.broadcast(from_controller.select("brokerName")), "brokerName", "left_anti")
-        .groupBy("brokerName", "brokerId")
-        .agg(F.max(F.col("offset") + F.coalesce(F.col("size"), F.lit(0))).alias("end"))
-    )
-    from_logs = (
-        ends.groupBy("brokerName")
-        .agg(F.max(F.struct(F.col("end"), (-F.col("brokerId")).alias("negId"))).alias("m"))
-        .select("brokerName", (-F.col("m.negId")).alias("finalMasterId"))
-    )
-    return from_controller.unionByName(from_logs)
-
-
-def master_log(fl: DataFrame, masters: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return (
-        fl.where(_nn("brokerName", "brokerId", "offset"))
-        .join(F.broadcast(masters), "brokerName")
-        .where(F.col("brokerId") == F.col("finalMasterId"))
-        .select("brokerName", "offset", "msgId")
-    )
-
-
-def _against_master_log(
-    rows: DataFrame, masters: DataFrame, log: DataFrame, columns: Sequence[str]
-) -> DataFrame:
-    """Rows whose msgId is not the final master log's message at (brokerName, offset)."""
-    from pyspark.sql import functions as F
-
-    found = log.select(
-        "brokerName", "offset", F.col("msgId").alias("foundMsgId"), F.lit(True).alias("_found")
-    )
-    joined = rows.join(F.broadcast(masters), "brokerName", "left").join(
-        found, ["brokerName", "offset"], "left"
-    )
-    bad = F.col("_found").isNull() | ~F.col("foundMsgId").eqNullSafe(F.col("msgId"))
-    return joined.where(bad).select(*columns)
-
-
-def lost_ack(acks: DataFrame, masters: DataFrame, log: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    checked = acks.where((F.col("status") == inv.PUT_OK) & (F.col("ackMode") == inv.ALL_ACK_MODE))
-    return _against_master_log(checked, masters, log, inv.EVIDENCE[inv.LOST_ACK])
-
-
-def read_uncommitted(reads: DataFrame, masters: DataFrame, log: DataFrame) -> DataFrame:
-    return _against_master_log(reads, masters, log, inv.EVIDENCE[inv.READ_UNCOMMITTED])
-
-
-def divergence_evidence(keys: DataFrame, fl: DataFrame) -> DataFrame:
-    """The replicas behind some divergent offsets (``keys`` is already cut to the evidence limit)."""
-    from pyspark.sql import functions as F
-
-    return (
-        fl.where(_nn("brokerName", "brokerId", "offset"))
-        .join(F.broadcast(keys), ["brokerName", "offset"])
-        .groupBy("brokerName", "offset")
-        .agg(F.array_sort(F.collect_list(F.struct("brokerId", "msgId", "size", "crc"))).alias("replicas"))
-    )
-
-
-def _msg_hash(value: Column) -> Column:
-    """xxhash64 of a non-null msgId, else null (``F.xxhash64`` alone maps null to its seed)."""
-    from pyspark.sql import functions as F
-
-    return F.when(value.isNotNull(), F.xxhash64(value))
-
-
-def offset_pass(fl: DataFrame, acks: DataFrame, reads: DataFrame, masters: DataFrame) -> DataFrame:
-    """ONE shuffle over (brokerName, offset) for three checks: every replica's log row, every checked
-    ack and every read meet in one group, aggregated with min/max/count of 64-bit values only, so
-    Spark keeps a fixed-width hash aggregation (min/max of strings or structs force a sort-based
-    one, several times slower):
-
-    - ``divergent``: the replicas disagree on size, crc or msgId (compared through xxhash64 of
-      msgId, null read as '' as ``invariants.message_signature`` does);
-    - ``ackSuspect`` / ``readSuspect``: some ack / read in the group may not match the final master's
-      message -- a superset (a group is cleared only when a master row with a msgId exists and every
-      ack's msgId hashes to it), made exact afterwards by the per-row rule on the suspect keys alone.
-
-    A violation could hide only behind an xxhash64 collision of two different msgIds at one offset.
-    Returns only the flagged groups: (brokerName, offset, divergent, ackSuspect, readSuspect)."""
-    from pyspark.sql import functions as F
-
-    msg = F.col("msgId")
-    logs = (
-        fl.where(_nn("brokerName", "brokerId", "offset"))
-        .join(F.broadcast(masters), "brokerName", "left")
-        .select(
-            "brokerName",
-            "offset",
-            F.lit(0).alias("kind"),
-            F.xxhash64(F.coalesce(msg, F.lit(""))).alias("sigM"),
-            F.coalesce(F.col("size"), F.lit(-1)).alias("sigS"),
-            F.coalesce(F.col("crc"), F.lit(-1)).alias("sigC"),
-            F.coalesce(F.col("brokerId") == F.col("finalMasterId"), F.lit(False)).alias("isMaster"),
-            "msgId",
-        )
-    )
-    checked = acks.where((F.col("status") == inv.PUT_OK) & (F.col("ackMode") == inv.ALL_ACK_MODE))
-    union = logs.unionByName(
-        checked.select("brokerName", "offset", F.lit(1).alias("kind"), "msgId"), allowMissingColumns=True
-    ).unionByName(
-        reads.select("brokerName", "offset", F.lit(2).alias("kind"), "msgId"), allowMissingColumns=True
-    )
-    master = F.col("isMaster")
-    sig_aggs = [
-        agg(F.col(c)).alias(f"{c}{tag}")
-        for c in ("sigM", "sigS", "sigC")
-        for agg, tag in ((F.min, "Lo"), (F.max, "Hi"))
-    ]
-    groups = union.groupBy("brokerName", "offset").agg(
-        *sig_aggs,
-        F.max(F.when(master, F.lit(1))).alias("hasMaster"),
-        F.max(F.when(master & msg.isNull(), F.lit(1))).alias("masterNull"),
-        F.max(F.when(master, _msg_hash(msg))).alias("masterHash"),
-        *(
-            agg
-            for kind, tag in ((1, "ack"), (2, "read"))
-            for agg in (
-                F.count(F.when(F.col("kind") == kind, F.lit(1))).alias(f"{tag}N"),
-                F.count(F.when((F.col("kind") == kind) & msg.isNull(), F.lit(1))).alias(f"{tag}Null"),
-                F.min(F.when(F.col("kind") == kind, _msg_hash(msg))).alias(f"{tag}Lo"),
-                F.max(F.when(F.col("kind") == kind, _msg_hash(msg))).alias(f"{tag}Hi"),
-            )
-        ),
-    )
-
-    def suspect(tag: str) -> Column:
-        cleared = (
-            F.col("hasMaster").isNotNull()
-            & F.col("masterNull").isNull()
-            & F.col("masterHash").isNotNull()
-            & (F.col(f"{tag}Null") == 0)
-            & (F.col(f"{tag}Lo") == F.col("masterHash"))
-            & (F.col(f"{tag}Hi") == F.col("masterHash"))
-        )
-        return (F.col(f"{tag}N") > 0) & ~F.coalesce(cleared, F.lit(False))
-
-    differ = F.lit(False)
-    for c in ("sigM", "sigS", "sigC"):
-        differ = differ | F.coalesce(F.col(f"{c}Lo") != F.col(f"{c}Hi"), F.lit(False))
-    flags = groups.select(
-        "brokerName",
-        "offset",
-        differ.alias("divergent"),
-        suspect("ack").alias("ackSuspect"),
-        suspect("read").alias("readSuspect"),
-    )
-    return flags.where(F.col("divergent") | F.col("ackSuspect") | F.col("readSuspect"))
-
-
-def _at_keys(rows: DataFrame, keys: DataFrame) -> DataFrame:
-    """``rows`` whose (brokerName, offset) is among ``keys``, nulls matching nulls."""
-    from pyspark.sql import functions as F
-
-    k = keys.select(F.col("brokerName").alias("_kName"), F.col("offset").alias("_kOffset"))
-    cond = rows["brokerName"].eqNullSafe(k["_kName"]) & rows["offset"].eqNullSafe(k["_kOffset"])
-    return rows.join(k, cond, "left_semi")
-
-
-def two_masters_in_epoch(ce: DataFrame, roles: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    named = ce.where(_nn("brokerName", "masterBrokerId", "masterEpoch")).select(
-        "brokerName", "masterEpoch", F.col("masterBrokerId").alias("id")
-    )
-    claimed = roles.where(
-        F.upper(F.col("role")).endswith("MASTER") & _nn("brokerName", "brokerId", "masterEpoch")
-    )
-    claimed = claimed.select("brokerName", "masterEpoch", F.col("brokerId").alias("id"))
-    return (
-        named.unionByName(claimed)
-        .groupBy("brokerName", "masterEpoch")
-        .agg(F.array_sort(F.collect_set("id")).alias("masterIds"))
-        .where(F.size("masterIds") > 1)
-    )
-
-
-def epoch_not_increasing(ce: DataFrame) -> DataFrame:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    upto = (
-        Window.partitionBy("node", "brokerName")
-        .orderBy("raftIndex")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    removal = (F.col("type") == inv.CLEAN_TYPE) & F.col("masterEpoch").isNull()
-    rows = ce.where(_nn("brokerName", "raftIndex")).withColumn(
-        "generation", F.sum(F.when(removal, 1).otherwise(0)).over(upto)
-    )
-    rows = rows.where(F.col("masterEpoch").isNotNull())
-    prev = Window.partitionBy("node", "brokerName", "generation").orderBy("raftIndex")
-    rows = rows.select(
-        "node",
-        "brokerName",
-        "raftIndex",
-        F.lag("raftIndex").over(prev).alias("prevRaftIndex"),
-        "masterEpoch",
-        F.lag("masterEpoch").over(prev).alias("prevMasterEpoch"),
-        "syncStateSetEpoch",
-        F.lag("syncStateSetEpoch").over(prev).alias("prevSyncStateSetEpoch"),
-    )
-    lower = F.coalesce(F.col("masterEpoch") < F.col("prevMasterEpoch"), F.lit(False)) | F.coalesce(
-        F.col("syncStateSetEpoch") < F.col("prevSyncStateSetEpoch"), F.lit(False)
-    )
-    return rows.where(F.col("prevRaftIndex").isNotNull() & lower)
-
-
-def epoch_start_mismatch(epochs: DataFrame) -> DataFrame:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    newest_first = Window.partitionBy("brokerName", "brokerId", "epoch").orderBy(
-        F.col("ts").desc_nulls_last(), F.col("seq").desc_nulls_last(), F.col("startOffset").desc_nulls_last()
-    )
-    latest = (
-        epochs.where(_nn("brokerName", "brokerId", "epoch"))
-        .withColumn("rn", F.row_number().over(newest_first))
-        .where(F.col("rn") == 1)
-    )
-    return (
-        latest.groupBy("brokerName", "epoch")
-        .agg(F.array_sort(F.collect_set("startOffset")).alias("startOffsets"))
-        .where(F.size("startOffsets") > 1)
-    )
-
-
-def master_outside_sss(ce: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    inside = F.coalesce(F.array_contains(F.col("syncStateSet"), F.col("masterBrokerId")), F.lit(False))
-    return ce.where(F.col("masterBrokerId").isNotNull() & ~inside).select(
-        "node",
-        "raftIndex",
-        "brokerName",
-        "masterBrokerId",
-        "masterEpoch",
-        F.array_sort(F.col("syncStateSet")).alias("syncStateSet"),
-    )
-
-
-def duplicate_keys(log: DataFrame) -> DataFrame:
-    """(brokerName, msgId) at more than one offset of a final master log: min/max, no collect."""
-    from pyspark.sql import functions as F
-
-    return (
-        log.where(F.col("msgId").isNotNull())
-        .groupBy("brokerName", "msgId")
-        .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
-        .where(F.col("lo") != F.col("hi"))
-        .select("brokerName", "msgId")
-    )
-
-
-def duplicate_evidence(keys: DataFrame, log: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return (
-        log.join(F.broadcast(keys), ["brokerName", "msgId"])
-        .groupBy("brokerName", "msgId")
-        .agg(F.array_sort(F.collect_set("offset")).alias("offsets"))
-    )
-
 
 # --------------------------------------------------------------------------------------------------
 # Verdict
@@ -517,10 +149,10 @@ def check_tables(frames: Mapping[str, DataFrame], limit: int = inv.DEFAULT_LIMIT
         # Exact lost acks and uncommitted reads: the per-row rule, on the suspect groups only.
         exact: dict[str, DataFrame] = {}
         if found["ackSuspect"]:
-            exact[inv.LOST_ACK] = lost_ack(_at_keys(acks, ack_keys), masters, _at_keys(log, ack_keys))
+            exact[inv.LOST_ACK] = lost_ack(at_keys(acks, ack_keys), masters, at_keys(log, ack_keys))
         if found["readSuspect"]:
             exact[inv.READ_UNCOMMITTED] = read_uncommitted(
-                _at_keys(reads, read_keys), masters, _at_keys(log, read_keys)
+                at_keys(reads, read_keys), masters, at_keys(log, read_keys)
             )
         found.update({inv.LOST_ACK: 0, inv.READ_UNCOMMITTED: 0})
         if exact:
@@ -556,7 +188,7 @@ def timeline_rows(
 
     ce = (
         frames[CONTROLLER_EVENTS]
-        .where(_nn("brokerName", "raftIndex"))
+        .where(not_null("brokerName", "raftIndex"))
         .groupBy("brokerName", "raftIndex")
         .agg(
             F.min("ts").alias("ts"),

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqha.analysis.spark_job import spark_schema
+from mqha.analysis.spark_tables import spark_schema
 from mqha.history.schema import ACKS, CONTROLLER_EVENTS, EPOCHS, FINAL_LOGS, READS, ROLES, TRUNCATIONS
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 
 from mqha.bench.loadgen import Http, OpFailed, post_json
-from mqha.cluster.local import http_get
+from mqha.cluster.nodes import http_get
 from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair, stop_all
 
 CACHE = Path(os.environ.get("MQHA_ETCD_DIR", ".mqha/etcd")).resolve()

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import orjson
 
+from mqha.bench.lean_http import LeanHttp
 from mqha.bench.report import summarize
 
 Op = Callable[[], Awaitable[None]]
@@ -79,79 +79,6 @@ async def closed_loop(ops: Sequence[Op], seconds: float) -> LoadResult:
     await asyncio.gather(*(client(op) for op in ops))
     result.seconds = time.perf_counter() - started
     return result
-
-
-class LeanHttp:
-    """A minimal HTTP/1.1 keep-alive JSON client for one closed-loop client: one connection per
-    host:port, one request at a time. aiohttp's client spends ~150 us of CPU per request; on a 2-core
-    machine shared with the servers under test that was ~30 % of a core at 2,000 requests/s, taken
-    from whatever the run measures. Transport and framing errors raise ``ConnectionResetError`` (an
-    ``OSError``) and drop the connection; the next request opens a new one.
-    """
-
-    def __init__(self) -> None:
-        self._conns: dict[str, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
-
-    async def request(
-        self, method: str, url: str, body: Any = None, timeout: float | None = None
-    ) -> tuple[int, Any]:
-        """(status, decoded JSON body or None) of one request."""
-        origin, _, path = url.removeprefix("http://").partition("/")
-        payload = b"" if body is None else orjson.dumps(body)
-        head = (
-            f"{method} /{path} HTTP/1.1\r\nHost: {origin}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n"
-        )
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await self._connection(origin)
-                writer.write(head.encode("ascii") + payload)
-                status, data = await _read_response(reader)
-        except (
-            TimeoutError,
-            OSError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            ValueError,
-        ) as exc:
-            self._drop(origin)
-            if isinstance(exc, TimeoutError | OSError):
-                raise
-            raise ConnectionResetError(f"{url}: {exc!r}") from exc
-        return status, orjson.loads(data) if data.strip() else None
-
-    async def _connection(self, origin: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        conn = self._conns.get(origin)
-        if conn is None or conn[1].is_closing():
-            host, _, port = origin.rpartition(":")
-            conn = self._conns[origin] = await asyncio.open_connection(host, int(port))
-        return conn
-
-    def _drop(self, origin: str) -> None:
-        conn = self._conns.pop(origin, None)
-        if conn is not None:
-            conn[1].transport.abort()
-
-    def close(self) -> None:
-        for origin in list(self._conns):
-            self._drop(origin)
-
-
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """Status and body of one HTTP/1.1 response (Content-Length or chunked)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
-    headers = {
-        name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])
-    }
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        chunks = []
-        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-            chunks.append(await reader.readexactly(size + 2))
-        await reader.readuntil(b"\r\n")  # no trailers are sent to us
-        return status, b"".join(chunk[:-2] for chunk in chunks)
-    return status, await reader.readexactly(int(headers.get("content-length", "0")))
 
 
 Http = aiohttp.ClientSession | LeanHttp

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mqha.table_text import pipe_table
+
 
 def percentile(values: Iterable[float], q: float) -> float | None:
     """The nearest-rank ``q`` quantile (0..1) of ``values``; None when there are none."""
@@ -99,14 +101,8 @@ class Target:
 
 def format_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table (also valid Markdown): title line, header, separator, rows."""
-    cells = [[str(c) for c in header], *[[fmt(c) for c in row] for row in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-
-    def line(row: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
-
-    separator = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([title, "", line(cells[0]), separator, *(line(r) for r in cells[1:])])
+    lines = pipe_table([str(c) for c in header], [[fmt(c) for c in row] for row in rows])
+    return "\n".join([title, "", *lines])
 
 
 def targets_table(title: str, targets: Sequence[Target]) -> str:

@@ -56,13 +56,13 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return 2
     if args.plan:
         from mqha.chaos.schedule import Topology, plan, schedule_text
-        from mqha.cluster.local import group_names
+        from mqha.cluster.nodes import group_names
 
         topology = Topology.local(args.controllers, group_names(args.groups), args.replicas)
         sys.stdout.write(schedule_text(plan(args.seed, kinds, args.duration, topology)))
         return 0
     from mqha.chaos.runner import ChaosOptions, run_chaos
-    from mqha.cluster.local import ClusterError
+    from mqha.cluster.nodes import ClusterError
 
     options = ChaosOptions(
         duration=args.duration,

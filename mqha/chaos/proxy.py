@@ -39,6 +39,8 @@ FLUSH_AFTER = 0.02  # forward a held-back partial address once the stream is qui
 
 @dataclass
 class _LinkState:
+    """The fault currently applied to one proxied link."""
+
     link: Link
     translations: tuple[tuple[bytes, bytes], ...]
     rng: random.Random

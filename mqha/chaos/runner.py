@@ -49,7 +49,8 @@ from mqha.cluster.checking import (
     dump_final_logs,
     export_and_analyze,
 )
-from mqha.cluster.local import ClusterError, LocalCluster
+from mqha.cluster.local import LocalCluster
+from mqha.cluster.nodes import ClusterError
 from mqha.cluster.processes import free_port_pair
 from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
@@ -59,6 +60,8 @@ TOPIC = "chaos"
 
 @dataclass
 class ChaosOptions:
+    """The settings of one ``mqha chaos`` run (faults, seed, sizes, output)."""
+
     duration: float = 120.0  # seconds during which new faults start
     kinds: tuple[str, ...] = (KILL, PAUSE, PARTITION)
     seed: int = 1

@@ -33,6 +33,7 @@ from mqha.chaos.schedule import (
     FaultStep,
 )
 from mqha.client.results import SendResult, SendStatus
+from mqha.table_text import columns
 
 # Targets of the issue (seconds): crash of the master; pause or partition of the master (added to
 # controllerHeartBeatTimeoutMills); controller faults: no failed put while the master is alive.
@@ -197,6 +198,8 @@ def category_figures(facts: RunFacts) -> list[CategoryFigures]:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A chaos run's verdict: pass or fail, why, and the printed table."""
+
     ok: bool
     reasons: tuple[str, ...]  # why it failed (empty when ok)
     lost: int
@@ -206,11 +209,6 @@ class Verdict:
     @property
     def exit_code(self) -> int:
         return 0 if self.ok else 1
-
-
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 def judge(facts: RunFacts) -> Verdict:
@@ -265,7 +263,7 @@ def judge(facts: RunFacts) -> Verdict:
             "",
             None,
         )
-        lines += _table([header, *(f.cells() for f in figures), total.cells()])
+        lines += columns([header, *(f.cells() for f in figures), total.cells()], indent="  ")
     if facts.invariants is not None:
         lines.append(f"invariants ({facts.engine}):")
         for name, n in facts.invariants.items():

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqha.cluster.local import LocalCluster, Node
+from mqha.cluster.local import LocalCluster
+from mqha.cluster.nodes import Node
 from mqha.cluster.processes import kill_session
 
 

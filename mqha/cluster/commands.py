@@ -82,7 +82,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from mqha.cluster.local import ClusterError, LocalCluster
+    from mqha.cluster.local import LocalCluster
+    from mqha.cluster.nodes import ClusterError
 
     run_dir = Path(args.dir)
     try:

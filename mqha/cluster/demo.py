@@ -41,6 +41,8 @@ RECOVERY_MAX_TARGET = 2.0
 
 @dataclass
 class DemoOptions:
+    """The settings of one ``mqha demo`` run: run directory, kills, warm-up, load and the analysis engine."""
+
     run_dir: Path | None = None
     kills: int = 5  # the first is shown in detail, the rest feed the distribution
     warmup: float = 3.0  # seconds of steady production before the first kill
@@ -51,6 +53,8 @@ class DemoOptions:
 
 @dataclass
 class DemoResult:
+    """What one ``mqha demo`` run showed: acknowledged, lost and unknown sends, recovery times, analysis."""
+
     ok: bool
     acked: int = 0
     lost: int = 0

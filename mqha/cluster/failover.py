@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mqha.cluster.local import ClusterError, LocalCluster, Node
+from mqha.cluster.local import LocalCluster
+from mqha.cluster.nodes import ClusterError, Node
 from mqha.cluster.workload import ProduceWorkload, RecoverySample
 
 _TRUNCATED = re.compile(rb"truncated the commit log from (\d+) to (\d+)")

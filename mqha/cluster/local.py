@@ -26,142 +26,30 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair, stop_all
+from mqha.cluster.nodes import (
+    BROKER,
+    BROKER_DEFAULTS,
+    CONTROLLER,
+    CONTROLLER_DEFAULTS,
+    DEFAULT_CLUSTER_NAME,
+    ClusterError,
+    Node,
+    NodeStatus,
+    command_of,
+    format_status_table,
+    group_names,
+    http_get,
+)
+from mqha.cluster.processes import NodeProcess, free_port_pair, stop_all
 
 STATE_FILE = "cluster.json"
-CONTROLLER = "controller"
-BROKER = "broker"
-DEFAULT_CLUSTER_NAME = "DefaultCluster"
-
-CONTROLLER_DEFAULTS: dict[str, str] = {
-    "controllerDLegerGroup": "mqha-local",
-    "controllerRaftPortOffset": "1",
-    "scanNotActiveBrokerInterval": "500",  # heartbeat-timeout scan (hangs, partitions)
-    "scanInactiveMasterInterval": "500",
-    "brokerSessionPingMills": "500",  # a crash is seen at once by the session close anyway
-}
-"""Controller keys of a local cluster: fast scans; everything else as RocketMQ's defaults."""
-
-BROKER_DEFAULTS: dict[str, str] = {
-    "brokerIP1": LOCALHOST,
-    "enableControllerMode": "true",
-    "allAckInSyncStateSet": "true",
-    "mappedFileSizeCommitLog": str(4 * 1024 * 1024),  # files are preallocated: keep runs small
-    "maxMessageSize": str(1024 * 1024),
-    "slaveTimeout": "1500",
-    "haSendHeartbeatInterval": "500",
-    "haHousekeepingInterval": "5000",
-    "haMaxTimeSlaveNotCatchup": "3000",
-    "checkSyncStateSetPeriod": "500",
-    "syncBrokerMetadataPeriod": "500",
-    "syncControllerMetadataPeriod": "1000",
-    "brokerHeartbeatInterval": "200",
-    "controllerHeartBeatTimeoutMills": "1500",
-}
-"""Broker keys of a local cluster: sub-second heartbeats, a 1.5 s heartbeat timeout, 4 MiB segments."""
-
-
-def group_names(count: int) -> list[str]:
-    """``broker-a``, ``broker-b``, ... (RocketMQ's sample names)."""
-    names = []
-    for i in range(count):
-        suffix, n = "", i
-        while True:
-            suffix = chr(ord("a") + n % 26) + suffix
-            n = n // 26 - 1
-            if n < 0:
-                break
-        names.append(f"broker-{suffix}")
-    return names
-
-
-def _command(script: str, module: str) -> list[str]:
-    """The installed console script next to this interpreter, else ``python -m module``."""
-    path = Path(sys.executable).with_name(script)
-    return [str(path)] if path.exists() else [sys.executable, "-m", module]
-
-
-def http_get(url: str, timeout: float = 1.0) -> tuple[int, Any]:
-    """GET a JSON document; (status, body). Non-2xx answers are returned; connection errors raise."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as err:
-        status, raw = err.code, err.read()
-    try:
-        return status, json.loads(raw) if raw else None
-    except ValueError:
-        return status, None
-
-
-@dataclass
-class Node:
-    """One process of the cluster, as recorded in ``mqha.cluster.json``."""
-
-    name: str
-    kind: str  # CONTROLLER | BROKER
-    port: int
-    base: str  # its directory: config, log, store
-    group: str | None = None  # brokers: brokerName
-    pid: int | None = None
-    start_time: int | None = None  # /proc start time of pid: guards against pid reuse
-
-    @property
-    def address(self) -> str:
-        return f"{LOCALHOST}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
-
-    @property
-    def ha_address(self) -> str | None:
-        return f"{LOCALHOST}:{self.port + 1}" if self.kind == BROKER else None
-
-    @property
-    def conf(self) -> Path:
-        return Path(self.base) / f"{self.kind}.conf"
-
-    @property
-    def log(self) -> Path:
-        return Path(self.base) / f"{self.kind}.log"
-
-    @property
-    def store(self) -> Path:
-        return Path(self.base) / "store"
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    """What ``status`` shows for one node (absent values are None)."""
-
-    name: str
-    kind: str
-    address: str
-    pid: int | None
-    state: str  # running | paused | down
-    role: str  # LEADER / FOLLOWER for controllers, MASTER / SLAVE for brokers, "-" when unknown
-    group: str | None = None
-    broker_id: int | None = None
-    master_epoch: int | None = None
-    max_offset: int | None = None
-    confirm_offset: int | None = None
-    sync_state_set: tuple[int, ...] | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-class ClusterError(RuntimeError):
-    """The cluster did not reach the asked state within its bound (the message says which)."""
 
 
 class LocalCluster:
@@ -343,9 +231,9 @@ class LocalCluster:
         if not node.conf.exists():
             self._write_config(node)
         program = (
-            _command("mqcontroller", "mqha.controller")
+            command_of("mqcontroller", "mqha.controller")
             if node.kind == CONTROLLER
-            else _command("mqbroker", "mqha.broker")
+            else command_of("mqbroker", "mqha.broker")
         )
         args = [*program, "-c", str(node.conf), "--log-level", self.log_level]
         self._procs[node.name] = NodeProcess.spawn(
@@ -562,33 +450,3 @@ class LocalCluster:
                     f"{', '.join(pending)}\n{self.status_table()}"
                 )
             time.sleep(0.1)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, tuple):
-        return "{" + ",".join(str(v) for v in value) + "}"
-    return str(value)
-
-
-def format_status_table(statuses: Sequence[NodeStatus]) -> str:
-    header = ("NODE", "ROLE", "ID", "EPOCH", "MAX_OFFSET", "CONFIRM", "SYNC_STATE_SET", "ADDRESS", "PID")
-    rows = [header]
-    for s in statuses:
-        role = s.role if s.state == "running" else s.state.upper()
-        rows.append(
-            (
-                s.name,
-                role,
-                _cell(s.broker_id),
-                _cell(s.master_epoch),
-                _cell(s.max_offset),
-                _cell(s.confirm_offset),
-                _cell(s.sync_state_set),
-                s.address,
-                _cell(s.pid),
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)

@@ -18,10 +18,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 LOCALHOST = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
-_handed_out: set[int] = set()  # ports given out by this process: never twice
+handed_out: set[int] = set()  # ports given out by this process (launchers and tests): never twice
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -58,8 +59,8 @@ def free_port_pair() -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((LOCALHOST, 0))
             port = int(s.getsockname()[1])
-        if port + 1 < 65536 and not {port, port + 1} & _handed_out and _port_free(port + 1):
-            _handed_out.update((port, port + 1))
+        if port + 1 < 65536 and not {port, port + 1} & handed_out and _port_free(port + 1):
+            handed_out.update((port, port + 1))
             return port
     raise RuntimeError("no free pair of adjacent ports on 127.0.0.1 after 200 tries")
 
@@ -83,23 +84,26 @@ class NodeProcess:
     def spawn(
         cls,
         args: Sequence[str],
-        log_path: Path,
+        log_path: Path | None,
         *,
         env: Mapping[str, str] | None = None,
         die_with_parent: bool = False,
-    ) -> NodeProcess:
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> Self:
         """Start ``args`` in its own session (a terminal's Ctrl-C reaches only the launcher, which
-        then stops its children in order), output appended to ``log_path``."""
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        then stops its children in order), output appended to ``log_path`` (None: discarded)."""
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
         # PDEATHSIG fires when the *thread* that forked exits: only safe from the main thread.
         pdeathsig = die_with_parent and threading.current_thread() is threading.main_thread()
-        with open(log_path, "ab") as out:
+        with open(log_path, "ab") if log_path is not None else open(os.devnull, "wb") as out:
             popen = subprocess.Popen(
                 list(args),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                cwd=cwd,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if pdeathsig else None,  # noqa: PLW1509 - prctl only
             )

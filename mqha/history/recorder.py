@@ -23,7 +23,6 @@ offsets are stored whole (the exporter, not a JDBC driver, reads them back).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import queue
@@ -35,18 +34,20 @@ from typing import Any
 
 import sqlite_utils
 
+from mqha.history.database import (
+    history_path,
+    now_ms,
+    open_database,
+    sql_row,
+    transaction,
+)
 from mqha.history.schema import (
     ACKS,
-    BOOLEAN,
     CONTROLLER_EVENTS,
     EPOCHS,
     FINAL_LOGS,
-    LONG,
-    LONG_ARRAY,
-    PRIMARY_KEYS,
     READS,
     ROLES,
-    STRING,
     TABLES,
     TRUNCATIONS,
     columns,
@@ -54,77 +55,19 @@ from mqha.history.schema import (
 
 log = logging.getLogger(__name__)
 
-HISTORY_FILE_NAME = "history.db"
-_SQL_TYPES = {STRING: str, LONG: int, BOOLEAN: int, LONG_ARRAY: str}
-
-
-def history_path(store_dir: str | os.PathLike[str]) -> str:
-    """Where a node keeps its history: ``<store_dir>/history.db``."""
-    return os.path.join(os.fspath(store_dir), HISTORY_FILE_NAME)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _sql_value(kind: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if kind == LONG_ARRAY:
-        return json.dumps(sorted(int(v) for v in value))
-    if kind == BOOLEAN:
-        return 1 if value else 0
-    if kind == LONG:
-        return int(value)
-    return str(value)
-
-
-def _sql_row(table: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(_sql_value(kind, row.get(name)) for name, kind in TABLES[table])
-
-
-def create_tables(db: sqlite_utils.Database) -> None:
-    """Every §5 table, if missing (columns typed, primary keys where rows are keyed)."""
-    for table, cols in TABLES.items():
-        pk = PRIMARY_KEYS.get(table)
-        db[table].create(  # type: ignore[union-attr]
-            {name: _SQL_TYPES[kind] for name, kind in cols},
-            pk=pk if pk is None else (pk[0] if len(pk) == 1 else pk),
-            if_not_exists=True,
-        )
-
-
-def open_database(path: str | os.PathLike[str], *, durable: bool = False) -> sqlite_utils.Database:
-    """A sqlite-utils database in WAL mode with the §5 tables (created if missing)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    db = sqlite_utils.Database(os.fspath(path))
-    db.conn.isolation_level = None  # transactions are explicit (BEGIN ... COMMIT per batch)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-    db.execute("PRAGMA busy_timeout=5000")
-    create_tables(db)
-    return db
-
-
-@contextlib.contextmanager
-def _transaction(db: sqlite_utils.Database) -> Iterator[None]:
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.conn.execute("ROLLBACK")
-        raise
-    db.conn.execute("COMMIT")
-
 
 @dataclass
 class _Rows:
+    """A queued row of one history table."""
+
     table: str
     row: Mapping[str, Any]
 
 
 @dataclass
 class _ReplaceFinalLog:
+    """A queued replacement of one replica's whole final log."""
+
     broker_name: str
     broker_id: int
     rows: list[Mapping[str, Any]]
@@ -132,6 +75,8 @@ class _ReplaceFinalLog:
 
 @dataclass
 class _Barrier:
+    """A queued marker that is set once everything queued before it is written."""
+
     done: threading.Event
 
 
@@ -273,7 +218,7 @@ class HistoryRecorder:
         for item in items:
             if isinstance(item, _Rows):
                 try:
-                    by_table.setdefault(item.table, []).append(_sql_row(item.table, item.row))
+                    by_table.setdefault(item.table, []).append(sql_row(item.table, item.row))
                 except (TypeError, ValueError):
                     self.failures += 1
                     log.warning("history: dropped a malformed %s row %r", item.table, item.row)
@@ -281,7 +226,7 @@ class HistoryRecorder:
                 dumps.append(item)
         try:
             if by_table or dumps:
-                with _transaction(db):  # one transaction per batch: a crash keeps whole batches only
+                with transaction(db):  # one transaction per batch: a crash keeps whole batches only
                     for dump in dumps:
                         db.conn.execute(
                             "DELETE FROM [final_logs] WHERE brokerName = ? AND brokerId = ?",
@@ -290,7 +235,7 @@ class HistoryRecorder:
                         db.conn.executemany(
                             inserts[FINAL_LOGS],
                             [
-                                _sql_row(
+                                sql_row(
                                     FINAL_LOGS,
                                     {**row, "brokerName": dump.broker_name, "brokerId": dump.broker_id},
                                 )

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from mqha.analysis.spark_job import check_tables, load_tables, spark_session
+from mqha.analysis.spark_job import check_tables
+from mqha.analysis.spark_tables import load_tables, spark_session
 from mqha.analysis.synthetic import write_synthetic
 
 pytestmark = pytest.mark.bench

@@ -12,34 +12,30 @@ Every wait takes a timeout; nothing here loops without a bound.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+from mqha.cluster.nodes import http_json
+from mqha.cluster.processes import LOCALHOST, NodeProcess, handed_out, stop_all
 
-LOCALHOST = "127.0.0.1"
-_handed_out: set[int] = set()  # ports given to this test process: never hand one out twice
+T = TypeVar("T")
 
 
 def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port that was free a moment ago and was not returned before by this process."""
+    """A TCP port that was free a moment ago and was not handed out before by this process (the set
+    ``mqha.cluster.processes`` keeps, so a test's ports and a local cluster's never collide)."""
     for _ in range(100):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
             port = int(s.getsockname()[1])
-        if port not in _handed_out:
-            _handed_out.add(port)
+        if port not in handed_out:
+            handed_out.add(port)
             return port
     raise RuntimeError("no fresh free port after 100 tries")
 
@@ -72,26 +68,6 @@ def wait_until(
         time.sleep(interval)
 
 
-def http_json(method: str, url: str, body: Any = None, timeout: float = 5.0) -> tuple[int, Any]:
-    """One HTTP request with an optional JSON body; returns (status, decoded JSON body or None).
-
-    Non-2xx answers are returned, not raised. Connection errors raise ``OSError``.
-    """
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as err:
-        status, raw = err.code, err.read()
-    try:
-        return status, json.loads(raw) if raw else None
-    except ValueError:
-        return status, raw.decode(errors="replace")
-
-
 def tcp_port_open(host: str, port: int, timeout: float = 0.2) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -100,14 +76,14 @@ def tcp_port_open(host: str, port: int, timeout: float = 0.2) -> bool:
         return False
 
 
-class ManagedProcess:
-    """One child process, signalled by its pid only and always reaped."""
+class ManagedProcess(NodeProcess):
+    """A test's child process: ``mqha.cluster``'s :class:`NodeProcess` (signalled by pid only, always
+    reaped) plus a name, its log and waits for a TCP port or an HTTP answer."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], name: str, log_path: Path | None) -> None:
-        self._popen = popen
-        self.name = name
-        self.log_path = log_path
-        self.paused = False
+    def __init__(self, pid: int, start_time: int | None, popen: subprocess.Popen[bytes] | None = None):
+        super().__init__(pid, start_time, popen)
+        self.name = str(pid)
+        self.log_path: Path | None = None
 
     @classmethod
     def start(
@@ -123,37 +99,16 @@ class ManagedProcess:
 
         ``env`` adds to (does not replace) this process's environment; output is unbuffered.
         """
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         path = Path(log_path) if log_path is not None else None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") if path is not None else open(os.devnull, "wb") as out:
-            popen = subprocess.Popen(
-                list(args),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=full_env,
-                cwd=cwd,
-                start_new_session=True,  # a terminal's Ctrl-C reaches pytest only; we stop children
-            )
-        return cls(popen, name or os.path.basename(args[0]), path)
+        proc = cls.spawn(args, path, env=env, cwd=cwd)
+        proc.name = name or os.path.basename(args[0])
+        proc.log_path = path
+        return proc
 
     @classmethod
     def start_python(cls, script_args: Sequence[str], **kwargs: Any) -> ManagedProcess:
         """Start ``python <script_args>`` with this interpreter."""
         return cls.start([sys.executable, *script_args], **kwargs)
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self._popen.poll()
-
-    def is_running(self) -> bool:
-        return self._popen.poll() is None
 
     def _check_running(self, what: str) -> None:
         if not self.is_running():
@@ -181,39 +136,14 @@ class ManagedProcess:
 
         _wait_fail_fast(ready, timeout, f"{self.name} answering {url}", self)
 
-    def _signal(self, sig: signal.Signals) -> None:
-        if self.is_running():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-
-    def pause(self) -> None:
-        """SIGSTOP: the process freezes with its sockets open (a silent partition)."""
-        self._signal(signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        self._signal(signal.SIGCONT)
-        self.paused = False
-
-    def kill(self, timeout: float = 5.0) -> int | None:
-        """kill -9 and reap."""
-        self._signal(signal.SIGKILL)
-        self.paused = False
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._popen.wait(timeout)
+    def kill(self, timeout: float = 5.0) -> int | None:  # type: ignore[override]
+        """kill -9 and reap; the exit status."""
+        super().kill(timeout)
         return self.returncode
 
-    def stop(self, timeout: float = 5.0) -> int | None:
-        """SIGTERM (after SIGCONT if paused); SIGKILL if still alive after ``timeout``; always reaped."""
-        if not self.is_running():
-            return self.returncode
-        if self.paused:
-            self.resume()
-        self._signal(signal.SIGTERM)
-        try:
-            self._popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return self.kill()
+    def stop(self, timeout: float = 5.0) -> int | None:  # type: ignore[override]
+        """SIGTERM (after SIGCONT if paused); SIGKILL if still alive after ``timeout``; the exit status."""
+        super().stop(timeout)
         return self.returncode
 
     def log_tail(self, max_bytes: int = 4000) -> str:
@@ -254,18 +184,8 @@ class ProcessGroup:
         return self.start([sys.executable, *script_args], **kwargs)
 
     def stop_all(self, timeout: float = 5.0) -> None:
-        # SIGCONT + SIGTERM to everyone first so they shut down in parallel, then reap each.
-        for proc in self.processes:
-            if proc.is_running():
-                if proc.paused:
-                    proc.resume()
-                proc._signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for proc in self.processes:
-            try:
-                proc._popen.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        """SIGTERM to everyone first so they shut down in parallel, then reap each (SIGKILL the late)."""
+        stop_all(self.processes, timeout)
 
     def __enter__(self) -> ProcessGroup:
         return self

@@ -7,19 +7,16 @@ through a :class:`ProcessGroup` (stopped by pid); every wait is bounded.
 from __future__ import annotations
 
 import contextlib
-import json
-import socket
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.processes import LOCALHOST, ManagedProcess, ProcessGroup, free_port, wait_until
+from mqha.cluster.nodes import command_of, http_json
+from mqha.cluster.processes import free_port_pair
+from tests.helpers.processes import LOCALHOST, ManagedProcess, ProcessGroup, wait_until
 
 RAFT_PORT_OFFSET = 1
 
@@ -33,26 +30,12 @@ TEST_SETTINGS: dict[str, str] = {
 
 
 def mqcontroller_command() -> list[str]:
-    script = Path(sys.executable).with_name("mqcontroller")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.controller"]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((LOCALHOST, port))
-        except OSError:
-            return False
-    return True
+    return command_of("mqcontroller", "mqha.controller")
 
 
 def api_port() -> int:
     """A free port whose Raft companion (port + offset) is free too."""
-    for _ in range(100):
-        port = free_port()
-        if port + RAFT_PORT_OFFSET < 65536 and _port_free(port + RAFT_PORT_OFFSET):
-            return port
-    raise RuntimeError("no free API/Raft port pair")
+    return free_port_pair()
 
 
 def request(
@@ -65,25 +48,13 @@ def request(
     timeout: float = 5.0,
 ) -> tuple[int, Any]:
     """One HTTP request; returns (status, decoded JSON or text). Non-2xx answers are returned."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    for key, value in (headers or {}).items():
-        req.add_header(key, value)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as response:
-            status, payload = response.status, response.read()
-    except urllib.error.HTTPError as err:
-        status, payload = err.code, err.read()
-    try:
-        return status, json.loads(payload) if payload else None
-    except ValueError:
-        return status, payload.decode(errors="replace")
+    return http_json(method, url, body, timeout, raw=raw, headers=headers)
 
 
 @dataclass
 class Node:
+    """One mqcontroller process of a test cluster: ports, directories, process."""
+
     index: int
     node_id: str
     port: int
@@ -137,6 +108,8 @@ class Node:
 
 @dataclass
 class ControllerCluster:
+    """Starts, stops and asks a test cluster of mqcontroller processes."""
+
     group: ProcessGroup
     base_dir: Path
     size: int = 3

@@ -15,6 +15,8 @@ RAFT_NODE = Path(__file__).with_name("raft_node.py")
 
 @dataclass
 class Member:
+    """One raft_node.py process of a test cluster and its HTTP calls."""
+
     index: int
     raft_address: str
     http_port: int
@@ -46,6 +48,8 @@ class Member:
 
 
 class RaftCluster:
+    """Starts, stops and asks a test cluster of raft_node.py processes."""
+
     def __init__(
         self, group: ProcessGroup, base_dir: Path, size: int = 3, extra_args: Sequence[str] = ()
     ) -> None:

@@ -17,7 +17,8 @@ import pytest
 from mqha.analysis import invariants as inv
 from mqha.analysis.export import export, read_tables, write_tables
 from mqha.analysis.report import HTML_FILE, SUMMARY_FILE, VERDICT_FILE
-from mqha.analysis.spark_job import check_tables, load_tables, spark_session, unpersist
+from mqha.analysis.spark_job import check_tables
+from mqha.analysis.spark_tables import load_tables, spark_session, unpersist
 from mqha.cli import main as mqha_main
 from mqha.history.recorder import BrokerHistory, ClientHistory, HistoryRecorder
 from tests.unit.analysis import histories as h

@@ -21,7 +21,8 @@ from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
 from mqha.chaos.runner import topology_of
 from mqha.chaos.schedule import Topology
 from mqha.cluster.checking import mqha_command
-from mqha.cluster.local import LocalCluster, group_names
+from mqha.cluster.local import LocalCluster
+from mqha.cluster.nodes import group_names
 from tests.helpers.processes import free_port
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from mqha.cluster.checking import analysis_lines
 from mqha.cluster.commands import _settings
 from mqha.cluster.demo import _bar
 from mqha.cluster.failover import Distribution, ms
-from mqha.cluster.local import NodeStatus, format_status_table, group_names
+from mqha.cluster.nodes import NodeStatus, format_status_table, group_names
 
 
 def test_group_names_follow_rocketmq_samples() -> None:

@@ -21,6 +21,62 @@ def test_properties_syntax_separators_comments_and_continuation() -> None:
     assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "spaced value", "e": "xy"}
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A line ending in an odd number of backslashes continues; an even number is escaped backslashes.
+        ("a=x\\\n  y\nb=2\n", {"a": "xy", "b": "2"}),
+        ("a=x\\\\\nb=2\n", {"a": "x\\", "b": "2"}),
+        ("a=x\\\\\\\n  y\nb=2\n", {"a": "x\\y", "b": "2"}),
+        ("a=x\\\\\\\\\nb=2\n", {"a": "x\\\\", "b": "2"}),
+        # A continued line's leading whitespace is dropped; a comment-looking continuation is value text.
+        ("a=one,\\\n    two,\\\n    # three\n", {"a": "one,two,# three"}),
+    ],
+)
+def test_properties_continuations_count_trailing_backslashes(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("key=value\n", {"key": "value"}),
+        ("key:value\n", {"key": "value"}),
+        ("key value\n", {"key": "value"}),
+        ("key\tvalue\n", {"key": "value"}),
+        ("key  =  value\n", {"key": "value"}),
+        ("key = a=b:c\n", {"key": "a=b:c"}),  # only the first separator separates
+        ("key\n", {"key": ""}),
+        ("  # a comment\n  ! another\nk=v # not a comment\n", {"k": "v # not a comment"}),
+    ],
+)
+def test_properties_separators_and_comments(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+def test_properties_escapes() -> None:
+    text = "a\\=b\\:c\\ d=v\nt=tab\\there\nu=caf\\u00e9\nw=\\#x\\!\nn=line\\nbreak\n"
+    assert parse_properties(text) == {
+        "a=b:c d": "v",
+        "t": "tab\there",
+        "u": "café",
+        "w": "#x!",
+        "n": "line\nbreak",
+    }
+
+
+def test_later_duplicates_win_and_crlf_lines() -> None:
+    assert parse_properties("a=1\r\nb=2\r\na=3\r\n") == {"a": "3", "b": "2"}
+
+
+def test_bad_unicode_escape_and_missing_key_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="invalid unicode escape"):
+        parse_properties("a=\\u12g4\n", "broker.conf")
+    with pytest.raises(ConfigError, match="has no key") as info:
+        parse_properties("=value\n", "broker.conf")
+    assert "\n" not in str(info.value)
+
+
 def test_defaults_and_derived_defaults() -> None:
     values = SPEC.parse("brokerName=broker-a\nlistenPort=20911\n")
     assert values == {

@@ -1,0 +1,199 @@
+"""mqadmin's commands as data (RocketMQ names, docs/reference-behaviour.md §19), the command list
+and closest-match text, and the checks of command-line arguments."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from mqha.admin_cli.commands.failures import DEFAULT_INTERVAL, PROG, UsageError
+from mqha.table_text import columns
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option of a command (RocketMQ's flags and dest name)."""
+
+    flags: tuple[str, ...]
+    dest: str
+    help: str
+    required: bool = False
+    kind: str = "str"  # str | int | flag | interval
+    metavar: str | None = None
+
+
+@dataclass(frozen=True)
+class Command:
+    """One mqadmin command: its name, summary, options and whether it needs the admin token."""
+
+    name: str
+    summary: str
+    options: tuple[Option, ...]
+    mutating: bool = False  # needs the admin token when the controller has one
+    epilog: str = ""
+
+
+def _opt(*flags: str, dest: str, help: str, required: bool = False, kind: str = "str") -> Option:
+    metavar = {"int": "N", "interval": "SECONDS", "flag": None}.get(kind, dest)
+    return Option(tuple(flags), dest, help, required, kind, metavar)
+
+
+_ADDR_HELP = "controller address host:port, or a ';' list (any of them finds the leader)"
+_INTERVAL_HELP = f"repeat every SECONDS until interrupted ({DEFAULT_INTERVAL:g} when given without a value)"
+
+# getControllerConfig and updateControllerConfig ask every listed controller, not only the leader.
+_CONTROLLER_LIST = _opt(
+    "-a",
+    "--controllerAddress",
+    dest="controllerAddress",
+    help="controller address list host:port;host:port",
+    required=True,
+)
+
+# getSyncStateSet and getBrokerEpoch: the broker sets of -b or -c, from the controller leader of -a.
+_BROKER_SETS_OPTIONS = (
+    _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+    _opt("-b", "--brokerName", dest="brokerName", help="broker set name"),
+    _opt("-c", "--clusterName", dest="clusterName", help="every broker set of this cluster"),
+    _opt("-i", "--interval", dest="interval", help=_INTERVAL_HELP, kind="interval"),
+)
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(
+            "getControllerMetaData",
+            "Show the controller group, its leader and peers as one controller sees them.",
+            (_opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),),
+        ),
+        Command(
+            "getSyncStateSet",
+            "Show the master, epochs and SyncStateSet of broker sets, from the controller leader.",
+            _BROKER_SETS_OPTIONS,
+            epilog="One of -b or -c is required (-b wins when both are given).",
+        ),
+        Command(
+            "getBrokerEpoch",
+            "Show the epoch entries of every replica of a broker set (addresses from the controller).",
+            _BROKER_SETS_OPTIONS,
+            epilog="One of -b or -c is required. Replicas the controller reports not alive are skipped.",
+        ),
+        Command(
+            "haStatus",
+            "Show the HA runtime info of a broker, or of every master of a cluster.",
+            (
+                _opt(
+                    "-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP + "; needed by -c"
+                ),
+                _opt("-b", "--brokerAddr", dest="brokerAddr", help="broker address host:port"),
+                _opt("-c", "--clusterName", dest="clusterName", help="every master of this cluster"),
+                _opt("-i", "--interval", dest="interval", help=_INTERVAL_HELP, kind="interval"),
+            ),
+            epilog="One of -b or -c is required; -c finds the masters through the controller (-a).",
+        ),
+        Command(
+            "electMaster",
+            "Elect the given broker as master of its set (admin-designated election).",
+            (
+                _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+                _opt(
+                    "-b",
+                    "--brokerId",
+                    dest="brokerId",
+                    help="controller broker id to elect",
+                    required=True,
+                    kind="int",
+                ),
+                _opt("-bn", "--brokerName", dest="brokerName", help="broker set name", required=True),
+                _opt("-c", "--clusterName", dest="clusterName", help="cluster name", required=True),
+            ),
+            mutating=True,
+        ),
+        Command(
+            "cleanBrokerMetadata",
+            "Remove broker replicas (or a whole broker set) from the controller's metadata.",
+            (
+                _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+                _opt("-bn", "--brokerName", dest="brokerName", help="broker set name", required=True),
+                _opt(
+                    "-b",
+                    "--brokerControllerIdsToClean",
+                    dest="brokerControllerIdsToClean",
+                    help="controller broker ids to remove, e.g. '1;2;3' (blank: the whole set)",
+                ),
+                _opt("-c", "--clusterName", dest="clusterName", help="cluster name (required unless -l)"),
+                _opt(
+                    "-l",
+                    "--cleanLivingBroker",
+                    dest="cleanLivingBroker",
+                    kind="flag",
+                    help="also clean living brokers (the whole set; the id list is ignored)",
+                ),
+            ),
+            mutating=True,
+        ),
+        Command(
+            "getControllerConfig",
+            "Show the configuration of each listed controller.",
+            (_CONTROLLER_LIST,),
+        ),
+        Command(
+            "updateControllerConfig",
+            "Change one configuration key on each listed controller.",
+            (
+                _CONTROLLER_LIST,
+                _opt("-k", "--key", dest="key", help="config key", required=True),
+                _opt("-v", "--value", dest="value", help="config value", required=True),
+            ),
+            mutating=True,
+        ),
+    )
+}
+
+
+def command_list_text() -> str:
+    lines = [f"usage: {PROG} <command> [options]   ({PROG} <command> -h for its options)", "", "Commands:"]
+    lines += columns([(c.name, c.summary) for c in COMMANDS.values()], indent="  ")
+    return "\n".join(lines) + "\n"
+
+
+def closest_command(name: str) -> str | None:
+    by_lower = {c.lower(): c for c in COMMANDS}
+    if name.lower() in by_lower:  # a case slip is the most likely mistake
+        return by_lower[name.lower()]
+    matches = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.5)
+    return by_lower[matches[0]] if matches else None
+
+
+def unknown_command_text(name: str) -> str:
+    best = closest_command(name)
+    hint = f" Did you mean '{best}'?" if best else ""
+    return f"{PROG}: unknown command '{name}'.{hint}\n\n" + command_list_text()
+
+
+def split_addresses(text: str | None) -> list[str]:
+    """``"a;b; c;"`` -> ``["a", "b", "c"]`` (order kept, duplicates dropped); empty -> UsageError."""
+    items = list(dict.fromkeys(part.strip() for part in (text or "").split(";") if part.strip()))
+    if not items:
+        raise UsageError("no controller address given (-a host:port or 'host:port;host:port')")
+    for item in items:
+        check_address(item)
+    return items
+
+
+def check_address(address: str) -> str:
+    bare = address.removeprefix("http://")
+    host, colon, port = bare.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"bad address {address!r}: expected host:port")
+    return bare
+
+
+def base_url(address: str) -> str:
+    return "http://" + address.removeprefix("http://")
+
+
+def check_clean_args(cluster_name: str | None, clean_living: bool) -> None:
+    # The reference's own client-side rule and message (docs/reference-behaviour.md §19).
+    if not clean_living and not (cluster_name or "").strip():
+        raise UsageError("cleanLivingBroker option is false, clusterName option can not be empty.")
