@@ -147,17 +147,6 @@ def leader_of(answer: Answer) -> str | None:
     return str(leader) if isinstance(leader, str) and leader else None
 
 
-def may_resend(call: HttpCall, answer: Answer) -> bool:
-    """After a not-leader answer: may the call go to another node?
-
-    Reads always may. A write may only when the controller says it was not appended or committed;
-    "its outcome is unknown" (mqha/controller/write_path.py) means it may still commit, so no second try.
-    """
-    if answer.code != ResponseCode.CONTROLLER_NOT_LEADER:
-        return False
-    return not call.write or "outcome is unknown" not in answer.remark
-
-
 def decode_reply(cls: Any, obj: Any, address: str) -> Any:
     try:
         return cls.from_json(obj)

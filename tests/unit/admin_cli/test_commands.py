@@ -184,22 +184,6 @@ def test_leader_of_metadata() -> None:
     assert core.leader_of(answer({"isLeader": False, "leaderAddress": None})) is None
 
 
-def test_writes_are_resent_only_when_surely_not_appended() -> None:
-    read, write = core.metadata_call(), core.elect_call("c", "b", 1)
-    plain = answer(
-        {"leaderAddress": "b:2"}, code=2007, status=421, remark="The controller is not in leader state"
-    )
-    unknown = answer(
-        {},
-        code=2007,
-        status=421,
-        remark="...; leadership moved during the write; its outcome is unknown (it may)",
-    )
-    assert core.may_resend(read, plain) and core.may_resend(write, plain)
-    assert core.may_resend(read, unknown) and not core.may_resend(write, unknown)
-    assert not core.may_resend(read, answer({}, code=2008, status=404))
-
-
 def test_sync_state_look_ups() -> None:
     groups = answer({"clusters": {"c1": ["b2", "b1"], "c2": ["x"]}})
     assert core.broker_names_of_cluster(groups, "c1") == ["b1", "b2"]
