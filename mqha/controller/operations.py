@@ -20,9 +20,6 @@ Deviations from the reference applied here (docs/architecture.md §7):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mqha.codes import ResponseCode
 from mqha.controller.apply import Outcome, apply
 from mqha.controller.election import ElectionPolicy, ElectionResult
@@ -37,6 +34,7 @@ from mqha.controller.records import (
 )
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import BrokerGroupState, ControllerState
+from mqha.wire.codec import Payload
 from mqha.wire.controller_api import (
     AlterSyncStateSetPayload,
     AlterSyncStateSetRequest,
@@ -74,7 +72,7 @@ def member_group(group: BrokerGroupState) -> BrokerMemberGroup:
     )
 
 
-def elect_payload(group: BrokerGroupState, with_member_group: bool) -> dict[str, Any]:
+def elect_payload(group: BrokerGroupState, with_member_group: bool) -> ElectMasterPayload:
     """The elect reply of a group that has a master (SUCCESS and MASTER_STILL_EXIST)."""
     return ElectMasterPayload(
         master_broker_id=group.master_broker_id,
@@ -84,14 +82,14 @@ def elect_payload(group: BrokerGroupState, with_member_group: bool) -> dict[str,
         sync_state_set_epoch=group.sync_state_set_epoch,
         sync_state_set=group.sync_state_set,
         broker_member_group=member_group(group) if with_member_group else None,
-    ).to_json()
+    )
 
 
-NO_MASTER_ELECT_PAYLOAD: Mapping[str, Any] = ElectMasterPayload().to_json()
+NO_MASTER_ELECT_PAYLOAD = ElectMasterPayload()
 """2004 / 2012: the reference's header fields are all null."""
 
 
-def register_payload(group: BrokerGroupState, master_alive: bool) -> dict[str, Any]:
+def register_payload(group: BrokerGroupState, master_alive: bool) -> RegisterBrokerPayload:
     """docs/reference-behaviour.md §5.3 steps 3-4: master fields only when a master exists and is alive; SSS
     always."""
     has_master = master_alive and group.master_broker_id is not None
@@ -104,18 +102,18 @@ def register_payload(group: BrokerGroupState, master_alive: bool) -> dict[str, A
         master_epoch=group.master_epoch if has_master else None,
         sync_state_set_epoch=group.sync_state_set_epoch if has_master else None,
         sync_state_set=group.sync_state_set,
-    ).to_json()
+    )
 
 
-def alter_payload(group: BrokerGroupState) -> dict[str, Any]:
+def alter_payload(group: BrokerGroupState) -> AlterSyncStateSetPayload:
     return AlterSyncStateSetPayload(
         new_sync_state_set_epoch=group.sync_state_set_epoch,
         sync_state_set=group.sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch,
-    ).to_json()
+    )
 
 
-def replica_info_payload(group: BrokerGroupState) -> dict[str, Any]:
+def replica_info_payload(group: BrokerGroupState) -> ReplicaInfoPayload:
     return ReplicaInfoPayload(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
@@ -123,7 +121,7 @@ def replica_info_payload(group: BrokerGroupState) -> dict[str, Any]:
         master_epoch=group.master_epoch,
         sync_state_set=group.sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch,
-    ).to_json()
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,21 +143,23 @@ def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
     code, remark = result.reply.code, result.reply.remark
     record, group = outcome.record, outcome.group
     if isinstance(record, ApplyBrokerIdRecord):
-        payload = ApplyBrokerIdPayload(
-            cluster_name=record.cluster_name, broker_name=record.broker_name
-        ).to_json()
-        return Reply(code, remark, payload)
+        return Reply(
+            code,
+            remark,
+            ApplyBrokerIdPayload(cluster_name=record.cluster_name, broker_name=record.broker_name),
+        )
     if group is None:  # only a clean leaves no group behind
         return Reply(code, remark)
     if isinstance(record, UpdateBrokerAddressRecord):
         # The decision filled master fields only if the master was alive; keep that judgement only
         # while the master is still the same broker (a newer master's liveness is unknown here).
-        predicted = result.reply.payload.get("masterBrokerId")
+        draft = result.reply.payload
+        predicted = draft.master_broker_id if isinstance(draft, RegisterBrokerPayload) else None
         alive = predicted is not None and predicted == group.master_broker_id
         return Reply(code, remark, register_payload(group, alive))
     if isinstance(record, ElectMasterRecord):
         if record.new_master_broker_id is None:
-            return Reply(code, remark, dict(NO_MASTER_ELECT_PAYLOAD))
+            return Reply(code, remark, NO_MASTER_ELECT_PAYLOAD)
         return Reply(code, remark, elect_payload(group, with_member_group=True))
     if isinstance(record, AlterSyncStateSetRecord):
         return Reply(code, remark, alter_payload(group))
@@ -173,8 +173,8 @@ def _write(state: ControllerState, record: Record, draft: Reply) -> ControllerRe
     return ControllerResult((record,), reply_from_outcome(result, outcome))
 
 
-def _reject(code: ResponseCode, remark: str, payload: Mapping[str, Any] | None = None) -> ControllerResult:
-    return ControllerResult((), Reply(code, remark, dict(payload or {})))
+def _reject(code: ResponseCode, remark: str, payload: Payload | None = None) -> ControllerResult:
+    return ControllerResult((), Reply(code, remark) if payload is None else Reply(code, remark, payload))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def handle_get_next_broker_id(state: ControllerState, request: GetNextBrokerIdRe
     payload = NextBrokerIdPayload(
         cluster_name=request.cluster_name, broker_name=request.broker_name, next_broker_id=next_id
     )
-    return ControllerResult.read(Reply(SUCCESS, "", payload.to_json()))
+    return ControllerResult.read(Reply(SUCCESS, "", payload))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -255,7 +255,16 @@ def handle_register_broker(
         broker_address=request.broker_address,
         ha_address=request.ha_address,
     )
-    draft = Reply(SUCCESS, "", {"masterBrokerId": master if master_alive else None})
+    # The draft's payload carries the decision's liveness judgement to ``reply_from_outcome``.
+    draft = Reply(
+        SUCCESS,
+        "",
+        RegisterBrokerPayload(
+            cluster_name=group.cluster_name,
+            broker_name=name,
+            master_broker_id=master if master_alive else None,
+        ),
+    )
     return _write(state, record, draft)
 
 
@@ -440,7 +449,7 @@ def handle_get_sync_state_data(
         if group is not None:  # unknown names are skipped silently
             table[name] = replicas_info(group, liveness)
     payload = SyncStateDataPayload(replicas_info_table=table)
-    return ControllerResult.read(Reply(SUCCESS, "", payload.to_json()))
+    return ControllerResult.read(Reply(SUCCESS, "", payload))
 
 
 # --------------------------------------------------------------------------------------------------

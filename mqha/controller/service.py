@@ -106,6 +106,7 @@ from mqha.wire.controller_api import (
     ApplyBrokerIdRequest,
     BrokerHeartbeatRequest,
     CleanBrokerDataRequest,
+    ElectMasterPayload,
     ElectMasterRequest,
     GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
@@ -437,43 +438,41 @@ class ControllerService:
         )
         if reply.code != Code.CONTROLLER_NOT_LEADER:
             self.metrics.observe_election(trigger, reply.code.name, time.monotonic() - started)
-        if reply.ok:
+        if reply.ok and isinstance(payload := reply.payload, ElectMasterPayload):
             log.info(
                 "%s election of %s: master %s, masterEpoch %s, syncStateSet %s",
                 trigger,
                 request.broker_name,
-                reply.payload.get("masterBrokerId"),
-                reply.payload.get("masterEpoch"),
-                reply.payload.get("syncStateSet"),
+                payload.master_broker_id,
+                payload.master_epoch,
+                sorted(payload.sync_state_set or ()),
             )
-            self._notify_role_change(request.broker_name, reply)
+            self._notify_role_change(request.broker_name, payload)
         return reply
 
     # ------------------------------------------------------------------ role-change pushes
 
-    def _notify_role_change(self, broker_name: str, reply: Reply) -> None:
+    def _notify_role_change(self, broker_name: str, payload: ElectMasterPayload) -> None:
         """docs/reference-behaviour.md §7.4, to every member alive here that has a session on this node."""
         if not self.config["notifyBrokerRoleChanged"]:
             return
-        payload = reply.payload
-        members = payload.get("brokerMemberGroup")
+        members = payload.broker_member_group
         if not members:
             return
         message = {
             "type": ROLE_CHANGED,
-            "clusterName": members.get("cluster"),
+            "clusterName": members.cluster,
             "brokerName": broker_name,
-            "masterBrokerId": payload.get("masterBrokerId"),
-            "masterAddress": payload.get("masterAddress"),
-            "masterHaAddress": payload.get("masterHaAddress"),
-            "masterEpoch": payload.get("masterEpoch"),
-            "syncStateSetEpoch": payload.get("syncStateSetEpoch"),
-            "syncStateSet": payload.get("syncStateSet"),
+            "masterBrokerId": payload.master_broker_id,
+            "masterAddress": payload.master_address,
+            "masterHaAddress": payload.master_ha_address,
+            "masterEpoch": payload.master_epoch,
+            "syncStateSetEpoch": payload.sync_state_set_epoch,
+            "syncStateSet": None if payload.sync_state_set is None else sorted(payload.sync_state_set),
         }
-        epoch = payload.get("masterEpoch") or 0
+        epoch = payload.master_epoch or 0
         now = self.clock.now_ms()
-        for key in members.get("brokerAddrs", {}):
-            broker_id = int(key)
+        for broker_id in members.broker_addrs:
             if self.heartbeats.is_alive(now, broker_name, broker_id):
                 self.sessions.push((broker_name, broker_id), message, epoch)
 

@@ -60,8 +60,9 @@ def encode(value: Any, *, sort_keys: bool = False) -> bytes:
 
 
 def to_builtins(value: Any) -> Any:
-    """The JSON-compatible Python value of a message (dicts, lists, strings, numbers)."""
-    return msgspec.to_builtins(value, enc_hook=_enc_hook, order="deterministic", str_keys=True)
+    """The JSON value of a message as Python (dicts, lists, strings, numbers): exactly what a peer
+    decodes from ``encode(value)`` (``msgspec.to_builtins`` would keep tuples as tuples)."""
+    return msgspec.json.decode(_ENCODER.encode(value))
 
 
 @functools.cache
@@ -111,7 +112,7 @@ def _label(tp: Any) -> str:
                 return str(label)
         return _label(tp.__origin__)
     if origin in (types.UnionType, typing.Union):
-        members = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        members = [arg for arg in typing.get_args(tp) if arg not in (type(None), msgspec.UnsetType)]
         return _label(members[0]) if len(members) == 1 else "a valid value"
     simple = {int: "an integer", str: "a string", bool: "a boolean", float: "a number", bytes: "base64 text"}
     if tp in simple:
@@ -136,7 +137,13 @@ def json_type_name(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    for kind, name in ((int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object")):
+    for kind, name in (
+        (int, "integer"),
+        (float, "number"),
+        (str, "string"),
+        (list, "array"),
+        (dict, "object"),
+    ):
         if isinstance(value, kind):
             return name
     return type(value).__name__
@@ -146,12 +153,12 @@ def _json_name(msgspec_name: str) -> str:
     return _JSON_NAMES.get(msgspec_name, msgspec_name)
 
 
-def remark_for(cls: type, exc: msgspec.ValidationError) -> str:
-    """Our remark for msgspec's ``exc`` raised while decoding a ``cls``."""
+def remark_for(cls: type, exc: msgspec.ValidationError, *, name: str | None = None) -> str:
+    """Our remark for msgspec's ``exc`` raised while decoding a ``cls`` (called ``name`` in it)."""
     match = _AT.match(str(exc))
     assert match is not None  # the pattern matches any text
     message, path, at_key = match["message"], match["path"] or "$", bool(match["key"])
-    name = cls.__name__
+    name = name or cls.__name__
     if message.startswith("Object missing required field `"):
         return f"missing required field '{message.split('`')[1]}' in {_where(name, path)}"
     if message.startswith("Object contains unknown field `"):
@@ -166,14 +173,14 @@ def remark_for(cls: type, exc: msgspec.ValidationError) -> str:
     element = bool(rest) and _ELEMENT.fullmatch(rest) is not None
     shown = json_name + rest if rest and not element else json_name
     label = _labels(cls).get(json_name) if shown == json_name else None
-    return f"field '{shown}' of {name}: {_rule(message, element, at_key, label)}"
+    return f"field '{shown}' of {name}: {_rule(message, rest if element else '', at_key, label)}"
 
 
 def _where(name: str, path: str) -> str:
     return name if path == "$" else f"{name} at '{path[2:]}'"
 
 
-def _rule(message: str, element: bool, at_key: bool, label: str | None) -> str:
+def _rule(message: str, element: str, at_key: bool, label: str | None) -> str:
     expected = _EXPECTED.match(message)
     if at_key:
         want = expected["want"] if expected else "valid"
@@ -188,7 +195,8 @@ def _rule(message: str, element: bool, at_key: bool, label: str | None) -> str:
     got_name = _json_name(got)
     if element:  # an element of an array (or a value of a map) that is the field
         plural = _PLURALS.get(want, f"{want} values")
-        return f"expected an array of {plural}, found {got_name}"
+        container = "an object" if element == "[...]" else "an array"
+        return f"expected {container} of {plural}, found {got_name}"
     return f"expected {label or _WANT_LABELS.get(want, 'a ' + want)}, got {got_name}"
 
 

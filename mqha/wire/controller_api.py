@@ -374,7 +374,12 @@ class Reply(msgspec.Struct, frozen=True, eq=False):
         return payload_type.from_json(dict(self.payload) if isinstance(self.payload, Mapping) else {})
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": int(self.code), "codeName": self.code.name, "remark": self.remark, **self.payload_json()}
+        return {
+            "code": int(self.code),
+            "codeName": self.code.name,
+            "remark": self.remark,
+            **self.payload_json(),
+        }
 
     def encode(self) -> bytes:
         """The HTTP body: the envelope, then the payload's fields encoded straight from the struct."""
@@ -392,7 +397,11 @@ class Reply(msgspec.Struct, frozen=True, eq=False):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Reply):
             return NotImplemented
-        return (self.code, self.remark, self.payload_json()) == (other.code, other.remark, other.payload_json())
+        return (self.code, self.remark, self.payload_json()) == (
+            other.code,
+            other.remark,
+            other.payload_json(),
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -430,4 +439,3 @@ def decode_reply(body: bytes | str, payload_type: type[P]) -> tuple[Reply, P | N
     """A reply body and, when it succeeded, its payload as a ``payload_type``."""
     reply = Reply.decode(body)
     return reply, (reply.payload_as(payload_type) if reply.ok else None)
-
