@@ -51,7 +51,7 @@ from mqha.broker.commitlog.codec import (
     MessageDraft,
     StoredMessage,
 )
-from mqha.wire.broker_api import BrokerCode, PutBody, PutItem, PutStatus, decode_put_body, illegal
+from mqha.wire.broker_api import Appended, BrokerCode, PutBody, PutItem, PutStatus, decode_put_body, illegal
 
 __all__ = [
     "Appended",
@@ -260,15 +260,6 @@ def parse_read_request(query: Mapping[str, str]) -> ReadRequest:
 
 
 # -- replies -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Appended:
-    """Where one message of a put landed."""
-
-    offset: int
-    size: int
-    msg_id: str
 
 
 @dataclass(frozen=True)

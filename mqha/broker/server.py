@@ -2,7 +2,8 @@
 
 Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
 ``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``. Request bodies go through
-``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read paths are ``BrokerStore.put`` / ``read``.
+``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
+paths are ``BrokerStore.put`` / ``read``.
 Errors are translated once, here: ``RequestError`` → its code's HTTP status, a body over
 ``maxRequestBodyBytes`` → 413 (refused from its ``Content-Length`` before anything is read), anything
 unexpected → 500 with the error logged. Every body carries ``{code, codeName, remark}``.

@@ -37,22 +37,12 @@ from mqha.controller.console_view import sse_message
 from mqha.controller.metrics import CONTENT_TYPE
 from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
+from mqha.wire import controller_api as api
 from mqha.wire.codec import Request
-from mqha.wire.controller_api import (
-    AlterSyncStateSetRequest,
-    ApplyBrokerIdRequest,
-    BrokerHeartbeatRequest,
-    CleanBrokerDataRequest,
-    ElectMasterRequest,
-    GetNextBrokerIdRequest,
-    GetReplicaInfoRequest,
-    GetSyncStateDataRequest,
-    RegisterBrokerRequest,
-    Reply,
-)
+from mqha.wire.controller_api import Reply
 
 R = TypeVar("R", bound=Request)
-B = TypeVar("B", ElectMasterRequest, AlterSyncStateSetRequest, CleanBrokerDataRequest)
+B = TypeVar("B", api.ElectMasterRequest, api.AlterSyncStateSetRequest, api.CleanBrokerDataRequest)
 
 log = logging.getLogger(__name__)
 
@@ -204,22 +194,22 @@ async def get_status(request: web.Request) -> web.Response:
 
 async def get_next_broker_id(request: web.Request) -> web.Response:
     query = _query(request, ("clusterName", "brokerName"))
-    req = _parse(GetNextBrokerIdRequest, query)
+    req = _parse(api.GetNextBrokerIdRequest, query)
     return respond(request, await _service(request).get_next_broker_id(req))
 
 
 async def apply_broker_id(request: web.Request) -> web.Response:
-    req = await _read_request(request, ApplyBrokerIdRequest)
+    req = await _read_request(request, api.ApplyBrokerIdRequest)
     return respond(request, await _service(request).apply_broker_id(req))
 
 
 async def register_broker(request: web.Request) -> web.Response:
-    req = await _read_request(request, RegisterBrokerRequest)
+    req = await _read_request(request, api.RegisterBrokerRequest)
     return respond(request, await _service(request).register_broker(req))
 
 
 async def broker_heartbeat(request: web.Request) -> web.Response:
-    req = await _read_request(request, BrokerHeartbeatRequest)
+    req = await _read_request(request, api.BrokerHeartbeatRequest)
     return respond(request, _service(request).record_heartbeat(req))
 
 
@@ -230,20 +220,20 @@ async def broker_session(request: web.Request) -> web.StreamResponse:
 
 
 async def elect_master(request: web.Request) -> web.Response:
-    req = _with_path_name(request, await _read_request(request, ElectMasterRequest))
+    req = _with_path_name(request, await _read_request(request, api.ElectMasterRequest))
     if req.designate_elect:
         _require_admin(request)
     return respond(request, await _service(request).elect_master(req))
 
 
 async def alter_sync_state_set(request: web.Request) -> web.Response:
-    req = _with_path_name(request, await _read_request(request, AlterSyncStateSetRequest))
+    req = _with_path_name(request, await _read_request(request, api.AlterSyncStateSetRequest))
     return respond(request, await _service(request).alter_sync_state_set(req))
 
 
 async def get_replica_info(request: web.Request) -> web.Response:
     _query(request, ())
-    req = _parse(GetReplicaInfoRequest, {"brokerName": request.match_info["brokerName"]})
+    req = _parse(api.GetReplicaInfoRequest, {"brokerName": request.match_info["brokerName"]})
     return respond(request, await _service(request).get_replica_info(req))
 
 
@@ -252,12 +242,12 @@ async def get_sync_state_data(request: web.Request) -> web.Response:
     obj: dict[str, Any] = {"brokerNames": query.get("brokerName", [])}
     if "clusterName" in query:
         obj["clusterName"] = query["clusterName"]
-    req = _parse(GetSyncStateDataRequest, obj)
+    req = _parse(api.GetSyncStateDataRequest, obj)
     return respond(request, await _service(request).get_sync_state_data(req))
 
 
 async def clean_broker_data(request: web.Request) -> web.Response:
-    req = _with_path_name(request, await _read_request(request, CleanBrokerDataRequest))
+    req = _with_path_name(request, await _read_request(request, api.CleanBrokerDataRequest))
     _require_admin(request)
     return respond(request, await _service(request).clean_broker_data(req))
 

@@ -34,28 +34,9 @@ from mqha.controller.records import (
 )
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import BrokerGroupState, ControllerState
+from mqha.wire import controller_api as api
 from mqha.wire.codec import Payload
-from mqha.wire.controller_api import (
-    AlterSyncStateSetPayload,
-    AlterSyncStateSetRequest,
-    ApplyBrokerIdPayload,
-    ApplyBrokerIdRequest,
-    BrokerMemberGroup,
-    CleanBrokerDataRequest,
-    ElectMasterPayload,
-    ElectMasterRequest,
-    GetNextBrokerIdRequest,
-    GetReplicaInfoRequest,
-    GetSyncStateDataRequest,
-    NextBrokerIdPayload,
-    RegisterBrokerPayload,
-    RegisterBrokerRequest,
-    ReplicaIdentity,
-    ReplicaInfoPayload,
-    ReplicasInfo,
-    Reply,
-    SyncStateDataPayload,
-)
+from mqha.wire.controller_api import Reply
 
 Code = ResponseCode
 SUCCESS = ResponseCode.SUCCESS
@@ -64,17 +45,17 @@ SUCCESS = ResponseCode.SUCCESS
 # Payload builders: pure functions of a group, shared by decisions and ``reply_from_outcome``.
 
 
-def member_group(group: BrokerGroupState) -> BrokerMemberGroup:
-    return BrokerMemberGroup(
+def member_group(group: BrokerGroupState) -> api.BrokerMemberGroup:
+    return api.BrokerMemberGroup(
         cluster=group.cluster_name,
         broker_name=group.broker_name,
         broker_addrs={broker_id: info.address for broker_id, info in sorted(group.replicas.items())},
     )
 
 
-def elect_payload(group: BrokerGroupState, with_member_group: bool) -> ElectMasterPayload:
+def elect_payload(group: BrokerGroupState, with_member_group: bool) -> api.ElectMasterPayload:
     """The elect reply of a group that has a master (SUCCESS and MASTER_STILL_EXIST)."""
-    return ElectMasterPayload(
+    return api.ElectMasterPayload(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
         master_ha_address=group.master_ha_address,
@@ -85,15 +66,15 @@ def elect_payload(group: BrokerGroupState, with_member_group: bool) -> ElectMast
     )
 
 
-NO_MASTER_ELECT_PAYLOAD = ElectMasterPayload()
+NO_MASTER_ELECT_PAYLOAD = api.ElectMasterPayload()
 """2004 / 2012: the reference's header fields are all null."""
 
 
-def register_payload(group: BrokerGroupState, master_alive: bool) -> RegisterBrokerPayload:
+def register_payload(group: BrokerGroupState, master_alive: bool) -> api.RegisterBrokerPayload:
     """docs/reference-behaviour.md §5.3 steps 3-4: master fields only when a master exists and is alive; SSS
     always."""
     has_master = master_alive and group.master_broker_id is not None
-    return RegisterBrokerPayload(
+    return api.RegisterBrokerPayload(
         cluster_name=group.cluster_name,
         broker_name=group.broker_name,
         master_broker_id=group.master_broker_id if has_master else None,
@@ -105,16 +86,16 @@ def register_payload(group: BrokerGroupState, master_alive: bool) -> RegisterBro
     )
 
 
-def alter_payload(group: BrokerGroupState) -> AlterSyncStateSetPayload:
-    return AlterSyncStateSetPayload(
+def alter_payload(group: BrokerGroupState) -> api.AlterSyncStateSetPayload:
+    return api.AlterSyncStateSetPayload(
         new_sync_state_set_epoch=group.sync_state_set_epoch,
         sync_state_set=group.sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch,
     )
 
 
-def replica_info_payload(group: BrokerGroupState) -> ReplicaInfoPayload:
-    return ReplicaInfoPayload(
+def replica_info_payload(group: BrokerGroupState) -> api.ReplicaInfoPayload:
+    return api.ReplicaInfoPayload(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
         master_ha_address=group.master_ha_address,
@@ -146,7 +127,7 @@ def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
         return Reply(
             code,
             remark,
-            ApplyBrokerIdPayload(cluster_name=record.cluster_name, broker_name=record.broker_name),
+            api.ApplyBrokerIdPayload(cluster_name=record.cluster_name, broker_name=record.broker_name),
         )
     if group is None:  # only a clean leaves no group behind
         return Reply(code, remark)
@@ -154,7 +135,7 @@ def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
         # The decision filled master fields only if the master was alive; keep that judgement only
         # while the master is still the same broker (a newer master's liveness is unknown here).
         draft = result.reply.payload
-        predicted = draft.master_broker_id if isinstance(draft, RegisterBrokerPayload) else None
+        predicted = draft.master_broker_id if isinstance(draft, api.RegisterBrokerPayload) else None
         alive = predicted is not None and predicted == group.master_broker_id
         return Reply(code, remark, register_payload(group, alive))
     if isinstance(record, ElectMasterRecord):
@@ -181,10 +162,12 @@ def _reject(code: ResponseCode, remark: str, payload: Payload | None = None) -> 
 # §5.1 GetNextBrokerId — read.
 
 
-def handle_get_next_broker_id(state: ControllerState, request: GetNextBrokerIdRequest) -> ControllerResult:
+def handle_get_next_broker_id(
+    state: ControllerState, request: api.GetNextBrokerIdRequest
+) -> ControllerResult:
     group = state.group(request.broker_name)
     next_id = 1 if group is None else group.next_broker_id
-    payload = NextBrokerIdPayload(
+    payload = api.NextBrokerIdPayload(
         cluster_name=request.cluster_name, broker_name=request.broker_name, next_broker_id=next_id
     )
     return ControllerResult.read(Reply(SUCCESS, "", payload))
@@ -194,7 +177,7 @@ def handle_get_next_broker_id(state: ControllerState, request: GetNextBrokerIdRe
 # §5.2 ApplyBrokerId — write.
 
 
-def handle_apply_broker_id(state: ControllerState, request: ApplyBrokerIdRequest) -> ControllerResult:
+def handle_apply_broker_id(state: ControllerState, request: api.ApplyBrokerIdRequest) -> ControllerResult:
     name, broker_id = request.broker_name, request.applied_broker_id
     group = state.group(name)
     if group is None:
@@ -227,7 +210,7 @@ def handle_apply_broker_id(state: ControllerState, request: ApplyBrokerIdRequest
 
 
 def handle_register_broker(
-    state: ControllerState, request: RegisterBrokerRequest, liveness: LivenessView
+    state: ControllerState, request: api.RegisterBrokerRequest, liveness: LivenessView
 ) -> ControllerResult:
     name, broker_id = request.broker_name, request.broker_id
     group = state.group(name)
@@ -259,7 +242,7 @@ def handle_register_broker(
     draft = Reply(
         SUCCESS,
         "",
-        RegisterBrokerPayload(
+        api.RegisterBrokerPayload(
             cluster_name=group.cluster_name,
             broker_name=name,
             master_broker_id=master if master_alive else None,
@@ -274,7 +257,7 @@ def handle_register_broker(
 
 def handle_elect_master(
     state: ControllerState,
-    request: ElectMasterRequest,
+    request: api.ElectMasterRequest,
     liveness: LivenessView,
     policy: ElectionPolicy,
 ) -> ControllerResult:
@@ -345,7 +328,7 @@ def handle_elect_master(
 
 
 def handle_alter_sync_state_set(
-    state: ControllerState, request: AlterSyncStateSetRequest, liveness: LivenessView
+    state: ControllerState, request: api.AlterSyncStateSetRequest, liveness: LivenessView
 ) -> ControllerResult:
     name = request.broker_name
     new_set = request.sync_state_set
@@ -406,25 +389,25 @@ def handle_alter_sync_state_set(
 # §5.6 GetReplicaInfo and §5.7 GetSyncStateData — reads.
 
 
-def handle_get_replica_info(state: ControllerState, request: GetReplicaInfoRequest) -> ControllerResult:
+def handle_get_replica_info(state: ControllerState, request: api.GetReplicaInfoRequest) -> ControllerResult:
     group = state.group(request.broker_name)
     if group is None:
         return _reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
     return ControllerResult.read(Reply(SUCCESS, "", replica_info_payload(group)))
 
 
-def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> ReplicasInfo:
-    in_sync: list[ReplicaIdentity] = []
-    not_in_sync: list[ReplicaIdentity] = []
+def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> api.ReplicasInfo:
+    in_sync: list[api.ReplicaIdentity] = []
+    not_in_sync: list[api.ReplicaIdentity] = []
     for broker_id, info in sorted(group.replicas.items()):
-        identity = ReplicaIdentity(
+        identity = api.ReplicaIdentity(
             broker_name=group.broker_name,
             broker_id=broker_id,
             broker_address=info.address,
             alive=liveness.is_alive(group.broker_name, broker_id),
         )
         (in_sync if broker_id in group.sync_state_set else not_in_sync).append(identity)
-    return ReplicasInfo(
+    return api.ReplicasInfo(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
         master_epoch=group.master_epoch,
@@ -435,7 +418,7 @@ def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> ReplicasIn
 
 
 def handle_get_sync_state_data(
-    state: ControllerState, request: GetSyncStateDataRequest, liveness: LivenessView
+    state: ControllerState, request: api.GetSyncStateDataRequest, liveness: LivenessView
 ) -> ControllerResult:
     names = list(request.broker_names)
     if request.cluster_name is not None:
@@ -448,7 +431,7 @@ def handle_get_sync_state_data(
         group = state.group(name)
         if group is not None:  # unknown names are skipped silently
             table[name] = replicas_info(group, liveness)
-    payload = SyncStateDataPayload(replicas_info_table=table)
+    payload = api.SyncStateDataPayload(replicas_info_table=table)
     return ControllerResult.read(Reply(SUCCESS, "", payload))
 
 
@@ -477,7 +460,7 @@ def _parse_ids(raw: tuple[int, ...] | str | None) -> tuple[int, ...] | str | Non
 
 
 def handle_clean_broker_data(
-    state: ControllerState, request: CleanBrokerDataRequest, liveness: LivenessView
+    state: ControllerState, request: api.CleanBrokerDataRequest, liveness: LivenessView
 ) -> ControllerResult:
     name = request.broker_name
     invalid = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA

@@ -20,32 +20,7 @@ The records are wire structs: their shape and encoding live in ``mqha.wire.recor
 §8), re-exported here under the names the controller has always used.
 """
 
-from mqha.wire.records import (
-    RECORD_TYPES,
-    AlterSyncStateSetRecord,
-    ApplyBrokerIdRecord,
-    CleanBrokerDataRecord,
-    ElectMasterRecord,
-    NoopRecord,
-    Record,
-    RecordFormatError,
-    UpdateBrokerAddressRecord,
-    decode_record,
-    encode_record,
-    record_from_json,
-)
+from mqha.wire import records as _wire_records
+from mqha.wire.records import *  # noqa: F403 (the wire structs under their old home)
 
-__all__ = [
-    "RECORD_TYPES",
-    "AlterSyncStateSetRecord",
-    "ApplyBrokerIdRecord",
-    "CleanBrokerDataRecord",
-    "ElectMasterRecord",
-    "NoopRecord",
-    "Record",
-    "RecordFormatError",
-    "UpdateBrokerAddressRecord",
-    "decode_record",
-    "encode_record",
-    "record_from_json",
-]
+__all__ = _wire_records.__all__

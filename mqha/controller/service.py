@@ -113,6 +113,7 @@ from mqha.wire.controller_api import (
     GetSyncStateDataRequest,
     RegisterBrokerRequest,
     Reply,
+    RoleChangedMessage,
 )
 
 log = logging.getLogger(__name__)
@@ -459,17 +460,17 @@ class ControllerService:
         members = payload.broker_member_group
         if not members:
             return
-        message = {
-            "type": ROLE_CHANGED,
-            "clusterName": members.cluster,
-            "brokerName": broker_name,
-            "masterBrokerId": payload.master_broker_id,
-            "masterAddress": payload.master_address,
-            "masterHaAddress": payload.master_ha_address,
-            "masterEpoch": payload.master_epoch,
-            "syncStateSetEpoch": payload.sync_state_set_epoch,
-            "syncStateSet": None if payload.sync_state_set is None else sorted(payload.sync_state_set),
-        }
+        message = RoleChangedMessage(
+            type=ROLE_CHANGED,
+            cluster_name=members.cluster,
+            broker_name=broker_name,
+            master_broker_id=payload.master_broker_id,
+            master_address=payload.master_address,
+            master_ha_address=payload.master_ha_address,
+            master_epoch=payload.master_epoch,
+            sync_state_set_epoch=payload.sync_state_set_epoch,
+            sync_state_set=payload.sync_state_set,
+        ).to_json()
         epoch = payload.master_epoch or 0
         now = self.clock.now_ms()
         for broker_id in members.broker_addrs:

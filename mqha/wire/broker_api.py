@@ -18,7 +18,7 @@ from msgspec import UNSET, UnsetType
 from mqha.errors import RequestError
 from mqha.wire.codec import decode_json, remark_for
 
-__all__ = ["BrokerCode", "PutBody", "PutItem", "PutStatus", "decode_put_body", "illegal"]
+__all__ = ["Appended", "BrokerCode", "PutBody", "PutItem", "PutStatus", "decode_put_body", "illegal"]
 
 
 class BrokerCode(IntEnum):
@@ -56,6 +56,14 @@ _STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.F
 def illegal(remark: str) -> RequestError:
     """A malformed request: ``MESSAGE_ILLEGAL`` with ``remark``."""
     return RequestError(BrokerCode.MESSAGE_ILLEGAL, remark)  # type: ignore[arg-type]
+
+
+class Appended(msgspec.Struct, frozen=True):
+    """Where one message of a put landed (the ``offset``/``size``/``msgId`` of its put result)."""
+
+    offset: int
+    size: int
+    msg_id: str
 
 
 class PutItem(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):

@@ -68,6 +68,7 @@ __all__ = [
     "ReplicaInfoPayload",
     "ReplicasInfo",
     "Reply",
+    "RoleChangedMessage",
     "SyncStateDataPayload",
     "decode_reply",
 ]
@@ -329,6 +330,21 @@ class GroupsPayload(Payload, frozen=True, kw_only=True):
     """``GET /v1/groups``: broker sets by cluster."""
 
     clusters: dict[str, list[str]]
+
+
+class RoleChangedMessage(Payload, frozen=True, kw_only=True):
+    """The ``roleChanged`` push of a broker session (docs/reference-behaviour.md §7.4): the elect reply's
+    master fields, for one broker set."""
+
+    type: str = "roleChanged"
+    cluster_name: str | None = None
+    broker_name: str | None = None
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_ha_address: str | None = None
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+    sync_state_set: frozenset[int] | None = None
 
 
 # --------------------------------------------------------------------------------------------------

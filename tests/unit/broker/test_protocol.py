@@ -73,10 +73,19 @@ def test_base64_body_and_batch_order() -> None:
         ({"topic": "bad topic", "body": "x"}, "is not 1..127 characters"),
         ({"topic": "t" * 128, "body": "x"}, "is not 1..127 characters"),
         ({"topic": "t", "body": "x", "color": "red"}, "unknown field 'color'"),
-        ({"topic": "t", "body": "x", "properties": []}, "field 'properties' of PutMessage: expected an object, got array"),
-        ({"topic": "t", "body": "x", "properties": {"a": 1}}, "field 'properties' of PutMessage: expected an object of strings, found integer"),
+        (
+            {"topic": "t", "body": "x", "properties": []},
+            "field 'properties' of PutMessage: expected an object, got array",
+        ),
+        (
+            {"topic": "t", "body": "x", "properties": {"a": 1}},
+            "field 'properties' of PutMessage: expected an object of strings, found integer",
+        ),
         ({"topic": "t", "body": "x", "properties": {"a": "\x01"}}, "separator inside"),
-        ({"topic": "t", "body": "x", "keys": ["k"]}, "field 'keys' of PutMessage: expected a string, got array"),
+        (
+            {"topic": "t", "body": "x", "keys": ["k"]},
+            "field 'keys' of PutMessage: expected a string, got array",
+        ),
         ({"topic": "t", "body": "x", "msgId": "é"}, "ASCII"),
         ({"topic": "t", "body": "x" * MAX}, "exceeds maxMessageSize 4096"),
         ({"messages": {}}, "field 'messages' of PutMessage: expected an array, got object"),

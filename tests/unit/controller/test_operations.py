@@ -516,14 +516,20 @@ def test_6_example_epoch_wins() -> None:
 def test_6_example_offset_wins() -> None:
     liveness = alive(hb(2, epoch=1, offset=2), hb(3, epoch=1, offset=3))
     assert (
-        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload_json()["masterBrokerId"] == 3
+        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload_json()[
+            "masterBrokerId"
+        ]
+        == 3
     )
 
 
 def test_6_example_lower_priority_value_wins() -> None:
     liveness = alive(hb(2, epoch=1, offset=3, prio=2), hb(3, epoch=1, offset=3, prio=1))
     assert (
-        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload_json()["masterBrokerId"] == 3
+        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload_json()[
+            "masterBrokerId"
+        ]
+        == 3
     )
 
 
@@ -728,7 +734,9 @@ def test_5_6_with_master() -> None:
 
 
 def test_5_6_without_master_master_fields_null_epoch_always_returned() -> None:
-    payload = handle_get_replica_info(G1_NO_MASTER, GetReplicaInfoRequest(broker_name="g1")).reply.payload_json()
+    payload = handle_get_replica_info(
+        G1_NO_MASTER, GetReplicaInfoRequest(broker_name="g1")
+    ).reply.payload_json()
     assert payload == {
         "masterBrokerId": None,
         "masterAddress": None,
