@@ -62,7 +62,9 @@ _MESSAGES: tuple[type[msgspec.Struct], ...] = (
 @functools.cache
 def _components() -> dict[str, Any]:
     _, components = msgspec.json.schema_components(_MESSAGES, ref_template=_REF)
-    return components
+    # Through JSON once: defaults such as ``()`` become the lists the served document holds.
+    result: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(components))
+    return result
 
 
 def request_schema(cls: type[msgspec.Struct], path_fields: tuple[str, ...] = ()) -> dict[str, Any]:
