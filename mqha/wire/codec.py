@@ -30,6 +30,7 @@ from mqha.errors import RemoteProtocolError, RequestError
 from mqha.wire.types import IntKeyMap
 
 __all__ = [
+    "ENCODER",
     "Message",
     "Payload",
     "Request",
@@ -50,19 +51,19 @@ def _enc_hook(value: Any) -> Any:
 
 
 # Sets and string-keyed maps sorted, so equal values give equal bytes (records, snapshots, replies).
-_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, order="deterministic")
-_SORTED_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, order="sorted")
+ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, order="deterministic")
+_SORTEDENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, order="sorted")
 
 
 def encode(value: Any, *, sort_keys: bool = False) -> bytes:
     """JSON bytes of a message (or any builtin value); ``sort_keys`` also sorts struct fields."""
-    return (_SORTED_ENCODER if sort_keys else _ENCODER).encode(value)
+    return (_SORTEDENCODER if sort_keys else ENCODER).encode(value)
 
 
 def to_builtins(value: Any) -> Any:
     """The JSON value of a message as Python (dicts, lists, strings, numbers): exactly what a peer
     decodes from ``encode(value)`` (``msgspec.to_builtins`` would keep tuples as tuples)."""
-    return msgspec.json.decode(_ENCODER.encode(value))
+    return msgspec.json.decode(ENCODER.encode(value))
 
 
 @functools.cache
@@ -231,13 +232,13 @@ class Message(msgspec.Struct, frozen=True, rename="camel", kw_only=True):
         if isinstance(obj, cls):
             return obj
         try:
-            data = _ENCODER.encode(obj)
+            data = ENCODER.encode(obj)
         except (TypeError, OverflowError) as exc:
             raise cls._error(f"{cls.__name__} is not JSON: {exc}") from None
         return cls.decode(data)
 
     def encode(self) -> bytes:
-        return _ENCODER.encode(self)
+        return ENCODER.encode(self)
 
     def to_json(self) -> dict[str, Any]:
         result: dict[str, Any] = to_builtins(self)

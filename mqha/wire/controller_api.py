@@ -18,6 +18,7 @@ side, ``Reply.decode`` / ``Reply.from_json`` give the payload as the JSON object
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
@@ -26,7 +27,7 @@ from msgspec import Meta
 
 from mqha.codes import ResponseCode
 from mqha.errors import RemoteProtocolError, RequestError
-from mqha.wire.codec import Message, Payload, Request, encode, json_type_name, to_builtins
+from mqha.wire.codec import ENCODER, Message, Payload, Request, json_type_name, to_builtins
 from mqha.wire.types import (
     INT32_MAX,
     MAX_ID_SET,
@@ -351,6 +352,13 @@ class RoleChangedMessage(Payload, frozen=True, kw_only=True):
 # The reply envelope.
 
 P = TypeVar("P", bound=Message)
+_ENCODE = ENCODER.encode
+
+
+@functools.cache
+def _envelope_head(code: ResponseCode) -> bytes:
+    """``{"code":N,"codeName":"NAME","remark":`` of ``code``, built once per code (the write path)."""
+    return b'{"code":%d,"codeName":"%s","remark":' % (code, code.name.encode())
 _NO_PAYLOAD: Mapping[str, Any] = {}
 
 
@@ -399,15 +407,13 @@ class Reply(msgspec.Struct, frozen=True, eq=False):
 
     def encode(self) -> bytes:
         """The HTTP body: the envelope, then the payload's fields encoded straight from the struct."""
-        head = b'{"code":%d,"codeName":"%s","remark":%s' % (
-            self.code,
-            self.code.name.encode(),
-            encode(self.remark),
-        )
+        head = _envelope_head(self.code) + _ENCODE(self.remark)
         payload = self.payload
-        if not payload and not isinstance(payload, Message):
-            return head + b"}"
-        body = encode(payload)
+        if not isinstance(payload, Message):
+            if not payload:
+                return head + b"}"
+            payload = dict(payload)
+        body = _ENCODE(payload)
         return head + b"}" if body == b"{}" else head + b"," + body[1:]
 
     def __eq__(self, other: object) -> bool:
