@@ -61,6 +61,7 @@ __all__ = [
     "GetReplicaInfoRequest",
     "GetSyncStateDataRequest",
     "GroupsPayload",
+    "MasterView",
     "NextBrokerIdPayload",
     "NotLeaderPayload",
     "RegisterBrokerPayload",
@@ -223,17 +224,24 @@ class ApplyBrokerIdPayload(Payload, frozen=True, kw_only=True):
     broker_name: str
 
 
-class RegisterBrokerPayload(Payload, frozen=True, kw_only=True):
-    """Master fields (and the epochs) are null unless a master exists and is alive
-    (docs/reference-behaviour.md §5.3)."""
+class MasterView(Payload, frozen=True, kw_only=True):
+    """The master of a broker set and its epochs, as the register and elect replies and the
+    ``roleChanged`` push carry them (null when there is none)."""
 
-    cluster_name: str
-    broker_name: str
     master_broker_id: int | None = None
     master_address: str | None = None
     master_ha_address: str | None = None
     master_epoch: int | None = None
     sync_state_set_epoch: int | None = None
+    sync_state_set: frozenset[int] | None = None
+
+
+class RegisterBrokerPayload(MasterView, frozen=True, kw_only=True):
+    """Master fields (and the epochs) are null unless a master exists and is alive
+    (docs/reference-behaviour.md §5.3); the SyncStateSet is always there."""
+
+    cluster_name: str
+    broker_name: str
     sync_state_set: frozenset[int] = frozenset()
 
 
@@ -250,15 +258,9 @@ class BrokerMemberGroup(Payload, frozen=True, kw_only=True):
             _force(self, "broker_addrs", IntKeyMap(self.broker_addrs))
 
 
-class ElectMasterPayload(Payload, frozen=True, kw_only=True):
+class ElectMasterPayload(MasterView, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.4 reply (all null when no master was elected)."""
 
-    master_broker_id: int | None = None
-    master_address: str | None = None
-    master_ha_address: str | None = None
-    master_epoch: int | None = None
-    sync_state_set_epoch: int | None = None
-    sync_state_set: frozenset[int] | None = None
     broker_member_group: BrokerMemberGroup | None = None
 
 
@@ -333,19 +335,13 @@ class GroupsPayload(Payload, frozen=True, kw_only=True):
     clusters: dict[str, list[str]]
 
 
-class RoleChangedMessage(Payload, frozen=True, kw_only=True):
+class RoleChangedMessage(MasterView, frozen=True, kw_only=True):
     """The ``roleChanged`` push of a broker session (docs/reference-behaviour.md §7.4): the elect reply's
     master fields, for one broker set."""
 
     type: str = "roleChanged"
     cluster_name: str | None = None
     broker_name: str | None = None
-    master_broker_id: int | None = None
-    master_address: str | None = None
-    master_ha_address: str | None = None
-    master_epoch: int | None = None
-    sync_state_set_epoch: int | None = None
-    sync_state_set: frozenset[int] | None = None
 
 
 # --------------------------------------------------------------------------------------------------
