@@ -355,6 +355,8 @@ _ENCODE = ENCODER.encode
 def _envelope_head(code: ResponseCode) -> bytes:
     """``{"code":N,"codeName":"NAME","remark":`` of ``code``, built once per code (the write path)."""
     return b'{"code":%d,"codeName":"%s","remark":' % (code, code.name.encode())
+
+
 _NO_PAYLOAD: Mapping[str, Any] = {}
 
 
