@@ -1,7 +1,8 @@
 """The broker's client API codec (docs/architecture.md §4): put/read requests in, JSON replies out. CORE.
 
-Values in, values out: no sockets, files or clocks. ``mqha/broker/server.py`` feeds it decoded JSON and
-query strings and sends back what it returns; the put path itself lives in ``mqha/broker/store.py``.
+Values in, values out: no sockets, files or clocks. ``mqha/broker/server.py`` feeds it the put body's
+bytes (decoded into ``mqha.wire.broker_api``'s structs, which check shapes and JSON types) and query
+strings, and sends back what it returns; the put path itself lives in ``mqha/broker/store.py``.
 
 Requests
     * put, one message: ``{"topic": str, "body": str | "bodyBase64": str, "keys"?: str,
@@ -34,14 +35,14 @@ A stored-but-not-guaranteed message answers 200 with its status (as a RocketMQ p
 from __future__ import annotations
 
 import base64
-import binascii
-import contextlib
 import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
 from typing import Any
+
+import msgspec
+from msgspec import UNSET
 
 from mqha.broker.commitlog.codec import (
     HEADER_SIZE,
@@ -50,7 +51,26 @@ from mqha.broker.commitlog.codec import (
     MessageDraft,
     StoredMessage,
 )
-from mqha.errors import RequestError
+from mqha.wire.broker_api import Appended, BrokerCode, PutBody, PutItem, PutStatus, decode_put_body, illegal
+
+__all__ = [
+    "Appended",
+    "BrokerCode",
+    "PutOutcome",
+    "PutRequest",
+    "PutStatus",
+    "ReadRequest",
+    "code_and_http_status",
+    "decode_put_request",
+    "draft_of",
+    "envelope",
+    "illegal",
+    "message_json",
+    "parse_put_request",
+    "parse_read_request",
+    "put_reply",
+    "read_reply",
+]
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 """RocketMQ's topic rule (``TopicValidator``): at most 127 characters of this set."""
@@ -61,37 +81,6 @@ MAX_READ_MESSAGES = 1024
 STORE_MSG_ID_BYTES = 32
 """Length of the msgIds the commit log generates (16 hex digits of prefix + a 16-digit counter)."""
 
-
-class BrokerCode(IntEnum):
-    """Response codes the broker API answers with; RocketMQ ``ResponseCode`` numbers and names."""
-
-    SUCCESS = 0
-    SYSTEM_ERROR = 1
-    FLUSH_DISK_TIMEOUT = 10
-    SLAVE_NOT_AVAILABLE = 11
-    FLUSH_SLAVE_TIMEOUT = 12
-    MESSAGE_ILLEGAL = 13
-    SERVICE_NOT_AVAILABLE = 14
-
-
-class PutStatus(Enum):
-    """RocketMQ ``PutMessageStatus`` names (the subset mqha produces)."""
-
-    PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
-    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
-    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
-    UNKNOWN_ERROR = "UNKNOWN_ERROR"
-
-    @property
-    def stored(self) -> bool:
-        """Whether the messages are in the master's log (possibly not durable or not replicated)."""
-        return self in _STORED
-
-
-_STORED = frozenset({PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT})
 
 _CODE_OF_STATUS: dict[PutStatus, tuple[BrokerCode, int]] = {
     PutStatus.PUT_OK: (BrokerCode.SUCCESS, 200),
@@ -112,11 +101,6 @@ _DEFAULT_REMARK = {
 
 def code_and_http_status(status: PutStatus) -> tuple[BrokerCode, int]:
     return _CODE_OF_STATUS[status]
-
-
-def illegal(remark: str) -> RequestError:
-    """A malformed request: ``MESSAGE_ILLEGAL`` with ``remark``."""
-    return RequestError(BrokerCode.MESSAGE_ILLEGAL, remark)  # type: ignore[arg-type]
 
 
 # -- requests ------------------------------------------------------------------------------------
@@ -140,101 +124,60 @@ class ReadRequest:
     max_messages: int
 
 
-_MESSAGE_FIELDS = frozenset({"topic", "body", "bodyBase64", "keys", "properties", "msgId"})
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _string(obj: Mapping[str, Any], name: str, where: str, *, required: bool = False) -> str | None:
-    if name not in obj:
-        if required:
-            raise illegal(f"{where}missing field '{name}'")
-        return None
-    value = obj[name]
-    if not isinstance(value, str):
-        raise illegal(f"{where}field '{name}' must be a string, got {_type_name(value)}")
-    return value
-
-
 @functools.lru_cache(maxsize=4096)
 def _is_valid_topic(topic: str) -> bool:
     return TOPIC_PATTERN.match(topic) is not None
 
 
-def parse_message(obj: Any, *, max_message_size: int, where: str = "") -> MessageDraft:
-    """One message object → a :class:`MessageDraft`; ``where`` prefixes remarks (batch index).
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+def draft_of(item: PutItem, *, max_message_size: int, where: str = "") -> MessageDraft:
+    """One decoded message (types already checked) → a :class:`MessageDraft`, or ``RequestError``;
+    ``where`` prefixes remarks (batch index).
 
     The common shape (topic + body or bodyBase64, nothing else) takes a short path: this runs once
-    per message of every batch. Anything else, including every error, takes the full checks, which
-    name the offending field.
+    per message of every batch. Anything else, including every error, takes the full checks.
     """
-    if type(obj) is dict and len(obj) == 2:
-        topic = obj.get("topic")
-        if type(topic) is str and _is_valid_topic(topic):
-            text = obj.get("body")
-            body: bytes | None = None
-            if type(text) is str:
-                body = text.encode("utf-8", errors="surrogatepass")
-            else:
-                encoded = obj.get("bodyBase64")
-                if type(encoded) is str:
-                    with contextlib.suppress(binascii.Error, ValueError):
-                        body = binascii.a2b_base64(encoded, strict_mode=True)
-            if body and HEADER_SIZE + STORE_MSG_ID_BYTES + len(topic) + len(body) <= max_message_size:
-                return MessageDraft(topic=topic, body=body)
-    return _parse_message_checked(obj, max_message_size=max_message_size, where=where)
+    topic, text, raw = item.topic, item.body, item.body_base64
+    if (
+        type(topic) is str
+        and item.keys is UNSET
+        and item.properties is UNSET
+        and item.msg_id is UNSET
+        and _is_valid_topic(topic)
+        and (text is UNSET) != (raw is UNSET)
+    ):
+        body = _utf8(text) if type(text) is str else raw
+        if body and HEADER_SIZE + STORE_MSG_ID_BYTES + len(topic) + len(body) <= max_message_size:  # type: ignore[arg-type]
+            return MessageDraft(topic=topic, body=body)  # type: ignore[arg-type]
+    return _draft_checked(item, max_message_size=max_message_size, where=where)
 
 
-def _parse_message_checked(obj: Any, *, max_message_size: int, where: str) -> MessageDraft:
-    if not isinstance(obj, dict):
-        raise illegal(f"{where}a message must be a JSON object, got {_type_name(obj)}")
-    unknown = sorted(set(obj) - _MESSAGE_FIELDS)
-    if unknown:
-        raise illegal(f"{where}unknown field '{unknown[0]}'")
-    topic = _string(obj, "topic", where, required=True)
-    assert topic is not None
+def _draft_checked(item: PutItem, *, max_message_size: int, where: str) -> MessageDraft:
+    if isinstance(item, PutBody) and item.messages is not UNSET:
+        raise illegal(f"{where}unknown field 'messages' in PutMessage")
+    topic = item.topic
+    if topic is UNSET:
+        raise illegal(f"{where}missing required field 'topic' in PutMessage")
+    assert isinstance(topic, str)
     if not TOPIC_PATTERN.match(topic):
         raise illegal(f"{where}topic {topic[:140]!r} is not 1..127 characters of [%|a-zA-Z0-9_-]")
-    text = _string(obj, "body", where)
-    encoded = _string(obj, "bodyBase64", where)
-    if (text is None) == (encoded is None):
+    if (item.body is UNSET) == (item.body_base64 is UNSET):
         raise illegal(f"{where}exactly one of 'body' and 'bodyBase64' is required")
-    if text is not None:
-        body = text.encode("utf-8", errors="surrogatepass")
-    else:
-        try:
-            body = base64.b64decode(encoded or "", validate=True)
-        except (binascii.Error, ValueError):
-            raise illegal(f"{where}field 'bodyBase64' is not valid base64") from None
+    body = _utf8(item.body) if isinstance(item.body, str) else item.body_base64
+    assert isinstance(body, bytes)
     if not body:
         raise illegal(f"{where}message body is empty")
-    keys = _string(obj, "keys", where) or ""
-    if len(keys.encode("utf-8", errors="surrogatepass")) > MAX_KEYS_BYTES:
+    keys = item.keys if isinstance(item.keys, str) else ""
+    if len(_utf8(keys)) > MAX_KEYS_BYTES:
         raise illegal(f"{where}field 'keys' is longer than {MAX_KEYS_BYTES} bytes")
-    properties = obj.get("properties")
-    if properties is not None:
-        if not isinstance(properties, dict):
-            raise illegal(f"{where}field 'properties' must be an object, got {_type_name(properties)}")
-        for name, value in properties.items():
-            if not isinstance(value, str):
-                raise illegal(f"{where}property '{name}' must be a string, got {_type_name(value)}")
-            if not name or any(sep in name or sep in value for sep in ("\x01", "\x02")):
-                raise illegal(f"{where}property {name!r}: empty name or a \\x01/\\x02 separator inside")
-    msg_id = _string(obj, "msgId", where)
+    properties = item.properties if isinstance(item.properties, dict) else {}
+    for name, value in properties.items():
+        if not name or any(sep in name or sep in value for sep in ("\x01", "\x02")):
+            raise illegal(f"{where}property {name!r}: empty name or a \\x01/\\x02 separator inside")
+    msg_id = item.msg_id if isinstance(item.msg_id, str) else None
     if msg_id is not None and (not msg_id or not msg_id.isascii() or len(msg_id) > MAX_MSG_ID_BYTES):
         raise illegal(f"{where}field 'msgId' must be 1..{MAX_MSG_ID_BYTES} ASCII characters")
     # maxMessageSize bounds the stored record (commit log codec); estimate it here so an oversized
@@ -243,11 +186,8 @@ def _parse_message_checked(obj: Any, *, max_message_size: int, where: str) -> Me
         HEADER_SIZE
         + len(msg_id or "x" * STORE_MSG_ID_BYTES)
         + len(topic)
-        + len(keys.encode("utf-8", errors="surrogatepass"))
-        + sum(
-            len(k.encode()) + len(v.encode("utf-8", errors="surrogatepass")) + 2
-            for k, v in (properties or {}).items()
-        )
+        + len(_utf8(keys))
+        + sum(len(k.encode()) + len(_utf8(v)) + 2 for k, v in properties.items())
         + len(body)
     )
     if size > max_message_size:
@@ -257,29 +197,45 @@ def _parse_message_checked(obj: Any, *, max_message_size: int, where: str) -> Me
     return MessageDraft(topic=topic, body=body, msg_id=msg_id, keys=keys, properties=properties or None)
 
 
-def parse_put_request(
-    payload: Any, *, max_message_size: int, max_batch: int = MAX_BATCH_MESSAGES
+def decode_put_request(
+    data: bytes | str, *, max_message_size: int, max_batch: int = MAX_BATCH_MESSAGES
 ) -> PutRequest:
-    """Decoded JSON of a POST ``/v1/messages`` → :class:`PutRequest`, or ``RequestError``."""
-    if not isinstance(payload, dict):
-        raise illegal(f"the request body must be a JSON object, got {_type_name(payload)}")
-    if "messages" not in payload:
-        return PutRequest((parse_message(payload, max_message_size=max_message_size),), batch=False)
-    extra = sorted(set(payload) - {"messages"})
+    """The body of a POST ``/v1/messages`` → :class:`PutRequest`, or ``RequestError``. A batch is
+    validated whole before anything is written."""
+    put = decode_put_body(data)
+    if put.messages is UNSET:
+        return PutRequest((draft_of(put, max_message_size=max_message_size),), batch=False)
+    extra = [name for name in _SINGLE_FIELDS if getattr(put, name) is not UNSET]
     if extra:
-        raise illegal(f"a batch holds only 'messages'; unknown field '{extra[0]}'")
-    items = payload["messages"]
-    if not isinstance(items, list):
-        raise illegal(f"field 'messages' must be an array, got {_type_name(items)}")
+        raise illegal(f"a batch holds only 'messages'; unknown field '{_camel(extra[0])}'")
+    items = put.messages
     if not items:
         raise illegal("field 'messages' is empty")
     if len(items) > max_batch:
         raise illegal(f"a batch holds at most {max_batch} messages, got {len(items)}")
     drafts = tuple(
-        parse_message(item, max_message_size=max_message_size, where=f"messages[{i}]: ")
+        draft_of(item, max_message_size=max_message_size, where=f"messages[{i}]: ")
         for i, item in enumerate(items)
     )
     return PutRequest(drafts, batch=True)
+
+
+_SINGLE_FIELDS = tuple(f.name for f in msgspec.structs.fields(PutItem))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def parse_put_request(
+    payload: Any, *, max_message_size: int, max_batch: int = MAX_BATCH_MESSAGES
+) -> PutRequest:
+    """Decoded JSON of a POST ``/v1/messages`` → :class:`PutRequest` (tests and tools; the server
+    decodes the body's bytes with :func:`decode_put_request`)."""
+    return decode_put_request(
+        msgspec.json.encode(payload), max_message_size=max_message_size, max_batch=max_batch
+    )
 
 
 def _int_param(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -304,15 +260,6 @@ def parse_read_request(query: Mapping[str, str]) -> ReadRequest:
 
 
 # -- replies -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Appended:
-    """Where one message of a put landed."""
-
-    offset: int
-    size: int
-    msg_id: str
 
 
 @dataclass(frozen=True)

@@ -1,66 +1,83 @@
 """OpenAPI 3.1 description of the controller's HTTP API (served at ``/openapi.json``).
 
-Request schemas are generated from the wire dataclasses of ``mqha.wire.controller_api`` (their JSON
-names and kinds), so they cannot drift from what the server parses; the route list must equal
-``mqha.controller.http_api.ROUTES`` (a test checks it).
+Request and payload schemas are generated from the wire structs of ``mqha.wire.controller_api`` by
+``msgspec.json.schema_components`` (names, types, ranges, lengths, defaults), so they cannot drift from
+what the server decodes; the route list must equal ``mqha.controller.http_api.ROUTES`` (a test checks
+it).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import functools
 from typing import Any
 
+import msgspec
+
 from mqha.codes import ResponseCode
 from mqha.wire.controller_api import (
-    BOOL,
-    IDS_TO_CLEAN,
-    INT,
-    INT_SET,
-    STR,
-    STR_TUPLE,
+    AlterSyncStateSetPayload,
     AlterSyncStateSetRequest,
+    ApplyBrokerIdPayload,
     ApplyBrokerIdRequest,
     BrokerHeartbeatRequest,
     CleanBrokerDataRequest,
+    ControllerMetadataPayload,
+    ElectMasterPayload,
     ElectMasterRequest,
+    GetNextBrokerIdRequest,
+    GetSyncStateDataRequest,
+    GroupsPayload,
+    NextBrokerIdPayload,
+    NotLeaderPayload,
+    RegisterBrokerPayload,
     RegisterBrokerRequest,
+    ReplicaInfoPayload,
+    SyncStateDataPayload,
 )
 
-_BASE_SCHEMAS: dict[str, dict[str, Any]] = {
-    STR.label: {"type": "string"},
-    INT.label: {"type": "integer"},
-    BOOL.label: {"type": "boolean"},
-    INT_SET.label: {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
-    STR_TUPLE.label: {"type": "array", "items": {"type": "string"}},
-    IDS_TO_CLEAN.label: {
-        "oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "string", "example": "1;2;3"}]
-    },
-}
-_NULLABLE = " or null"
+_REF = "#/components/schemas/{name}"
+_MESSAGES: tuple[type[msgspec.Struct], ...] = (
+    ApplyBrokerIdRequest,
+    RegisterBrokerRequest,
+    BrokerHeartbeatRequest,
+    ElectMasterRequest,
+    AlterSyncStateSetRequest,
+    CleanBrokerDataRequest,
+    GetNextBrokerIdRequest,
+    GetSyncStateDataRequest,
+    NextBrokerIdPayload,
+    ApplyBrokerIdPayload,
+    RegisterBrokerPayload,
+    ElectMasterPayload,
+    AlterSyncStateSetPayload,
+    ReplicaInfoPayload,
+    SyncStateDataPayload,
+    NotLeaderPayload,
+    ControllerMetadataPayload,
+    GroupsPayload,
+)
 
 
-def _kind_schema(label: str) -> dict[str, Any]:
-    if label.endswith(_NULLABLE):
-        return {"oneOf": [_kind_schema(label[: -len(_NULLABLE)]), {"type": "null"}]}
-    return dict(_BASE_SCHEMAS.get(label, {}))
+@functools.cache
+def _components() -> dict[str, Any]:
+    _, components = msgspec.json.schema_components(_MESSAGES, ref_template=_REF)
+    # Through JSON once: defaults such as ``()`` become the lists the served document holds.
+    result: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(components))
+    return result
 
 
-def request_schema(cls: Any, path_fields: tuple[str, ...] = ()) -> dict[str, Any]:
-    """JSON schema of a strict request dataclass (no additional properties)."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for f in dataclasses.fields(cls):
-        name = f.metadata["json"]
-        schema = _kind_schema(f.metadata["kind"].label)
-        if name in path_fields:
-            schema["description"] = "optional; must equal the path parameter"
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            required.append(name)
-        elif f.default is not dataclasses.MISSING:
-            schema["default"] = sorted(f.default) if isinstance(f.default, frozenset) else f.default
-        properties[name] = schema
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+def request_schema(cls: type[msgspec.Struct], path_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+    """JSON schema of a strict request struct (no additional properties); ``path_fields`` are also
+    path parameters."""
+    schema = copy.deepcopy(_components()[cls.__name__])
+    for name in path_fields:
+        schema["properties"][name]["description"] = "optional; must equal the path parameter"
+    return schema
+
+
+def _payload(cls: type[msgspec.Struct]) -> dict[str, Any]:
+    return {"allOf": [{"$ref": _REF.format(name="Envelope")}, {"$ref": _REF.format(name=cls.__name__)}]}
 
 
 _ENVELOPE = {
@@ -95,11 +112,15 @@ _WRITE = ("200", "400", "404", "409", "413", "421", "503")
 _ADMIN_WRITE = ("200", "400", "401", "403", "404", "409", "413", "421", "503")
 
 
-def _responses(statuses: tuple[str, ...]) -> dict[str, Any]:
+def _responses(statuses: tuple[str, ...], payload: type[msgspec.Struct] | None = None) -> dict[str, Any]:
+    """Responses by HTTP status: the envelope, plus ``payload``'s fields on 200 (and the leader's
+    address on 421)."""
+    envelope = {"$ref": _REF.format(name="Envelope")}
+    schemas = {"200": _payload(payload) if payload else envelope, "421": _payload(NotLeaderPayload)}
     return {
         status: {
             "description": _STATUS_TEXT[status],
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope"}}},
+            "content": {"application/json": {"schema": schemas.get(status, envelope)}},
         }
         for status in statuses
     }
@@ -140,7 +161,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "summary": "docs/reference-behaviour.md §5.8, any node: group, leaderId, leaderAddress "
                 "(API), isLeader, peers "
                 "('id:address;' repeated), selfId, selfAddress",
-                "responses": _responses(("200",)),
+                "responses": _responses(("200",), ControllerMetadataPayload),
             },
         ),
         (
@@ -190,7 +211,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                     _query_param("clusterName", "cluster", required=True),
                     _query_param("brokerName", "broker set", required=True),
                 ],
-                "responses": _responses(_READ),
+                "responses": _responses(_READ, NextBrokerIdPayload),
             },
         ),
         (
@@ -200,7 +221,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             {
                 "summary": "docs/reference-behaviour.md §5.2, leader: {clusterName, brokerName}",
                 "requestBody": _body(request_schema(ApplyBrokerIdRequest)),
-                "responses": _responses(_WRITE),
+                "responses": _responses(_WRITE, ApplyBrokerIdPayload),
             },
         ),
         (
@@ -212,7 +233,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "master), "
                 "masterHaAddress, syncStateSet",
                 "requestBody": _body(request_schema(RegisterBrokerRequest)),
-                "responses": _responses(_WRITE),
+                "responses": _responses(_WRITE, RegisterBrokerPayload),
             },
         ),
         (
@@ -245,7 +266,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "listGroups",
             {
                 "summary": "Leader: broker sets known, by cluster: {clusters: {clusterName: [brokerName]}}",
-                "responses": _responses(_READ),
+                "responses": _responses(_READ, GroupsPayload),
             },
         ),
         (
@@ -260,7 +281,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "parameters": [_BROKER_NAME_PATH],
                 "security": _BEARER,
                 "requestBody": _body(request_schema(ElectMasterRequest, path_name)),
-                "responses": _responses(_ADMIN_WRITE),
+                "responses": _responses(_ADMIN_WRITE, ElectMasterPayload),
             },
         ),
         (
@@ -272,7 +293,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "syncStateSetEpoch",
                 "parameters": [_BROKER_NAME_PATH],
                 "requestBody": _body(request_schema(AlterSyncStateSetRequest, path_name)),
-                "responses": _responses(_WRITE),
+                "responses": _responses(_WRITE, AlterSyncStateSetPayload),
             },
         ),
         (
@@ -284,7 +305,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "masterHaAddress, masterEpoch, "
                 "syncStateSet, syncStateSetEpoch",
                 "parameters": [_BROKER_NAME_PATH],
-                "responses": _responses(("200", "400", "404", "421", "503")),
+                "responses": _responses(("200", "400", "404", "421", "503"), ReplicaInfoPayload),
             },
         ),
         (
@@ -312,7 +333,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                     _query_param("brokerName", "broker sets (repeat the parameter)", many=True),
                     _query_param("clusterName", "every broker set of this cluster"),
                 ],
-                "responses": _responses(("200", "400", "421", "500", "503")),
+                "responses": _responses(("200", "400", "421", "500", "503"), SyncStateDataPayload),
             },
         ),
         (
@@ -414,7 +435,7 @@ def document() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {"Envelope": _ENVELOPE},
+            "schemas": {"Envelope": _ENVELOPE, **_components()},
             "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer"}},
         },
     }

@@ -20,9 +20,6 @@ Deviations from the reference applied here (docs/architecture.md §7):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mqha.codes import ResponseCode
 from mqha.controller.apply import Outcome, apply
 from mqha.controller.election import ElectionPolicy, ElectionResult
@@ -37,27 +34,9 @@ from mqha.controller.records import (
 )
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import BrokerGroupState, ControllerState
-from mqha.wire.controller_api import (
-    AlterSyncStateSetPayload,
-    AlterSyncStateSetRequest,
-    ApplyBrokerIdPayload,
-    ApplyBrokerIdRequest,
-    BrokerMemberGroup,
-    CleanBrokerDataRequest,
-    ElectMasterPayload,
-    ElectMasterRequest,
-    GetNextBrokerIdRequest,
-    GetReplicaInfoRequest,
-    GetSyncStateDataRequest,
-    NextBrokerIdPayload,
-    RegisterBrokerPayload,
-    RegisterBrokerRequest,
-    ReplicaIdentity,
-    ReplicaInfoPayload,
-    ReplicasInfo,
-    Reply,
-    SyncStateDataPayload,
-)
+from mqha.wire import controller_api as api
+from mqha.wire.codec import Payload
+from mqha.wire.controller_api import Reply
 
 Code = ResponseCode
 SUCCESS = ResponseCode.SUCCESS
@@ -66,17 +45,17 @@ SUCCESS = ResponseCode.SUCCESS
 # Payload builders: pure functions of a group, shared by decisions and ``reply_from_outcome``.
 
 
-def member_group(group: BrokerGroupState) -> BrokerMemberGroup:
-    return BrokerMemberGroup(
+def member_group(group: BrokerGroupState) -> api.BrokerMemberGroup:
+    return api.BrokerMemberGroup(
         cluster=group.cluster_name,
         broker_name=group.broker_name,
         broker_addrs={broker_id: info.address for broker_id, info in sorted(group.replicas.items())},
     )
 
 
-def elect_payload(group: BrokerGroupState, with_member_group: bool) -> dict[str, Any]:
+def elect_payload(group: BrokerGroupState, with_member_group: bool) -> api.ElectMasterPayload:
     """The elect reply of a group that has a master (SUCCESS and MASTER_STILL_EXIST)."""
-    return ElectMasterPayload(
+    return api.ElectMasterPayload(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
         master_ha_address=group.master_ha_address,
@@ -84,18 +63,18 @@ def elect_payload(group: BrokerGroupState, with_member_group: bool) -> dict[str,
         sync_state_set_epoch=group.sync_state_set_epoch,
         sync_state_set=group.sync_state_set,
         broker_member_group=member_group(group) if with_member_group else None,
-    ).to_json()
+    )
 
 
-NO_MASTER_ELECT_PAYLOAD: Mapping[str, Any] = ElectMasterPayload().to_json()
+NO_MASTER_ELECT_PAYLOAD = api.ElectMasterPayload()
 """2004 / 2012: the reference's header fields are all null."""
 
 
-def register_payload(group: BrokerGroupState, master_alive: bool) -> dict[str, Any]:
+def register_payload(group: BrokerGroupState, master_alive: bool) -> api.RegisterBrokerPayload:
     """docs/reference-behaviour.md §5.3 steps 3-4: master fields only when a master exists and is alive; SSS
     always."""
     has_master = master_alive and group.master_broker_id is not None
-    return RegisterBrokerPayload(
+    return api.RegisterBrokerPayload(
         cluster_name=group.cluster_name,
         broker_name=group.broker_name,
         master_broker_id=group.master_broker_id if has_master else None,
@@ -104,26 +83,26 @@ def register_payload(group: BrokerGroupState, master_alive: bool) -> dict[str, A
         master_epoch=group.master_epoch if has_master else None,
         sync_state_set_epoch=group.sync_state_set_epoch if has_master else None,
         sync_state_set=group.sync_state_set,
-    ).to_json()
+    )
 
 
-def alter_payload(group: BrokerGroupState) -> dict[str, Any]:
-    return AlterSyncStateSetPayload(
+def alter_payload(group: BrokerGroupState) -> api.AlterSyncStateSetPayload:
+    return api.AlterSyncStateSetPayload(
         new_sync_state_set_epoch=group.sync_state_set_epoch,
         sync_state_set=group.sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch,
-    ).to_json()
+    )
 
 
-def replica_info_payload(group: BrokerGroupState) -> dict[str, Any]:
-    return ReplicaInfoPayload(
+def replica_info_payload(group: BrokerGroupState) -> api.ReplicaInfoPayload:
+    return api.ReplicaInfoPayload(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
         master_ha_address=group.master_ha_address,
         master_epoch=group.master_epoch,
         sync_state_set=group.sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch,
-    ).to_json()
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,21 +124,23 @@ def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
     code, remark = result.reply.code, result.reply.remark
     record, group = outcome.record, outcome.group
     if isinstance(record, ApplyBrokerIdRecord):
-        payload = ApplyBrokerIdPayload(
-            cluster_name=record.cluster_name, broker_name=record.broker_name
-        ).to_json()
-        return Reply(code, remark, payload)
+        return Reply(
+            code,
+            remark,
+            api.ApplyBrokerIdPayload(cluster_name=record.cluster_name, broker_name=record.broker_name),
+        )
     if group is None:  # only a clean leaves no group behind
         return Reply(code, remark)
     if isinstance(record, UpdateBrokerAddressRecord):
         # The decision filled master fields only if the master was alive; keep that judgement only
         # while the master is still the same broker (a newer master's liveness is unknown here).
-        predicted = result.reply.payload.get("masterBrokerId")
+        draft = result.reply.payload
+        predicted = draft.master_broker_id if isinstance(draft, api.RegisterBrokerPayload) else None
         alive = predicted is not None and predicted == group.master_broker_id
         return Reply(code, remark, register_payload(group, alive))
     if isinstance(record, ElectMasterRecord):
         if record.new_master_broker_id is None:
-            return Reply(code, remark, dict(NO_MASTER_ELECT_PAYLOAD))
+            return Reply(code, remark, NO_MASTER_ELECT_PAYLOAD)
         return Reply(code, remark, elect_payload(group, with_member_group=True))
     if isinstance(record, AlterSyncStateSetRecord):
         return Reply(code, remark, alter_payload(group))
@@ -173,28 +154,30 @@ def _write(state: ControllerState, record: Record, draft: Reply) -> ControllerRe
     return ControllerResult((record,), reply_from_outcome(result, outcome))
 
 
-def _reject(code: ResponseCode, remark: str, payload: Mapping[str, Any] | None = None) -> ControllerResult:
-    return ControllerResult((), Reply(code, remark, dict(payload or {})))
+def _reject(code: ResponseCode, remark: str, payload: Payload | None = None) -> ControllerResult:
+    return ControllerResult((), Reply(code, remark) if payload is None else Reply(code, remark, payload))
 
 
 # --------------------------------------------------------------------------------------------------
 # §5.1 GetNextBrokerId — read.
 
 
-def handle_get_next_broker_id(state: ControllerState, request: GetNextBrokerIdRequest) -> ControllerResult:
+def handle_get_next_broker_id(
+    state: ControllerState, request: api.GetNextBrokerIdRequest
+) -> ControllerResult:
     group = state.group(request.broker_name)
     next_id = 1 if group is None else group.next_broker_id
-    payload = NextBrokerIdPayload(
+    payload = api.NextBrokerIdPayload(
         cluster_name=request.cluster_name, broker_name=request.broker_name, next_broker_id=next_id
     )
-    return ControllerResult.read(Reply(SUCCESS, "", payload.to_json()))
+    return ControllerResult.read(Reply(SUCCESS, "", payload))
 
 
 # --------------------------------------------------------------------------------------------------
 # §5.2 ApplyBrokerId — write.
 
 
-def handle_apply_broker_id(state: ControllerState, request: ApplyBrokerIdRequest) -> ControllerResult:
+def handle_apply_broker_id(state: ControllerState, request: api.ApplyBrokerIdRequest) -> ControllerResult:
     name, broker_id = request.broker_name, request.applied_broker_id
     group = state.group(name)
     if group is None:
@@ -227,7 +210,7 @@ def handle_apply_broker_id(state: ControllerState, request: ApplyBrokerIdRequest
 
 
 def handle_register_broker(
-    state: ControllerState, request: RegisterBrokerRequest, liveness: LivenessView
+    state: ControllerState, request: api.RegisterBrokerRequest, liveness: LivenessView
 ) -> ControllerResult:
     name, broker_id = request.broker_name, request.broker_id
     group = state.group(name)
@@ -255,7 +238,16 @@ def handle_register_broker(
         broker_address=request.broker_address,
         ha_address=request.ha_address,
     )
-    draft = Reply(SUCCESS, "", {"masterBrokerId": master if master_alive else None})
+    # The draft's payload carries the decision's liveness judgement to ``reply_from_outcome``.
+    draft = Reply(
+        SUCCESS,
+        "",
+        api.RegisterBrokerPayload(
+            cluster_name=group.cluster_name,
+            broker_name=name,
+            master_broker_id=master if master_alive else None,
+        ),
+    )
     return _write(state, record, draft)
 
 
@@ -265,7 +257,7 @@ def handle_register_broker(
 
 def handle_elect_master(
     state: ControllerState,
-    request: ElectMasterRequest,
+    request: api.ElectMasterRequest,
     liveness: LivenessView,
     policy: ElectionPolicy,
 ) -> ControllerResult:
@@ -336,7 +328,7 @@ def handle_elect_master(
 
 
 def handle_alter_sync_state_set(
-    state: ControllerState, request: AlterSyncStateSetRequest, liveness: LivenessView
+    state: ControllerState, request: api.AlterSyncStateSetRequest, liveness: LivenessView
 ) -> ControllerResult:
     name = request.broker_name
     new_set = request.sync_state_set
@@ -397,25 +389,25 @@ def handle_alter_sync_state_set(
 # §5.6 GetReplicaInfo and §5.7 GetSyncStateData — reads.
 
 
-def handle_get_replica_info(state: ControllerState, request: GetReplicaInfoRequest) -> ControllerResult:
+def handle_get_replica_info(state: ControllerState, request: api.GetReplicaInfoRequest) -> ControllerResult:
     group = state.group(request.broker_name)
     if group is None:
         return _reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
     return ControllerResult.read(Reply(SUCCESS, "", replica_info_payload(group)))
 
 
-def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> ReplicasInfo:
-    in_sync: list[ReplicaIdentity] = []
-    not_in_sync: list[ReplicaIdentity] = []
+def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> api.ReplicasInfo:
+    in_sync: list[api.ReplicaIdentity] = []
+    not_in_sync: list[api.ReplicaIdentity] = []
     for broker_id, info in sorted(group.replicas.items()):
-        identity = ReplicaIdentity(
+        identity = api.ReplicaIdentity(
             broker_name=group.broker_name,
             broker_id=broker_id,
             broker_address=info.address,
             alive=liveness.is_alive(group.broker_name, broker_id),
         )
         (in_sync if broker_id in group.sync_state_set else not_in_sync).append(identity)
-    return ReplicasInfo(
+    return api.ReplicasInfo(
         master_broker_id=group.master_broker_id,
         master_address=group.master_address,
         master_epoch=group.master_epoch,
@@ -426,7 +418,7 @@ def replicas_info(group: BrokerGroupState, liveness: LivenessView) -> ReplicasIn
 
 
 def handle_get_sync_state_data(
-    state: ControllerState, request: GetSyncStateDataRequest, liveness: LivenessView
+    state: ControllerState, request: api.GetSyncStateDataRequest, liveness: LivenessView
 ) -> ControllerResult:
     names = list(request.broker_names)
     if request.cluster_name is not None:
@@ -439,8 +431,8 @@ def handle_get_sync_state_data(
         group = state.group(name)
         if group is not None:  # unknown names are skipped silently
             table[name] = replicas_info(group, liveness)
-    payload = SyncStateDataPayload(replicas_info_table=table)
-    return ControllerResult.read(Reply(SUCCESS, "", payload.to_json()))
+    payload = api.SyncStateDataPayload(replicas_info_table=table)
+    return ControllerResult.read(Reply(SUCCESS, "", payload))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -468,7 +460,7 @@ def _parse_ids(raw: tuple[int, ...] | str | None) -> tuple[int, ...] | str | Non
 
 
 def handle_clean_broker_data(
-    state: ControllerState, request: CleanBrokerDataRequest, liveness: LivenessView
+    state: ControllerState, request: api.CleanBrokerDataRequest, liveness: LivenessView
 ) -> ControllerResult:
     name = request.broker_name
     invalid = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA

@@ -9,36 +9,32 @@ from __future__ import annotations
 
 from mqha.controller.parts import NodePart
 from mqha.controller.sessions import ROLE_CHANGED
-from mqha.wire.controller_api import Reply
+from mqha.wire.controller_api import ElectMasterPayload, RoleChangedMessage
 
 
 class RoleChangeFanout(NodePart):
     """Pushes ``roleChanged`` to the live, connected members of a broker set after its election."""
 
-    # ------------------------------------------------------------------ role-change pushes
-
-    def _notify_role_change(self, broker_name: str, reply: Reply) -> None:
+    def notify_role_change(self, broker_name: str, payload: ElectMasterPayload) -> None:
         """docs/reference-behaviour.md §7.4, to every member alive here that has a session on this node."""
         if not self.config["notifyBrokerRoleChanged"]:
             return
-        payload = reply.payload
-        members = payload.get("brokerMemberGroup")
+        members = payload.broker_member_group
         if not members:
             return
-        message = {
-            "type": ROLE_CHANGED,
-            "clusterName": members.get("cluster"),
-            "brokerName": broker_name,
-            "masterBrokerId": payload.get("masterBrokerId"),
-            "masterAddress": payload.get("masterAddress"),
-            "masterHaAddress": payload.get("masterHaAddress"),
-            "masterEpoch": payload.get("masterEpoch"),
-            "syncStateSetEpoch": payload.get("syncStateSetEpoch"),
-            "syncStateSet": payload.get("syncStateSet"),
-        }
-        epoch = payload.get("masterEpoch") or 0
+        message = RoleChangedMessage(
+            type=ROLE_CHANGED,
+            cluster_name=members.cluster,
+            broker_name=broker_name,
+            master_broker_id=payload.master_broker_id,
+            master_address=payload.master_address,
+            master_ha_address=payload.master_ha_address,
+            master_epoch=payload.master_epoch,
+            sync_state_set_epoch=payload.sync_state_set_epoch,
+            sync_state_set=payload.sync_state_set,
+        ).to_json()
+        epoch = payload.master_epoch or 0
         now = self.clock.now_ms()
-        for key in members.get("brokerAddrs", {}):
-            broker_id = int(key)
+        for broker_id in members.broker_addrs:
             if self.heartbeats.is_alive(now, broker_name, broker_id):
                 self.sessions.push((broker_name, broker_id), message, epoch)

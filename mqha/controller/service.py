@@ -50,7 +50,7 @@ class ControllerService:
         self.views = StatusViews(parts)
         self.metrics = ControllerMetrics(self.views.node_view)
         self.role_changes = RoleChangeFanout(parts)
-        self.writes = WritePath(parts, self.metrics, self.role_changes._notify_role_change)
+        self.writes = WritePath(parts, self.metrics, self.role_changes.notify_role_change)
         self.liveness = LivenessWatch(parts, self.writes.elect_master)
         self.auth = AdminAuth(self.config_store)
 

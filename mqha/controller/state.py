@@ -19,65 +19,32 @@ Invariants that ``apply`` preserves (the property tests check them):
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
 
-from mqha.errors import ProtocolError
+from mqha.wire.snapshot import (
+    SNAPSHOT_FORMAT,
+    SNAPSHOT_VERSION,
+    GroupSnapshot,
+    ReplicaSnapshot,
+    SnapshotFormatError,
+    StateSnapshot,
+    decode_snapshot,
+    encode_snapshot,
+)
+from mqha.wire.types import FrozenMap
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-SNAPSHOT_FORMAT = "mqha-controller-state"
-SNAPSHOT_VERSION = 1
-
-
-class SnapshotFormatError(ProtocolError):
-    """Snapshot bytes that are not a controller state of a version we read."""
-
-
-class FrozenMap(Mapping[K, V]):
-    """An immutable, hashable, picklable mapping; updates return a new map."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> None:
-        self._data: dict[K, V] = dict(data)
-
-    def __getitem__(self, key: K) -> V:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._data.items()))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self._data == dict(other.items())
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"FrozenMap({self._data!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenMap, (self._data,))
-
-    def set(self, key: K, value: V) -> FrozenMap[K, V]:
-        data = dict(self._data)
-        data[key] = value
-        return FrozenMap(data)
-
-    def remove(self, *keys: K) -> FrozenMap[K, V]:
-        return FrozenMap({k: v for k, v in self._data.items() if k not in keys})
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_VERSION",
+    "BrokerGroupState",
+    "ControllerState",
+    "FrozenMap",
+    "ReplicaInfo",
+    "SnapshotFormatError",
+    "decode_state",
+    "encode_state",
+]
 
 
 @dataclass(frozen=True)
@@ -181,100 +148,60 @@ class ControllerState:
 
 
 # --------------------------------------------------------------------------------------------------
-# Snapshot codec: versioned JSON, keys sorted so equal states give equal bytes.
+# Snapshot codec: the wire structs of ``mqha.wire.snapshot`` <-> state values.
 
 
-def _group_to_json(group: BrokerGroupState) -> dict[str, Any]:
-    return {
-        "clusterName": group.cluster_name,
-        "brokerName": group.broker_name,
-        "replicas": [
-            {
-                "brokerId": broker_id,
-                "address": info.address,
-                "haAddress": info.ha_address,
-                "registerCheckCode": info.register_check_code,
-            }
+def _group_snapshot(group: BrokerGroupState) -> GroupSnapshot:
+    return GroupSnapshot(
+        cluster_name=group.cluster_name,
+        broker_name=group.broker_name,
+        replicas=[
+            ReplicaSnapshot(broker_id, info.address, info.ha_address, info.register_check_code)
             for broker_id, info in sorted(group.replicas.items())
         ],
-        "masterBrokerId": group.master_broker_id,
-        "masterEpoch": group.master_epoch,
-        "syncStateSet": sorted(group.sync_state_set),
-        "syncStateSetEpoch": group.sync_state_set_epoch,
-    }
+        master_broker_id=group.master_broker_id,
+        master_epoch=group.master_epoch,
+        sync_state_set=group.sync_state_set,
+        sync_state_set_epoch=group.sync_state_set_epoch,
+    )
 
 
 def encode_state(state: ControllerState) -> bytes:
-    doc = {
-        "format": SNAPSHOT_FORMAT,
-        "version": SNAPSHOT_VERSION,
-        "appliedIndex": state.applied_index,
-        "groups": [_group_to_json(group) for _, group in sorted(state.groups.items())],
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
-
-
-def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], nullable: bool = False) -> Any:
-    if key not in obj:
-        raise SnapshotFormatError(f"snapshot: missing field '{key}'")
-    value = obj[key]
-    if value is None and nullable:
-        return None
-    if isinstance(value, bool) and kind is not bool:
-        raise SnapshotFormatError(f"snapshot: field '{key}' has the wrong type")
-    if not isinstance(value, kind):
-        raise SnapshotFormatError(f"snapshot: field '{key}' has the wrong type")
-    return value
-
-
-def _int_list(obj: Mapping[str, Any], key: str) -> list[int]:
-    values = _get(obj, key, list)
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-        raise SnapshotFormatError(f"snapshot: field '{key}' must hold integers")
-    return values
-
-
-def _group_from_json(obj: Any) -> BrokerGroupState:
-    if not isinstance(obj, dict):
-        raise SnapshotFormatError("snapshot: a group must be an object")
-    replicas: dict[int, ReplicaInfo] = {}
-    for item in _get(obj, "replicas", list):
-        if not isinstance(item, dict):
-            raise SnapshotFormatError("snapshot: a replica must be an object")
-        broker_id = _get(item, "brokerId", int)
-        if broker_id in replicas:
-            raise SnapshotFormatError(f"snapshot: duplicate broker id {broker_id}")
-        replicas[broker_id] = ReplicaInfo(
-            address=_get(item, "address", str),
-            ha_address=_get(item, "haAddress", str, nullable=True),
-            register_check_code=_get(item, "registerCheckCode", str),
+    """Versioned JSON, keys sorted so equal states give equal bytes."""
+    return encode_snapshot(
+        StateSnapshot(
+            format=SNAPSHOT_FORMAT,
+            version=SNAPSHOT_VERSION,
+            applied_index=state.applied_index,
+            groups=[_group_snapshot(group) for _, group in sorted(state.groups.items())],
         )
+    )
+
+
+def _group_state(snapshot: GroupSnapshot) -> BrokerGroupState:
+    replicas: dict[int, ReplicaInfo] = {}
+    for item in snapshot.replicas:
+        if item.broker_id in replicas:
+            raise SnapshotFormatError(f"snapshot: duplicate broker id {item.broker_id}")
+        replicas[item.broker_id] = ReplicaInfo(item.address, item.ha_address, item.register_check_code)
     return BrokerGroupState(
-        cluster_name=_get(obj, "clusterName", str),
-        broker_name=_get(obj, "brokerName", str),
+        cluster_name=snapshot.cluster_name,
+        broker_name=snapshot.broker_name,
         replicas=replicas,
-        master_broker_id=_get(obj, "masterBrokerId", int, nullable=True),
-        master_epoch=_get(obj, "masterEpoch", int),
-        sync_state_set=frozenset(_int_list(obj, "syncStateSet")),
-        sync_state_set_epoch=_get(obj, "syncStateSetEpoch", int),
+        master_broker_id=snapshot.master_broker_id,
+        master_epoch=snapshot.master_epoch,
+        sync_state_set=snapshot.sync_state_set,
+        sync_state_set_epoch=snapshot.sync_state_set_epoch,
     )
 
 
 def decode_state(data: bytes) -> ControllerState:
     """Inverse of ``encode_state``; raises ``SnapshotFormatError`` on anything else."""
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise SnapshotFormatError(f"snapshot is not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != SNAPSHOT_FORMAT:
-        raise SnapshotFormatError("not a controller state snapshot")
-    version = _get(doc, "version", int)
-    if version != SNAPSHOT_VERSION:
-        raise SnapshotFormatError(f"unsupported snapshot version {version}")
+    snapshot = decode_snapshot(data)
     groups: dict[str, BrokerGroupState] = {}
-    for item in _get(doc, "groups", list):
-        group = _group_from_json(item)
+    for item in snapshot.groups:
+        group = _group_state(item)
         if group.broker_name in groups:
             raise SnapshotFormatError(f"snapshot: duplicate broker set {group.broker_name}")
         groups[group.broker_name] = group
-    return ControllerState(groups=groups, applied_index=_get(doc, "appliedIndex", int))
+    return ControllerState(groups=groups, applied_index=snapshot.applied_index)

@@ -58,6 +58,7 @@ from mqha.wire.controller_api import (
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,
     CleanBrokerDataRequest,
+    ElectMasterPayload,
     ElectMasterRequest,
     GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
@@ -101,7 +102,7 @@ class WritePath(NodePart):
     ) -> None:
         super().__init__(parts)
         self.metrics = metrics
-        self._notify_role_change = notify_role_change  # RoleChangeFanout._notify_role_change
+        self._notify_role_change = notify_role_change  # RoleChangeFanout.notify_role_change
         self._locks: dict[str, list[Any]] = {}  # brokerName -> [Lock, users]
 
     def _not_leader_reply(self, detail: str = "") -> Reply:
@@ -235,14 +236,14 @@ class WritePath(NodePart):
         )
         if reply.code != Code.CONTROLLER_NOT_LEADER:
             self.metrics.observe_election(trigger, reply.code.name, time.monotonic() - started)
-        if reply.ok:
+        if reply.ok and isinstance(payload := reply.payload, ElectMasterPayload):
             log.info(
                 "%s election of %s: master %s, masterEpoch %s, syncStateSet %s",
                 trigger,
                 request.broker_name,
-                reply.payload.get("masterBrokerId"),
-                reply.payload.get("masterEpoch"),
-                reply.payload.get("syncStateSet"),
+                payload.master_broker_id,
+                payload.master_epoch,
+                sorted(payload.sync_state_set or ()),
             )
-            self._notify_role_change(request.broker_name, reply)
+            self._notify_role_change(request.broker_name, payload)
         return reply

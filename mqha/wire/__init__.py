@@ -1,6 +1,8 @@
-"""API message types shared by the controller and its clients (docs/architecture.md §2, §3).
+"""The one wire layer (docs/architecture.md §2, §8): every HTTP body, Raft record and snapshot as a
+frozen msgspec struct, checked while decoding and encoded in one place.
 
-Frozen dataclasses with ``to_json()`` / ``from_json()``. Requests are parsed strictly (wrong type,
-missing required field, unknown field -> ``RequestError`` 2005 naming the field); replies are parsed
-leniently on unknown fields so that an older client keeps working against a newer controller.
+``types`` (named constrained types), ``codec`` (encoders, decoders, remarks), ``controller_api``,
+``broker_api``, ``records``, ``snapshot``. Requests are strict (wrong type, range, missing or unknown
+field -> ``RequestError`` naming the field); reply payloads ignore unknown fields so that an older
+client keeps working against a newer controller.
 """

@@ -1,297 +1,103 @@
 """Controller API bodies (docs/reference-behaviour.md §5, docs/architecture.md §3): requests, replies and
-their payloads.
+their payloads, as msgspec structs (``mqha.wire.codec``).
 
-Field names on the wire are the spec's camelCase names; Python attributes are snake_case. Each field
-declares its JSON name and a *kind* (how to check and convert the JSON value) in its dataclass
-metadata, so one generic codec serves every message and the names live next to the attributes.
-
-Requests (``from_json``) are strict: the body must be a JSON object, every required field present,
-every value of the declared JSON type (``true`` is not an integer, ``1.0`` is not an integer), and no
-unknown field. A violation raises ``RequestError(CONTROLLER_INVALID_REQUEST, remark)`` whose remark
-names the field. Reply payloads ignore unknown fields (forward compatibility) but still check types;
-a violation there is the controller's fault and raises ``RemoteProtocolError``.
+Field names on the wire are the spec's camelCase names; Python attributes are snake_case. Requests
+are strict: the body must be a JSON object, every required field present, every value of the
+declared JSON type (``true`` is not an integer, ``1.0`` is not an integer) and range
+(``mqha.wire.types``), and no unknown field; a violation raises ``RequestError(2005, remark)`` whose
+remark names the field. Reply payloads ignore unknown fields (forward compatibility) but still check
+types; a violation there is the controller's fault and raises ``RemoteProtocolError``.
 
 Path parameters of the HTTP API (``brokerName`` of ``/v1/groups/{brokerName}/...``) are also accepted
-as body fields, so the HTTP layer can merge the path into the body before parsing.
+as body fields; the HTTP layer checks and merges the path after decoding.
+
+Server side, a ``Reply`` carries its payload struct until the HTTP edge (``Reply.encode``); client
+side, ``Reply.decode`` / ``Reply.from_json`` give the payload as the JSON object's extra fields, which
+``reply.payload_as(XPayload)`` (or ``XPayload.from_json(reply.payload)``) turns into the typed value.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field
-from typing import Any, ClassVar, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from msgspec import Meta
 
 from mqha.codes import ResponseCode
 from mqha.errors import RemoteProtocolError, RequestError
+from mqha.wire.codec import ENCODER, Message, Payload, Request, json_type_name, to_builtins
+from mqha.wire.types import (
+    INT32_MAX,
+    MAX_ID_SET,
+    Address,
+    BrokerId,
+    BrokerName,
+    ClusterName,
+    Epoch,
+    IdSet,
+    IntKeyMap,
+    NameList,
+    Offset,
+    Priority,
+    TimeoutMs,
+)
 
-INT32_MAX = 2**31 - 1
-"""Java ``Integer.MAX_VALUE``: the election priority of a broker that sends none (lowest priority)."""
+__all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT_MS",
+    "INT32_MAX",
+    "AlterSyncStateSetPayload",
+    "AlterSyncStateSetRequest",
+    "ApplyBrokerIdPayload",
+    "ApplyBrokerIdRequest",
+    "BrokerHeartbeatRequest",
+    "BrokerMemberGroup",
+    "CleanBrokerDataRequest",
+    "ControllerMetadataPayload",
+    "ElectMasterPayload",
+    "ElectMasterRequest",
+    "GetNextBrokerIdRequest",
+    "GetReplicaInfoRequest",
+    "GetSyncStateDataRequest",
+    "GroupsPayload",
+    "MasterView",
+    "NextBrokerIdPayload",
+    "NotLeaderPayload",
+    "RegisterBrokerPayload",
+    "RegisterBrokerRequest",
+    "ReplicaIdentity",
+    "ReplicaInfoPayload",
+    "ReplicasInfo",
+    "Reply",
+    "RoleChangedMessage",
+    "SyncStateDataPayload",
+    "decode_reply",
+]
 
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000
 """``DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`` (docs/reference-behaviour.md §7.1)."""
 
-
-class _Invalid(Exception):
-    """A JSON value failed its kind; carries the message without the field name."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Kinds: check a JSON value and convert it to the attribute's Python value, and back.
-
-
-@dataclass(frozen=True)
-class Kind:
-    label: str
-    parse: Callable[[Any], Any]
-    dump: Callable[[Any], Any]
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _expect(label: str, value: Any) -> _Invalid:
-    return _Invalid(f"expected {label}, got {_type_name(value)}")
-
-
-def _parse_str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _expect("a string", value)
-    return value
-
-
-def _parse_int(value: Any) -> int:
-    # bool is an int subclass in Python but not an integer in JSON.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _expect("an integer", value)
-    return value
-
-
-def _parse_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _expect("a boolean", value)
-    return value
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-STR = Kind("a string", _parse_str, _identity)
-INT = Kind("an integer", _parse_int, _identity)
-BOOL = Kind("a boolean", _parse_bool, _identity)
-
-
-def nullable(kind: Kind) -> Kind:
-    def parse(value: Any) -> Any:
-        return None if value is None else kind.parse(value)
-
-    def dump(value: Any) -> Any:
-        return None if value is None else kind.dump(value)
-
-    return Kind(f"{kind.label} or null", parse, dump)
-
-
-def _parse_int_set(value: Any) -> frozenset[int]:
-    if not isinstance(value, list):
-        raise _expect("an array of integers", value)
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise _Invalid(f"expected an array of integers, found {_type_name(item)}")
-    return frozenset(value)
-
-
-INT_SET = Kind("an array of integers", _parse_int_set, sorted)
-
-
-def _parse_str_tuple(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise _expect("an array of strings", value)
-    for item in value:
-        if not isinstance(item, str):
-            raise _Invalid(f"expected an array of strings, found {_type_name(item)}")
-    return tuple(value)
-
-
-STR_TUPLE = Kind("an array of strings", _parse_str_tuple, list)
-
-
-def _parse_ids_to_clean(value: Any) -> tuple[int, ...] | str:
-    # Our JSON carries a list of ids; the RocketMQ ``"1;2;3"`` text is also accepted and parsed by
-    # the controller, which answers 2009 on a malformed one (docs/reference-behaviour.md §5.10).
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, list):
-        raise _expect("an array of integers or a ';'-separated string", value)
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise _Invalid(f"expected an array of integers, found {_type_name(item)}")
-    return tuple(value)
-
-
-IDS_TO_CLEAN = Kind(
-    "an array of integers or a string",
-    _parse_ids_to_clean,
-    lambda value: value if isinstance(value, str) else list(value),
-)
-
-
-def nested(cls: type[_Message]) -> Kind:
-    def parse(value: Any) -> Any:
-        return cls._decode(value)
-
-    return Kind(f"a {cls.__name__} object", parse, lambda value: value.to_json())
-
-
-def list_of(kind: Kind) -> Kind:
-    def parse(value: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list):
-            raise _expect("an array", value)
-        return tuple(kind.parse(item) for item in value)
-
-    return Kind(f"an array of {kind.label}", parse, lambda value: [kind.dump(item) for item in value])
-
-
-def _parse_int_key(key: str) -> int:
-    try:
-        return int(key, 10)
-    except ValueError:
-        raise _Invalid(f"expected integer keys, got {key!r}") from None
-
-
-def int_key_map(kind: Kind) -> Kind:
-    """A JSON object whose keys are decimal broker ids (JSON keys are always strings)."""
-
-    def parse(value: Any) -> Mapping[int, Any]:
-        if not isinstance(value, dict):
-            raise _expect("an object", value)
-        return {_parse_int_key(key): kind.parse(item) for key, item in value.items()}
-
-    def dump(value: Mapping[int, Any]) -> dict[str, Any]:
-        return {str(key): kind.dump(value[key]) for key in sorted(value)}
-
-    return Kind(f"an object of {kind.label}", parse, dump)
-
-
-def str_key_map(kind: Kind) -> Kind:
-    def parse(value: Any) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise _expect("an object", value)
-        return {key: kind.parse(item) for key, item in value.items()}
-
-    def dump(value: Mapping[str, Any]) -> dict[str, Any]:
-        return {key: kind.dump(value[key]) for key in sorted(value)}
-
-    return Kind(f"an object of {kind.label}", parse, dump)
-
-
-def wire(json_name: str, kind: Kind, default: Any = MISSING) -> Any:
-    """Declare a dataclass field with its JSON name and kind (and an optional default)."""
-    return field(default=default, metadata={"json": json_name, "kind": kind})
-
-
-# --------------------------------------------------------------------------------------------------
-# The generic codec.
-
-
-class _Message:
-    """Base of every message: generic ``to_json`` and a field-by-field decoder."""
-
-    _STRICT: ClassVar[bool] = True
-
-    @classmethod
-    def _error(cls, remark: str) -> Exception:
-        return RequestError(ResponseCode.CONTROLLER_INVALID_REQUEST, remark)
-
-    @classmethod
-    def _decode(cls, obj: object) -> Self:
-        if not isinstance(obj, dict):
-            raise cls._error(f"{cls.__name__} must be a JSON object, got {_type_name(obj)}")
-        by_json = {f.metadata["json"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        if cls._STRICT:
-            for key in obj:
-                if key not in by_json:
-                    raise cls._error(f"unknown field '{key}' in {cls.__name__}")
-        kwargs: dict[str, Any] = {}
-        for json_name, spec in by_json.items():
-            if json_name not in obj:
-                if spec.default is MISSING and spec.default_factory is MISSING:
-                    raise cls._error(f"missing required field '{json_name}' in {cls.__name__}")
-                continue
-            try:
-                kwargs[spec.name] = spec.metadata["kind"].parse(obj[json_name])
-            except _Invalid as exc:
-                raise cls._error(f"field '{json_name}' of {cls.__name__}: {exc}") from None
-        return cls(**kwargs)
-
-    @classmethod
-    def from_json(cls, obj: object) -> Self:
-        return cls._decode(obj)
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: dump(getattr(self, attr)) for name, attr, dump in _dump_plan(type(self))}
-
-
-@functools.cache
-def _dump_plan(cls: type[_Message]) -> tuple[tuple[str, str, Callable[[Any], Any]], ...]:
-    """(json name, attribute, dump) per field of ``cls``, computed once: replies are built on the
-    controller's write path, and ``dataclasses.fields`` per reply showed in the leader's profile."""
-    return tuple(
-        (f.metadata["json"], f.name, f.metadata["kind"].dump)
-        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-    )
-
-
-class _Request(_Message):
-    _STRICT = True
-
-
-class _Payload(_Message):
-    """Reply payloads: unknown fields (``code``, ``remark``, newer additions) are ignored."""
-
-    _STRICT = False
-
-    @classmethod
-    def _error(cls, remark: str) -> Exception:
-        return RemoteProtocolError(remark)
-
+_force = msgspec.structs.force_setattr
 
 # --------------------------------------------------------------------------------------------------
 # Requests (docs/architecture.md §3 table).
 
 
-@dataclass(frozen=True, kw_only=True)
-class GetNextBrokerIdRequest(_Request):
+class GetNextBrokerIdRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.1 (query parameters of ``GET /v1/brokers/next-id``)."""
 
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
+    cluster_name: ClusterName
+    broker_name: BrokerName
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApplyBrokerIdRequest(_Request):
+class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.2. ``registerCheckCode`` is ``"<brokerAddress>;<epochMillis>"``."""
 
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
-    applied_broker_id: int = wire("appliedBrokerId", INT)
-    register_check_code: str = wire("registerCheckCode", STR)
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    applied_broker_id: BrokerId
+    register_check_code: Address
 
     @property
     def broker_address(self) -> str:
@@ -299,52 +105,55 @@ class ApplyBrokerIdRequest(_Request):
         return self.register_check_code.split(";", 1)[0]
 
 
-@dataclass(frozen=True, kw_only=True)
-class RegisterBrokerRequest(_Request):
+class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.3; ``haAddress`` is ours (the master's HA address travels through the
     controller)."""
 
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
-    broker_id: int = wire("brokerId", INT)
-    broker_address: str = wire("brokerAddress", STR)
-    ha_address: str | None = wire("haAddress", nullable(STR), None)
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    broker_id: BrokerId
+    broker_address: Address
+    ha_address: Address | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class BrokerHeartbeatRequest(_Request):
-    """docs/reference-behaviour.md §5.9. Absent progress fields take the docs/reference-behaviour.md §7.1
-    defaults."""
+class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.9. Absent (or null) progress fields take the
+    docs/reference-behaviour.md §7.1 defaults."""
 
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
-    broker_addr: str = wire("brokerAddr", STR)
-    broker_id: int = wire("brokerId", INT)
-    epoch: int = wire("epoch", INT, -1)
-    max_offset: int = wire("maxOffset", INT, -1)
-    confirm_offset: int = wire("confirmOffset", INT, -1)
-    heartbeat_timeout_mills: int = wire("heartbeatTimeoutMills", INT, DEFAULT_HEARTBEAT_TIMEOUT_MS)
-    election_priority: int = wire("electionPriority", INT, INT32_MAX)
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    broker_addr: Address
+    broker_id: BrokerId | None = None
+    epoch: Epoch | None = None
+    max_offset: Offset | None = None
+    confirm_offset: Offset | None = None
+    heartbeat_timeout_mills: TimeoutMs | None = None
+    election_priority: Priority | None = None
 
-    @classmethod
-    def from_json(cls, obj: object) -> Self:
-        # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional fields mean
-        # "default".
-        if isinstance(obj, dict):
-            if obj.get("brokerId") is None:
-                raise RequestError(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-            obj = {key: value for key, value in obj.items() if value is not None}
-        return cls._decode(obj)
+    def __post_init__(self) -> None:
+        # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional
+        # fields mean "default" (typed ``X | None`` only so that the decoder accepts the null).
+        if self.broker_id is None:
+            raise RequestError(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        if self.epoch is None:
+            _force(self, "epoch", -1)
+        if self.max_offset is None:
+            _force(self, "max_offset", -1)
+        if self.confirm_offset is None:
+            _force(self, "confirm_offset", -1)
+        if self.heartbeat_timeout_mills is None:
+            _force(self, "heartbeat_timeout_mills", DEFAULT_HEARTBEAT_TIMEOUT_MS)
+        if self.election_priority is None:
+            _force(self, "election_priority", INT32_MAX)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ElectMasterRequest(_Request):
+class ElectMasterRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.4. ``brokerId`` null (or -1) is the controller-style trigger."""
 
-    broker_name: str = wire("brokerName", STR, "")
-    cluster_name: str = wire("clusterName", STR, "")
-    broker_id: int | None = wire("brokerId", nullable(INT), None)
-    designate_elect: bool = wire("designateElect", BOOL, False)
+    broker_name: BrokerName = ""
+    cluster_name: ClusterName = ""
+    broker_id: BrokerId | None = None
+    designate_elect: bool = False
 
     @property
     def requested_id(self) -> int | None:
@@ -352,181 +161,301 @@ class ElectMasterRequest(_Request):
         return None if self.broker_id is None or self.broker_id == -1 else self.broker_id
 
 
-@dataclass(frozen=True, kw_only=True)
-class AlterSyncStateSetRequest(_Request):
+class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.5: the new set and the epochs the master believes current."""
 
-    broker_name: str = wire("brokerName", STR, "")
-    master_broker_id: int = wire("masterBrokerId", INT)
-    master_epoch: int = wire("masterEpoch", INT)
-    sync_state_set: frozenset[int] = wire("syncStateSet", INT_SET)
-    sync_state_set_epoch: int = wire("syncStateSetEpoch", INT)
+    broker_name: BrokerName = ""
+    master_broker_id: BrokerId
+    master_epoch: Epoch
+    sync_state_set: IdSet
+    sync_state_set_epoch: Epoch
 
 
-@dataclass(frozen=True, kw_only=True)
-class GetReplicaInfoRequest(_Request):
-    broker_name: str = wire("brokerName", STR)
+class GetReplicaInfoRequest(Request, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.6 (the path's broker name)."""
+
+    broker_name: BrokerName
 
 
-@dataclass(frozen=True, kw_only=True)
-class GetSyncStateDataRequest(_Request):
+class GetSyncStateDataRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.7: broker names, or every group of ``clusterName`` (docs/architecture.md
     §3)."""
 
-    broker_names: tuple[str, ...] = wire("brokerNames", STR_TUPLE, ())
-    cluster_name: str | None = wire("clusterName", nullable(STR), None)
+    broker_names: NameList = ()
+    cluster_name: ClusterName | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class CleanBrokerDataRequest(_Request):
+IdsToClean = Annotated[
+    Annotated[tuple[int, ...], Meta(max_length=MAX_ID_SET)] | str,
+    Meta(
+        extra={"label": "an array of integers or a ';'-separated string"},
+        extra_json_schema={"examples": [[1, 2], "1;2;3"]},
+    ),
+]
+"""Our JSON carries a list of ids; the RocketMQ ``"1;2;3"`` text is also accepted and parsed by the
+controller, which answers 2009 on a malformed one (docs/reference-behaviour.md §5.10)."""
+
+
+class CleanBrokerDataRequest(Request, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §5.10. Ids as a JSON array (or the reference's ``"1;2;3"`` text)."""
 
-    broker_name: str = wire("brokerName", STR, "")
-    cluster_name: str | None = wire("clusterName", nullable(STR), None)
-    broker_controller_ids_to_clean: tuple[int, ...] | str | None = wire(
-        "brokerControllerIdsToClean", nullable(IDS_TO_CLEAN), None
-    )
-    clean_living_broker: bool = wire("cleanLivingBroker", BOOL, False)
+    broker_name: BrokerName = ""
+    cluster_name: ClusterName | None = None
+    broker_controller_ids_to_clean: IdsToClean | None = None
+    clean_living_broker: bool = False
 
 
 # --------------------------------------------------------------------------------------------------
 # Reply payloads (docs/architecture.md §3 field names). Absent values are JSON null.
 
 
-@dataclass(frozen=True, kw_only=True)
-class NextBrokerIdPayload(_Payload):
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
-    next_broker_id: int = wire("nextBrokerId", INT)
+class NextBrokerIdPayload(Payload, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.1 reply."""
+
+    cluster_name: str
+    broker_name: str
+    next_broker_id: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApplyBrokerIdPayload(_Payload):
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
+class ApplyBrokerIdPayload(Payload, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.2 reply."""
+
+    cluster_name: str
+    broker_name: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class RegisterBrokerPayload(_Payload):
+class MasterView(Payload, frozen=True, kw_only=True):
+    """The master of a broker set and its epochs, as the register and elect replies and the
+    ``roleChanged`` push carry them (null when there is none)."""
+
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_ha_address: str | None = None
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+    sync_state_set: frozenset[int] | None = None
+
+
+class RegisterBrokerPayload(MasterView, frozen=True, kw_only=True):
     """Master fields (and the epochs) are null unless a master exists and is alive
-    (docs/reference-behaviour.md §5.3)."""
+    (docs/reference-behaviour.md §5.3); the SyncStateSet is always there."""
 
-    cluster_name: str = wire("clusterName", STR)
-    broker_name: str = wire("brokerName", STR)
-    master_broker_id: int | None = wire("masterBrokerId", nullable(INT), None)
-    master_address: str | None = wire("masterAddress", nullable(STR), None)
-    master_ha_address: str | None = wire("masterHaAddress", nullable(STR), None)
-    master_epoch: int | None = wire("masterEpoch", nullable(INT), None)
-    sync_state_set_epoch: int | None = wire("syncStateSetEpoch", nullable(INT), None)
-    sync_state_set: frozenset[int] = wire("syncStateSet", INT_SET, frozenset())
+    cluster_name: str
+    broker_name: str
+    sync_state_set: frozenset[int] = frozenset()
 
 
-@dataclass(frozen=True, kw_only=True)
-class BrokerMemberGroup(_Payload):
+class BrokerMemberGroup(Payload, frozen=True, kw_only=True):
     """docs/reference-behaviour.md §2.3: every registered id of the set with its address."""
 
-    cluster: str = wire("cluster", STR)
-    broker_name: str = wire("brokerName", STR)
-    broker_addrs: Mapping[int, str] = wire("brokerAddrs", int_key_map(STR))
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+
+    def __post_init__(self) -> None:
+        # Sorted decimal keys on the wire (see ``IntKeyMap``), whatever mapping the caller passed.
+        if not isinstance(self.broker_addrs, IntKeyMap):
+            _force(self, "broker_addrs", IntKeyMap(self.broker_addrs))
 
 
-@dataclass(frozen=True, kw_only=True)
-class ElectMasterPayload(_Payload):
-    master_broker_id: int | None = wire("masterBrokerId", nullable(INT), None)
-    master_address: str | None = wire("masterAddress", nullable(STR), None)
-    master_ha_address: str | None = wire("masterHaAddress", nullable(STR), None)
-    master_epoch: int | None = wire("masterEpoch", nullable(INT), None)
-    sync_state_set_epoch: int | None = wire("syncStateSetEpoch", nullable(INT), None)
-    sync_state_set: frozenset[int] | None = wire("syncStateSet", nullable(INT_SET), None)
-    # RUF009: ``wire`` returns a ``dataclasses.field``; ruff cannot see that.
-    broker_member_group: BrokerMemberGroup | None = wire(  # noqa: RUF009
-        "brokerMemberGroup", nullable(nested(BrokerMemberGroup)), None
-    )
+class ElectMasterPayload(MasterView, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.4 reply (all null when no master was elected)."""
+
+    broker_member_group: BrokerMemberGroup | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class AlterSyncStateSetPayload(_Payload):
-    new_sync_state_set_epoch: int = wire("newSyncStateSetEpoch", INT)
-    sync_state_set: frozenset[int] = wire("syncStateSet", INT_SET)
-    sync_state_set_epoch: int = wire("syncStateSetEpoch", INT)
+class AlterSyncStateSetPayload(Payload, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.5 reply."""
+
+    new_sync_state_set_epoch: int
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReplicaInfoPayload(_Payload):
-    master_broker_id: int | None = wire("masterBrokerId", nullable(INT), None)
-    master_address: str | None = wire("masterAddress", nullable(STR), None)
-    master_ha_address: str | None = wire("masterHaAddress", nullable(STR), None)
-    master_epoch: int = wire("masterEpoch", INT, 0)
-    sync_state_set: frozenset[int] = wire("syncStateSet", INT_SET, frozenset())
-    sync_state_set_epoch: int = wire("syncStateSetEpoch", INT, 0)
+class ReplicaInfoPayload(Payload, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.6 reply."""
+
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_ha_address: str | None = None
+    master_epoch: int = 0
+    sync_state_set: frozenset[int] = frozenset()
+    sync_state_set_epoch: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReplicaIdentity(_Payload):
-    broker_name: str = wire("brokerName", STR)
-    broker_id: int = wire("brokerId", INT)
-    broker_address: str = wire("brokerAddress", STR)
-    alive: bool = wire("alive", BOOL)
+class ReplicaIdentity(Payload, frozen=True, kw_only=True):
+    """One replica of a ``ReplicasInfo`` (docs/reference-behaviour.md §5.7)."""
+
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    alive: bool
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReplicasInfo(_Payload):
-    master_broker_id: int | None = wire("masterBrokerId", nullable(INT), None)
-    master_address: str | None = wire("masterAddress", nullable(STR), None)
-    master_epoch: int = wire("masterEpoch", INT, 0)
-    sync_state_set_epoch: int = wire("syncStateSetEpoch", INT, 0)
-    in_sync_replicas: tuple[ReplicaIdentity, ...] = wire(
-        "inSyncReplicas", list_of(nested(ReplicaIdentity)), ()
-    )
-    not_in_sync_replicas: tuple[ReplicaIdentity, ...] = wire(
-        "notInSyncReplicas", list_of(nested(ReplicaIdentity)), ()
-    )
+class ReplicasInfo(Payload, frozen=True, kw_only=True):
+    """One broker set of a ``SyncStateDataPayload`` (docs/reference-behaviour.md §5.7)."""
+
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
+    not_in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class SyncStateDataPayload(_Payload):
-    replicas_info_table: Mapping[str, ReplicasInfo] = wire(
-        "replicasInfoTable", str_key_map(nested(ReplicasInfo))
-    )
+class SyncStateDataPayload(Payload, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.7 reply."""
+
+    replicas_info_table: dict[str, ReplicasInfo]
+
+
+class NotLeaderPayload(Payload, frozen=True, kw_only=True):
+    """Code 2007: the leader as this node knows it (null when unknown, or when this node was elected
+    but does not serve yet)."""
+
+    leader_id: str | None = None
+    leader_address: str | None = None
+
+
+class ControllerMetadataPayload(Payload, frozen=True, kw_only=True):
+    """docs/reference-behaviour.md §5.8 reply (any node)."""
+
+    group: str
+    leader_id: str | None = None
+    leader_address: str | None = None
+    is_leader: bool = False
+    peers: str = ""
+    self_id: str = ""
+    self_address: str = ""
+
+
+class GroupsPayload(Payload, frozen=True, kw_only=True):
+    """``GET /v1/groups``: broker sets by cluster."""
+
+    clusters: dict[str, list[str]]
+
+
+class RoleChangedMessage(MasterView, frozen=True, kw_only=True):
+    """The ``roleChanged`` push of a broker session (docs/reference-behaviour.md §7.4): the elect reply's
+    master fields, for one broker set."""
+
+    type: str = "roleChanged"
+    cluster_name: str | None = None
+    broker_name: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------
 # The reply envelope.
 
+P = TypeVar("P", bound=Message)
+_ENCODE = ENCODER.encode
 
-@dataclass(frozen=True)
-class Reply:
+
+@functools.cache
+def _envelope_head(code: ResponseCode) -> bytes:
+    """``{"code":N,"codeName":"NAME","remark":`` of ``code``, built once per code (the write path)."""
+    return b'{"code":%d,"codeName":"%s","remark":' % (code, code.name.encode())
+
+
+_NO_PAYLOAD: Mapping[str, Any] = {}
+
+
+def _reply_error(remark: str) -> RemoteProtocolError:
+    return RemoteProtocolError(remark)
+
+
+class Reply(msgspec.Struct, frozen=True, eq=False):
     """Every controller reply: a response code, a remark and the payload's top-level fields.
 
-    ``to_json()`` gives the HTTP body ``{"code", "codeName", "remark", **payload}`` (docs/architecture.md §3).
+    ``payload`` is a payload struct on the server (typed until ``encode`` writes the HTTP body
+    ``{"code", "codeName", "remark", **payload}``, docs/architecture.md §3), and the body's other
+    fields as a JSON object on the client (``decode`` / ``from_json``). Two replies are equal when
+    their bodies are.
     """
 
     code: ResponseCode
     remark: str = ""
-    payload: Mapping[str, Any] = field(default_factory=dict)
+    payload: Message | Mapping[str, Any] = _NO_PAYLOAD
 
     @property
     def ok(self) -> bool:
         return self.code == ResponseCode.SUCCESS
 
+    def payload_json(self) -> dict[str, Any]:
+        """The payload as a JSON object (camelCase names, sorted id sets)."""
+        payload = self.payload
+        if isinstance(payload, Message):
+            result: dict[str, Any] = to_builtins(payload)
+            return result
+        return to_builtins(dict(payload)) if payload else {}
+
+    def payload_as(self, payload_type: type[P]) -> P:
+        """The payload as a ``payload_type`` (checked; ``RemoteProtocolError`` when it is not one)."""
+        if isinstance(self.payload, payload_type):
+            return self.payload
+        return payload_type.from_json(dict(self.payload) if isinstance(self.payload, Mapping) else {})
+
     def to_json(self) -> dict[str, Any]:
-        return {"code": int(self.code), "codeName": self.code.name, "remark": self.remark, **self.payload}
+        return {
+            "code": int(self.code),
+            "codeName": self.code.name,
+            "remark": self.remark,
+            **self.payload_json(),
+        }
+
+    def encode(self) -> bytes:
+        """The HTTP body: the envelope, then the payload's fields encoded straight from the struct."""
+        head = _envelope_head(self.code) + _ENCODE(self.remark)
+        payload = self.payload
+        if not isinstance(payload, Message):
+            if not payload:
+                return head + b"}"
+            payload = dict(payload)
+        body = _ENCODE(payload)
+        return head + b"}" if body == b"{}" else head + b"," + body[1:]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Reply):
+            return NotImplemented
+        return (self.code, self.remark, self.payload_json()) == (
+            other.code,
+            other.remark,
+            other.payload_json(),
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
     def from_json(cls, obj: object) -> Reply:
+        """A reply from its decoded JSON body (the client's side)."""
         if not isinstance(obj, dict):
-            raise RemoteProtocolError(f"reply must be a JSON object, got {_type_name(obj)}")
+            raise _reply_error(f"reply must be a JSON object, got {json_type_name(obj)}")
         code = obj.get("code")
         if isinstance(code, bool) or not isinstance(code, int):
-            raise RemoteProtocolError(f"field 'code' of reply: expected an integer, got {_type_name(code)}")
+            raise _reply_error(f"field 'code' of reply: expected an integer, got {json_type_name(code)}")
         try:
             response_code = ResponseCode(code)
         except ValueError:
-            raise RemoteProtocolError(f"field 'code' of reply: unknown response code {code}") from None
+            raise _reply_error(f"field 'code' of reply: unknown response code {code}") from None
         remark = obj.get("remark", "")
         if remark is None:
             remark = ""
         if not isinstance(remark, str):
-            raise RemoteProtocolError(f"field 'remark' of reply: expected a string, got {_type_name(remark)}")
+            raise _reply_error(f"field 'remark' of reply: expected a string, got {json_type_name(remark)}")
         payload = {key: value for key, value in obj.items() if key not in ("code", "codeName", "remark")}
         return cls(response_code, remark, payload)
+
+    @classmethod
+    def decode(cls, body: bytes | str) -> Reply:
+        """A reply from its HTTP body (JSON text)."""
+        try:
+            obj = msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:
+            raise _reply_error(f"reply is not JSON: {exc}") from None
+        return cls.from_json(obj)
+
+
+def decode_reply(body: bytes | str, payload_type: type[P]) -> tuple[Reply, P | None]:
+    """A reply body and, when it succeeded, its payload as a ``payload_type``."""
+    reply = Reply.decode(body)
+    return reply, (reply.payload_as(payload_type) if reply.ok else None)

@@ -140,8 +140,8 @@ async def test_bad_puts_are_rejected_and_nothing_is_written(tmp_path: Path) -> N
         assert await node.become_master(1)
         url = f"{node.url}/v1/messages"
         cases: list[tuple[Any, bytes | None, str]] = [
-            ({"topic": "t", "body": 42}, None, "field 'body' must be a string, got number"),
-            ({"topic": ["t"], "body": "x"}, None, "field 'topic' must be a string"),
+            ({"topic": "t", "body": 42}, None, "field 'body' of PutMessage: expected a string, got integer"),
+            ({"topic": ["t"], "body": "x"}, None, "field 'topic' of PutMessage: expected a string"),
             (None, b"{not json", "not JSON"),
             ({"messages": [{"topic": "t", "body": "ok"}, {"topic": "t", "body": None}]}, None, "messages[1]"),
             ({"topic": "t", "body": "x" * 70_000}, None, "exceeds maxMessageSize"),

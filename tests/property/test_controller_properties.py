@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -241,10 +242,10 @@ def test_apply_encoded_never_raises_on_mutated_records(record: Record, data: st.
 @FAST
 @given(st.sampled_from(RECORD_TYPES), st.data())
 def test_apply_never_raises_on_ill_typed_records(cls: type[Any], data: st.DataObject) -> None:
-    # Records are plain dataclasses: build one with arbitrary JSON values in every field.
-    record = cls.__new__(cls)
-    for name in cls.__dataclass_fields__:
-        object.__setattr__(record, name, data.draw(JSON))
+    # Records are frozen msgspec structs: build one with arbitrary JSON values in every field.
+    record = msgspec.structs.replace(next(valid for valid in VALID if type(valid) is cls))
+    for field in msgspec.structs.fields(cls):
+        msgspec.structs.force_setattr(record, field.name, data.draw(JSON))
     state, outcome = apply(SOME_STATE, record, 99)
     assert state.applied_index == 99
     if outcome.code == ResponseCode.SYSTEM_ERROR:

@@ -93,8 +93,8 @@ class Controller:
         if reply.remark:
             line += f" {json.dumps(reply.remark)}"
         lines = [line]
-        if reply.payload:
-            lines.append("  " + json.dumps(reply.payload, sort_keys=True, separators=(",", ":")))
+        if reply.payload_json():
+            lines.append("  " + json.dumps(reply.payload_json(), sort_keys=True, separators=(",", ":")))
         return lines
 
     def show_group(self, name: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import msgspec
 import pytest
 
 from mqha.codes import ResponseCode as C
@@ -69,7 +70,7 @@ def test_not_a_record_is_a_system_error_outcome() -> None:
 
 def test_a_broken_record_is_caught_not_raised() -> None:
     broken = AlterSyncStateSetRecord("g1", 1, frozenset({1}), 4, 7)
-    object.__setattr__(broken, "new_sync_state_set", None)  # simulate a bug upstream
+    msgspec.structs.force_setattr(broken, "new_sync_state_set", None)  # simulate a bug upstream
     state, outcome = apply(S, broken, 21)
     assert outcome.code == C.SYSTEM_ERROR
     assert "internal error applying AlterSyncStateSetRecord" in outcome.remark

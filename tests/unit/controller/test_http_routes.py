@@ -30,11 +30,11 @@ def test_openapi_document_is_json_and_request_schemas_follow_the_wire_types() ->
     assert doc["openapi"] == "3.1.0"
     schema = openapi.request_schema(ApplyBrokerIdRequest)
     assert schema["required"] == ["clusterName", "brokerName", "appliedBrokerId", "registerCheckCode"]
-    assert schema["properties"]["appliedBrokerId"] == {"type": "integer"}
+    assert schema["properties"]["appliedBrokerId"] == {"type": "integer", "minimum": -1, "maximum": 2**63 - 1}
     assert schema["additionalProperties"] is False
     elect = openapi.request_schema(ElectMasterRequest, ("brokerName",))
     assert elect["required"] == []
-    assert elect["properties"]["brokerId"]["oneOf"][1] == {"type": "null"}
+    assert elect["properties"]["brokerId"]["anyOf"][1] == {"type": "null"}
     assert elect["properties"]["designateElect"] == {"type": "boolean", "default": False}
 
 

@@ -177,7 +177,7 @@ def test_5_1_unknown_set_next_id_is_1() -> None:
 
 def test_5_1_known_set_next_id_is_max_plus_one() -> None:
     result = handle_get_next_broker_id(G1_NEW, GetNextBrokerIdRequest(cluster_name="c1", broker_name="g1"))
-    assert result.reply.payload["nextBrokerId"] == 4
+    assert result.reply.payload_json()["nextBrokerId"] == 4
     assert result.records == ()
 
 
@@ -186,7 +186,7 @@ def test_5_1_deviation_gap_in_ids_never_hands_out_a_taken_id() -> None:
     # broker while 2 is free; max+1 answers 4, never an id that is taken.
     state = state_of(group(replicas=replicas(1, 3)))
     result = handle_get_next_broker_id(state, GetNextBrokerIdRequest(cluster_name="c1", broker_name="g1"))
-    assert result.reply.payload["nextBrokerId"] == 4
+    assert result.reply.payload_json()["nextBrokerId"] == 4
 
 
 # ==================================================================================================
@@ -323,7 +323,7 @@ def test_5_3_step3_live_master_fills_master_fields_and_no_record_when_address_sa
 def test_5_3_step3_dead_or_absent_master_leaves_master_fields_null_step4_sss_attached(
     state: ControllerState, liveness: LivenessSnapshot
 ) -> None:
-    payload = handle_register_broker(state, register(2), liveness).reply.payload
+    payload = handle_register_broker(state, register(2), liveness).reply.payload_json()
     assert payload == {
         "clusterName": "c1",
         "brokerName": "g1",
@@ -341,7 +341,7 @@ def test_5_3_step5_changed_address_emits_update_record() -> None:
     assert result.records == (UpdateBrokerAddressRecord("c1", "g1", 2, "10.9.9.9:1", None),)
     state, reply = commit(G1_MASTER1, result)
     assert reply == result.reply
-    assert reply.payload["masterBrokerId"] == 1
+    assert reply.payload_json()["masterBrokerId"] == 1
     assert g1(state).replicas[2] == ReplicaInfo("10.9.9.9:1", "10.0.0.2:10912", "10.0.0.2:10911;2")
 
 
@@ -354,7 +354,7 @@ def test_5_3_step5_changed_ha_address_emits_update_record() -> None:
 
 def test_5_3_master_re_registering_elsewhere_reports_its_new_address() -> None:
     result = handle_register_broker(G1_MASTER1, register(1, "10.1.1.1:1"), alive(1))
-    assert result.reply.payload["masterAddress"] == "10.1.1.1:1"
+    assert result.reply.payload_json()["masterAddress"] == "10.1.1.1:1"
     _, reply = commit(G1_MASTER1, result)
     assert reply == result.reply
 
@@ -366,8 +366,8 @@ def test_5_3_reply_from_outcome_drops_master_fields_when_an_election_interleaved
     _, outcome = apply(moved, result.records[0], 11)
     reply = reply_from_outcome(result, outcome)
     assert reply.code == C.SUCCESS
-    assert reply.payload["masterBrokerId"] is None
-    assert reply.payload["syncStateSet"] == [3]
+    assert reply.payload_json()["masterBrokerId"] is None
+    assert reply.payload_json()["syncStateSet"] == [3]
 
 
 def test_5_3_step6_registration_never_elects() -> None:
@@ -495,7 +495,7 @@ def test_5_4_step7_broker_trigger_no_candidate_2012_changes_nothing() -> None:
 def test_5_4_no_master_set_elects_again_once_the_in_sync_broker_returns() -> None:
     result = handle_elect_master(G1_NO_MASTER, elect_req(2), alive(1, 2), CLEAN)
     assert result.records == (ElectMasterRecord("c1", "g1", 1, 2, 1),)
-    assert result.reply.payload["masterEpoch"] == 3
+    assert result.reply.payload_json()["masterEpoch"] == 3
 
 
 # §6 worked examples, end to end (SSS {1,2,3}, old master 1).
@@ -516,14 +516,20 @@ def test_6_example_epoch_wins() -> None:
 def test_6_example_offset_wins() -> None:
     liveness = alive(hb(2, epoch=1, offset=2), hb(3, epoch=1, offset=3))
     assert (
-        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload["masterBrokerId"] == 3
+        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload_json()[
+            "masterBrokerId"
+        ]
+        == 3
     )
 
 
 def test_6_example_lower_priority_value_wins() -> None:
     liveness = alive(hb(2, epoch=1, offset=3, prio=2), hb(3, epoch=1, offset=3, prio=1))
     assert (
-        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload["masterBrokerId"] == 3
+        handle_elect_master(G1_MASTER1, elect_req(None), liveness, CLEAN).reply.payload_json()[
+            "masterBrokerId"
+        ]
+        == 3
     )
 
 
@@ -539,7 +545,7 @@ def test_6_example_sss_of_dead_master_unclean_enabled_best_of_the_rest() -> None
     result = handle_elect_master(G1_MASTER1_ALONE, elect_req(None), liveness, UNCLEAN)
     assert result.records == (ElectMasterRecord("c1", "g1", 3, 1, 1, unclean=True),)
     state, reply = commit(G1_MASTER1_ALONE, result)
-    assert reply.payload["syncStateSet"] == [3]
+    assert reply.payload_json()["syncStateSet"] == [3]
     assert g1(state).sync_state_set == {3}
 
 
@@ -574,9 +580,9 @@ def test_5_4_two_leaders_elect_on_the_same_state_second_apply_fenced_2000() -> N
     second = handle_elect_master(G1_MASTER1, elect_req(None), alive(3), CLEAN)
     state, reply1 = commit(G1_MASTER1, first)
     state2, reply2 = commit(state, second)
-    assert (reply1.code, reply1.payload["masterBrokerId"]) == (C.SUCCESS, 2)
+    assert (reply1.code, reply1.payload_json()["masterBrokerId"]) == (C.SUCCESS, 2)
     assert reply2.code == C.CONTROLLER_FENCED_MASTER_EPOCH
-    assert reply2.payload == {}
+    assert reply2.payload_json() == {}
     assert state2.groups == state.groups
 
 
@@ -728,7 +734,9 @@ def test_5_6_with_master() -> None:
 
 
 def test_5_6_without_master_master_fields_null_epoch_always_returned() -> None:
-    payload = handle_get_replica_info(G1_NO_MASTER, GetReplicaInfoRequest(broker_name="g1")).reply.payload
+    payload = handle_get_replica_info(
+        G1_NO_MASTER, GetReplicaInfoRequest(broker_name="g1")
+    ).reply.payload_json()
     assert payload == {
         "masterBrokerId": None,
         "masterAddress": None,
@@ -787,7 +795,7 @@ def test_5_7_by_cluster_name() -> None:
     other = BrokerGroupState("c2", "g2", replicas(1))
     state = state_of(group(), other)
     result = handle_get_sync_state_data(state, GetSyncStateDataRequest(cluster_name="c2"), NOBODY)
-    assert list(result.reply.payload["replicasInfoTable"]) == ["g2"]
+    assert list(result.reply.payload_json()["replicasInfoTable"]) == ["g2"]
 
 
 def test_5_7_only_unknown_names_success_with_empty_table() -> None:
@@ -871,7 +879,7 @@ def test_17_20a_deviation_partial_clean_emptying_sss_keeps_the_set() -> None:
     state, _ = commit(G1_NO_MASTER, result)
     assert g1(state) == replace_group(G1_NO_MASTER, replicas=replicas(2, 3), sync_state_set=frozenset())
     next_id = handle_get_next_broker_id(state, GetNextBrokerIdRequest(cluster_name="c1", broker_name="g1"))
-    assert next_id.reply.payload["nextBrokerId"] == 4
+    assert next_id.reply.payload_json()["nextBrokerId"] == 4
 
 
 def test_17_5_deviation_cleaning_the_dead_master_clears_it() -> None:

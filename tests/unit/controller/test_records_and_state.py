@@ -178,13 +178,31 @@ def group_doc(**changes: object) -> bytes:
         (b"[]", "not a controller state snapshot"),
         (snapshot_doc(format="other"), "not a controller state snapshot"),
         (snapshot_doc(version=2), "unsupported snapshot version 2"),
-        (snapshot_doc(appliedIndex="1"), "'appliedIndex' has the wrong type"),
-        (snapshot_doc(groups=[1]), "a group must be an object"),
-        (snapshot_doc(groups={}), "'groups' has the wrong type"),
-        (group_doc(masterEpoch=True), "'masterEpoch' has the wrong type"),
-        (group_doc(syncStateSet=["1"]), "'syncStateSet' must hold integers"),
-        (group_doc(replicas=[1]), "a replica must be an object"),
-        (group_doc(replicas=[{"brokerId": 1}]), "missing field 'address'"),
+        (
+            snapshot_doc(appliedIndex="1"),
+            "field 'appliedIndex' of StateSnapshot: expected an integer, got string",
+        ),
+        (
+            snapshot_doc(groups=[1]),
+            "field 'groups' of StateSnapshot: expected an array of objects, found integer",
+        ),
+        (snapshot_doc(groups={}), "field 'groups' of StateSnapshot: expected an array, got object"),
+        (
+            group_doc(masterEpoch=True),
+            r"field 'groups\[0\]\.masterEpoch' of StateSnapshot: expected an integer, got boolean",
+        ),
+        (
+            group_doc(syncStateSet=["1"]),
+            r"field 'groups\[0\]\.syncStateSet\[0\]' of StateSnapshot: expected an integer, got string",
+        ),
+        (
+            group_doc(replicas=[1]),
+            r"field 'groups\[0\]\.replicas\[0\]' of StateSnapshot: expected an object, got integer",
+        ),
+        (
+            group_doc(replicas=[{"brokerId": 1}]),
+            r"missing required field 'address' in StateSnapshot at 'groups\[0\]\.replicas\[0\]'",
+        ),
         (
             group_doc(
                 replicas=[

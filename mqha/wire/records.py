@@ -1,0 +1,213 @@
+"""Log records of the controller as wire structs, and their codec (docs/architecture.md §8, §11 rules 4, 7).
+
+What each record means and which compare-and-set it carries is ``mqha.controller.records``' table; this
+module is only their shape and encoding. Encoding (our own, readable without PySyncObj): UTF-8 JSON
+object with ``"record"`` (type name, the msgspec tag), ``"version"`` (schema version of that type) and
+the fields in camelCase, keys sorted, no spaces, id sets as sorted arrays (non-ASCII text as UTF-8,
+where earlier journals hold ``\\u`` escapes: both decode alike). A decoder reads every version up to
+the one it knows and rejects newer ones (``RecordFormatError``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import msgspec
+
+from mqha.errors import ProtocolError
+from mqha.wire.codec import decode_json, encode, remark_for
+from mqha.wire.types import Address, BrokerId, BrokerName, ClusterName, Epoch, IdSet
+
+__all__ = [
+    "RECORD_TYPES",
+    "AlterSyncStateSetRecord",
+    "ApplyBrokerIdRecord",
+    "CleanBrokerDataRecord",
+    "ElectMasterRecord",
+    "NoopRecord",
+    "Record",
+    "RecordFormatError",
+    "UpdateBrokerAddressRecord",
+    "decode_record",
+    "encode_record",
+    "record_from_json",
+]
+
+
+class RecordFormatError(ProtocolError):
+    """Bytes that are not a record of a type and version we read."""
+
+
+class _Record(msgspec.Struct, frozen=True, rename="camel", tag_field="record", forbid_unknown_fields=True):
+    """Base of the records: tagged by ``"record"``, strict, camelCase."""
+
+    TYPE: ClassVar[str]
+    VERSION: ClassVar[int] = 1
+
+
+def _ids(value: Any) -> frozenset[int]:
+    return value if isinstance(value, frozenset) else frozenset(value)
+
+
+class NoopRecord(_Record, frozen=True, tag="Noop"):
+    """A new leader's barrier (docs/reference-behaviour.md §3.3): committing it means every earlier entry is
+    applied."""
+
+    TYPE: ClassVar[str] = "Noop"
+
+    tag: str = ""
+    """Free text the proposer uses to recognise its own barrier (e.g. node id and term)."""
+    version: int = 1
+
+
+class ApplyBrokerIdRecord(_Record, frozen=True, tag="ApplyBrokerId"):
+    """Register ``broker_id`` in a set, creating the set when it is unknown (docs/reference-behaviour.md §4
+    event 2)."""
+
+    TYPE: ClassVar[str] = "ApplyBrokerId"
+
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    broker_id: BrokerId
+    broker_address: Address
+    register_check_code: Address
+    version: int = 1
+
+
+class UpdateBrokerAddressRecord(_Record, frozen=True, tag="UpdateBrokerAddress"):
+    """Replace the addresses of a registered id, keeping its check code (docs/reference-behaviour.md §4 event
+    6)."""
+
+    TYPE: ClassVar[str] = "UpdateBrokerAddress"
+
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    broker_id: BrokerId
+    broker_address: Address
+    ha_address: Address | None = None
+    """``None`` keeps the stored HA address."""
+    version: int = 1
+
+
+class ElectMasterRecord(_Record, frozen=True, tag="ElectMaster"):
+    """Set the master (and SyncStateSet = {master}), or clear it (docs/reference-behaviour.md §4 event 3)."""
+
+    TYPE: ClassVar[str] = "ElectMaster"
+
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    new_master_broker_id: BrokerId | None
+    """``None``: no candidate; the master is cleared and the SyncStateSet kept."""
+    expected_master_epoch: Epoch
+    expected_sync_state_set_epoch: Epoch
+    unclean: bool = False
+    """Informational: the new master was taken from outside the SyncStateSet."""
+    version: int = 1
+
+
+class AlterSyncStateSetRecord(_Record, frozen=True, tag="AlterSyncStateSet"):
+    """Replace the SyncStateSet on behalf of its master (docs/reference-behaviour.md §4 event 1)."""
+
+    TYPE: ClassVar[str] = "AlterSyncStateSet"
+
+    broker_name: BrokerName
+    master_broker_id: BrokerId
+    new_sync_state_set: IdSet
+    expected_master_epoch: Epoch
+    expected_sync_state_set_epoch: Epoch
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.new_sync_state_set, frozenset):
+            msgspec.structs.force_setattr(self, "new_sync_state_set", _ids(self.new_sync_state_set))
+
+
+class CleanBrokerDataRecord(_Record, frozen=True, tag="CleanBrokerData"):
+    """Remove some ids of a set, or (``broker_ids`` None) the whole set (docs/reference-behaviour.md §4 event
+    5)."""
+
+    TYPE: ClassVar[str] = "CleanBrokerData"
+
+    cluster_name: ClusterName | None
+    broker_name: BrokerName
+    broker_ids: IdSet | None
+    expected_master_epoch: Epoch
+    expected_sync_state_set_epoch: Epoch
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        if self.broker_ids is not None and not isinstance(self.broker_ids, frozenset):
+            msgspec.structs.force_setattr(self, "broker_ids", _ids(self.broker_ids))
+
+
+Record = (
+    NoopRecord
+    | ApplyBrokerIdRecord
+    | UpdateBrokerAddressRecord
+    | ElectMasterRecord
+    | AlterSyncStateSetRecord
+    | CleanBrokerDataRecord
+)
+
+RECORD_TYPES: tuple[type[Any], ...] = (
+    NoopRecord,
+    ApplyBrokerIdRecord,
+    UpdateBrokerAddressRecord,
+    ElectMasterRecord,
+    AlterSyncStateSetRecord,
+    CleanBrokerDataRecord,
+)
+_BY_TAG: dict[str, type[Any]] = {cls.TYPE: cls for cls in RECORD_TYPES}
+_TAG = re.compile(r'"record"\s*:\s*"([A-Za-z]+)"')
+
+
+def encode_record(record: Record) -> bytes:
+    """The log bytes of a record."""
+    return encode(record, sort_keys=True)
+
+
+def _error(data: bytes, exc: msgspec.ValidationError) -> RecordFormatError:
+    text = str(exc)
+    if text.endswith("`$.record`") or "missing required field `record`" in text:
+        return RecordFormatError(f"unknown record type: {text}")
+    found = _TAG.search(data.decode("utf-8", "replace"))
+    cls = _BY_TAG.get(found.group(1)) if found else None
+    if cls is None:
+        return RecordFormatError(remark_for(NoopRecord, exc).replace("NoopRecord", "record", 1))
+    if text.endswith("`$.version`"):
+        return RecordFormatError(f"{cls.TYPE}: bad version ({text})")
+    remark = remark_for(cls, exc)
+    # "field 'x' of ElectMasterRecord: ..." -> "ElectMaster: field 'x': ..." (the log's own wording)
+    remark = remark.replace(f" of {cls.__name__}:", ":").replace(f" in {cls.__name__}", "")
+    remark = remark.replace("missing required field", "missing field")
+    return RecordFormatError(f"{cls.TYPE}: {remark}")
+
+
+def decode_record(data: bytes) -> Record:
+    """Inverse of ``encode_record``; raises ``RecordFormatError`` on anything else."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise RecordFormatError(f"expected bytes, got {type(data).__name__}")
+    data = bytes(data)
+    try:
+        record: Record = decode_json(data, Record)
+    except msgspec.ValidationError as exc:
+        if "Expected `object`" in str(exc):
+            raise RecordFormatError("record must be a JSON object") from None
+        raise _error(data, exc) from None
+    except msgspec.DecodeError as exc:
+        raise RecordFormatError(f"record is not JSON: {exc}") from None
+    if not 1 <= record.version <= type(record).VERSION:
+        if record.version < 1:
+            raise RecordFormatError(f"{record.TYPE}: bad version {record.version!r}")
+        raise RecordFormatError(f"{record.TYPE}: version {record.version} is newer than {record.VERSION}")
+    return record
+
+
+def record_from_json(doc: Any) -> Record:
+    """A record from its decoded JSON object; raises ``RecordFormatError``."""
+    try:
+        data = encode(doc)
+    except TypeError as exc:
+        raise RecordFormatError(f"record is not JSON: {exc}") from None
+    return decode_record(data)

@@ -1,0 +1,78 @@
+"""The controller's state snapshot as wire structs (docs/raft.md §2.7, docs/architecture.md §8).
+
+Versioned JSON: ``{"format": "mqha-controller-state", "version": 1, "appliedIndex", "groups": [...]}``,
+keys sorted and id sets sorted, so equal states give equal bytes. ``mqha.controller.state`` converts
+between these and its immutable state values; this module is only the shape and the codec.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from mqha.errors import ProtocolError
+from mqha.wire.codec import decode_json, encode, remark_for
+from mqha.wire.types import Address, BrokerId, BrokerName, ClusterName, Epoch, IdSet, Int64
+
+SNAPSHOT_FORMAT = "mqha-controller-state"
+SNAPSHOT_VERSION = 1
+
+
+class SnapshotFormatError(ProtocolError):
+    """Snapshot bytes that are not a controller state of a version we read."""
+
+
+class _Strict(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
+    """Base of the snapshot structs: strict, camelCase, every field required."""
+
+
+class ReplicaSnapshot(_Strict, frozen=True):
+    """One registered replica of a group."""
+
+    broker_id: BrokerId
+    address: Address
+    ha_address: Address | None
+    register_check_code: Address
+
+
+class GroupSnapshot(_Strict, frozen=True):
+    """One broker set."""
+
+    cluster_name: ClusterName
+    broker_name: BrokerName
+    replicas: list[ReplicaSnapshot]
+    master_broker_id: BrokerId | None
+    master_epoch: Epoch
+    sync_state_set: IdSet
+    sync_state_set_epoch: Epoch
+
+
+class StateSnapshot(_Strict, frozen=True):
+    """The whole replicated state at ``applied_index``."""
+
+    format: Literal["mqha-controller-state"]
+    version: Int64
+    applied_index: Int64
+    groups: list[GroupSnapshot]
+
+
+def encode_snapshot(snapshot: StateSnapshot) -> bytes:
+    return encode(snapshot, sort_keys=True)
+
+
+def decode_snapshot(data: bytes) -> StateSnapshot:
+    """The snapshot in ``data``; raises ``SnapshotFormatError`` on anything else."""
+    try:
+        snapshot: StateSnapshot = decode_json(data, StateSnapshot)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        top = text.startswith("Expected `object`, got") and " - at " not in text
+        if top or text.endswith("`$.format`") or "field `format`" in text:
+            raise SnapshotFormatError("not a controller state snapshot") from None
+        raise SnapshotFormatError(f"snapshot: {remark_for(StateSnapshot, exc)}") from None
+    except msgspec.DecodeError as exc:
+        raise SnapshotFormatError(f"snapshot is not JSON: {exc}") from None
+    if snapshot.version != SNAPSHOT_VERSION:
+        raise SnapshotFormatError(f"unsupported snapshot version {snapshot.version}")
+    return snapshot
