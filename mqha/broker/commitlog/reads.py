@@ -8,12 +8,13 @@ from mqha.broker.commitlog.codec import (
     BLANK_MAGIC,
     BLANK_SIZE,
     InvalidRecord,
-    ScanStop,
     StoredMessage,
     decode_message,
-    quick_scan_end,
-    scan_units,
     unit_size_at,
+)
+from mqha.broker.commitlog.scanning import (
+    ScanStop,
+    scan_units,
 )
 from mqha.broker.commitlog.types import (
     CommitLogState,
@@ -107,12 +108,13 @@ class CommitLogReads(CommitLogState):
                 # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
                 # log's end, so a unit cut there ends the batch rather than counting as torn.
                 stop = min(pos + batch_bytes, window)
-                quick = quick_scan_end(view, pos, stop, offset, segment.end, verify_crc=False)
-                if quick > pos:
-                    batches.append(view[pos:quick])
-                    pos = quick
+                scan = scan_units(
+                    view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left, quick=True
+                )
+                if scan.stop is ScanStop.PENDING:  # messages up to a unit left unjudged: a whole batch
+                    batches.append(view[pos : scan.end])
+                    pos = scan.end
                     continue
-                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
                 if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
                     scan = scan_units(
                         view,
