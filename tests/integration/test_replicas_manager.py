@@ -25,7 +25,7 @@ from mqha.broker.config import BROKER_CONFIG
 from mqha.errors import StorageError
 from mqha.replicas_manager.client import ControllerClient
 from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
-from mqha.replicas_manager.planner import RegisterState, State
+from mqha.replicas_manager.planner_states import RegisterState, State
 from mqha.replicas_manager.runner import ReplicasManager
 from tests.helpers.processes import ProcessGroup, free_port
 from tests.integration.controller_cluster import ControllerCluster
