@@ -6,7 +6,7 @@
   for any drafts (odd field types, bad bounds, segment ends);
 * ``scan_units`` gives the same ``Scan`` with and without ``skip_messages``, for valid logs and for
   logs with a byte flipped, a tail cut, or a window, under every flag combination;
-* ``scan_units(quick=True)``, when it stops early (``PENDING``), stops where the full walk does.
+* ``message_walk``, when it answers, answers ``scan_units``' end.
 """
 
 import os
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from mqha.broker.commitlog import CommitLog, MessageDraft, scanning, store
 from mqha.broker.commitlog.codec import InvalidDraft
 from mqha.broker.commitlog.native import NATIVE, NATIVE_STATUS, PURE_PYTHON_ENV
-from mqha.broker.commitlog.scanning import Scan, ScanStop, scan_units
+from mqha.broker.commitlog.scanning import Scan, ScanStop, message_walk, scan_units
 
 pytestmark = pytest.mark.skipif(
     os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"), reason=f"{PURE_PYTHON_ENV} is set"
@@ -162,25 +162,25 @@ def test_scan_is_the_same_with_and_without_the_compiled_path(tmp_root: Path, cas
 
 @SETTINGS
 @given(case=st.data())
-def test_a_quick_scan_stops_where_the_full_scan_does(tmp_root: Path, case: st.DataObject) -> None:
+def test_the_message_walk_answers_scan_units_end_when_it_answers(tmp_root: Path, case: st.DataObject) -> None:
     buf, kwargs = case.draw(scan_cases(tmp_root))
-    quick = _scan(buf, True, **kwargs, quick=True)
-    full = _scan(buf, True, **kwargs)
-    if quick[3] is ScanStop.PENDING:
-        assert quick[0] == full[0] > kwargs["start"]  # type: ignore[operator]
-        assert quick[1:3] == full[1:3]
-    else:
-        assert quick == full
+    start, end = kwargs.pop("start"), kwargs.pop("end")
+    del kwargs["max_messages"], kwargs["window"]
+    quick = message_walk(buf, **kwargs)(start, end)  # type: ignore[arg-type]
+    assert quick == -1 or quick > start  # type: ignore[operator]
+    if quick != -1:
+        for window in (False, True):
+            assert quick == _scan(buf, False, start=start, end=end, **kwargs, window=window)[0]
 
 
-def test_a_quick_scan_stops_early_for_plain_batches_and_judges_blank_markers(tmp_path: Path) -> None:
+def test_the_message_walk_answers_for_plain_batches_and_leaves_blank_markers_to_scan_units(
+    tmp_path: Path,
+) -> None:
     buf = _log_bytes(tmp_path, [MessageDraft("topic", b"x" * 900)] * 5)  # 4 fit, then a blank marker
+    walk = message_walk(buf, 0, SEGMENT)
     first = scan_units(buf, 0, 2000, 0, SEGMENT, window=True)
-    quick = scan_units(buf, 0, 2000, 0, SEGMENT, quick=True)
-    assert quick.stop is ScanStop.PENDING
-    assert quick.end == first.end > 0  # cut by the window
+    assert walk(0, 2000) == first.end > 0  # cut by the window
     whole = scan_units(buf, 0, SEGMENT, 0, SEGMENT)
     assert whole.stop is ScanStop.BLANK
-    assert scan_units(buf, 0, SEGMENT, 0, SEGMENT, quick=True) == whole  # the blank marker is judged
-    no_message = scan_units(buf, whole.last_message + 1, SEGMENT, 0, SEGMENT, quick=True)
-    assert no_message.stop is ScanStop.INVALID  # nothing passed: the unit there is judged
+    assert walk(0, SEGMENT) == -1  # scan_units takes the blank marker
+    assert walk(whole.last_message + 1, SEGMENT) == -1  # no message there

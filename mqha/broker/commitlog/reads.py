@@ -14,6 +14,7 @@ from mqha.broker.commitlog.codec import (
 )
 from mqha.broker.commitlog.scanning import (
     ScanStop,
+    message_walk,
     scan_units,
 )
 from mqha.broker.commitlog.types import (
@@ -103,18 +104,18 @@ class CommitLogReads(CommitLogState):
                 data = segment.pread(offset - segment.base, window)
             view = memoryview(data)
             batches: list[bytes | memoryview] = []
+            walk = message_walk(view, offset, segment.end, verify_crc=False)
             pos = 0
             while pos < window:
                 # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
                 # log's end, so a unit cut there ends the batch rather than counting as torn.
                 stop = min(pos + batch_bytes, window)
-                scan = scan_units(
-                    view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left, quick=True
-                )
-                if scan.stop is ScanStop.PENDING:  # messages up to a unit left unjudged: a whole batch
-                    batches.append(view[pos : scan.end])
-                    pos = scan.end
+                quick = walk(pos, stop)
+                if quick > pos:
+                    batches.append(view[pos:quick])
+                    pos = quick
                     continue
+                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
                 if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
                     scan = scan_units(
                         view,

@@ -9,6 +9,7 @@ definition (tests/property/test_native_codec.py compares the two on the same inp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from struct import Struct
 from struct import error as struct_error
@@ -43,7 +44,6 @@ class ScanStop(Enum):
     ZEROS = "reached zeros: end of data"
     BLANK = "passed a blank marker: the segment is complete"
     INVALID = "found an invalid unit"
-    PENDING = "stopped before a unit it left unjudged (quick walk)"
 
 
 class Scan(NamedTuple):
@@ -67,7 +67,6 @@ def scan_units(
     strict: bool = False,
     max_messages: int = -1,
     window: bool = False,
-    quick: bool = False,
 ) -> Scan:
     """Walk the units in ``buf[start:end]`` and stop at the first one that is not valid.
 
@@ -85,34 +84,26 @@ def scan_units(
     A blank marker stops it as ``BLANK`` with ``end`` just past the unit. ``max_messages`` >= 0 stops
     before the walk passes that many messages (``LIMIT``). ``window``: ``end`` only bounds how much to
     take, not the data: a unit that would cross it ends the walk as ``LIMIT``, not as a torn unit.
-
-    ``quick``: when the compiled walk passed at least one message and stopped where no blank marker
-    starts, return at once as ``PENDING`` with that ``end``; whatever unit stopped it (cut by ``end``,
-    invalid, zeros), the full walk stops there too, so ``end`` is the same. It spares the judgement of
-    that unit: the HA paths and reads ask for one batch at a time and only want to know how far the
-    valid messages go. A caller that needs the verdict scans again from ``end``.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    unpack_prefix = UNIT_PREFIX.unpack_from
-    unpack_scan = _SCAN.unpack_from
-    crc32 = _crc32
     seg_rel_end = segment_end - base_offset  # segment end, relative to the buffer
     pos = start
     count = 0
     last = -1
-    limit = end - BLANK_SIZE
     skip = _skip_messages
+    if skip is not None:  # the compiled walk passes the valid messages; the loop below judges the rest
+        pos, count, last = skip(
+            buf, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, 0, -1
+        )
+        if pos == end:  # the usual answer for a batch of whole messages: before any setup
+            return Scan(pos, count, last, ScanStop.LIMIT, None)
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    unpack_prefix = UNIT_PREFIX.unpack_from
+    unpack_scan = _SCAN.unpack_from
+    crc32 = _crc32
+    limit = end - BLANK_SIZE
     # The loop is the recovery hot path (one pass per message of a 1 GiB segment): every check of a
     # message is one combined test, and a failure is explained afterwards by _message_error.
     while pos <= limit and count != max_messages:
-        if skip is not None:  # the compiled walk passes the valid messages; this loop judges the rest
-            pos, count, last = skip(
-                mv, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, count, last
-            )
-            if pos > limit or count == max_messages:
-                break
-            if quick and count and unpack_prefix(mv, pos)[1] != BLANK_MAGIC:
-                return Scan(pos, count, last, ScanStop.PENDING, None)
         try:
             size, magic, record_crc, body_crc, phys, n_body, n_id, n_topic, n_keys, n_props = unpack_scan(
                 mv, pos
@@ -151,6 +142,10 @@ def scan_units(
             last = pos
             count += 1
             pos = stop
+            if skip is not None:
+                pos, count, last = skip(
+                    mv, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, count, last
+                )
         elif magic == BLANK_MAGIC:
             if size != seg_rel_end - pos:
                 return _invalid(
@@ -203,3 +198,40 @@ def is_zeros(data: bytes | bytearray | memoryview) -> bool:
 
 def _invalid(pos: int, count: int, last: int, reason: RejectReason, *, base: int, detail: str = "") -> Scan:
     return Scan(pos, count, last, ScanStop.INVALID, InvalidRecord(reason, base + pos, detail))
+
+
+def message_walk(
+    buf: bytes | bytearray | memoryview,
+    base_offset: int,
+    segment_end: int,
+    *,
+    verify_crc: bool = True,
+    strict: bool = False,
+) -> Callable[[int, int], int]:
+    """``walk(start, end)``: where ``scan_units(buf, start, end, base_offset, segment_end, ...)`` ends
+    (with these flags, either ``window``, no message limit) when the compiled walk alone can tell, else
+    ``-1``: then call :func:`scan_units`. Without the compiled walk it always answers ``-1``.
+
+    It can tell when the walk took at least one message and stopped where no blank marker starts:
+    whatever unit stops it there (cut by ``end``, invalid, zeros), scan_units stops there too. A blank
+    marker might be taken, so it is left to scan_units. The HA paths and reads ask once per 32 KiB
+    batch, the arguments fixed for a whole read: one small call instead of scan_units' setup, the
+    judgement of the unit it stops at and its result.
+    """
+    skip = _skip_messages
+    if skip is None:
+        return _no_walk
+    seg_rel_end = segment_end - base_offset
+    blank_at = UNIT_PREFIX.unpack_from
+
+    def walk(start: int, end: int) -> int:
+        pos, count, _ = skip(buf, start, end, base_offset, seg_rel_end, verify_crc, strict, -1, 0, -1)
+        if not count or (pos + BLANK_SIZE <= end and blank_at(buf, pos)[1] == BLANK_MAGIC):
+            return -1
+        return pos
+
+    return walk
+
+
+def _no_walk(start: int, end: int) -> int:
+    return -1

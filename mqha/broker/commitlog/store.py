@@ -77,6 +77,7 @@ from mqha.broker.commitlog.reads import CommitLogReads
 from mqha.broker.commitlog.recovery import CommitLogRecovery
 from mqha.broker.commitlog.scanning import (
     ScanStop,
+    message_walk,
     scan_units,
 )
 from mqha.broker.commitlog.segment import Segment, SpareFile, fsync_directory
@@ -348,13 +349,12 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
                     raise RemoteProtocolError(
                         f"replicated bytes [{start}, {start + len(part)}) cross the segment end {seg_end}"
                     )
-                scan = scan_units(part, 0, len(part), start, seg_end, strict=True, quick=True)
-                if scan.stop is ScanStop.PENDING:  # the compiled walk stopped early: judge from there
-                    scan = scan_units(part, scan.end, len(part), start, seg_end, strict=True)
-                if scan.end != len(part) or scan.stop is ScanStop.INVALID:
-                    raise RemoteProtocolError(
-                        f"replicated bytes at offset {start + scan.end} rejected: {scan.error}"
-                    )
+                if message_walk(part, start, seg_end, strict=True)(0, len(part)) != len(part):
+                    scan = scan_units(part, 0, len(part), start, seg_end, strict=True)
+                    if scan.end != len(part) or scan.stop is ScanStop.INVALID:
+                        raise RemoteProtocolError(
+                            f"replicated bytes at offset {start + scan.end} rejected: {scan.error}"
+                        )
                 if runs and runs[-1][0] // seg_size == start // seg_size:
                     runs[-1][1].append(part)
                 else:
