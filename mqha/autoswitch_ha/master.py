@@ -26,14 +26,13 @@ one). Misuse by the shell (answering a read that was not asked) raises ``LocalPr
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mqha.autoswitch_ha.batching import BatchPlan, fit_to_epoch, plan_batch
+from mqha.autoswitch_ha.connection import EXPECTED_CODES, Connection
 from mqha.autoswitch_ha.events import (
     CaughtUp,
-    ConnectionClosed,
     EpochHistoryOffer,
     Frame,
     HandshakeRequest,
@@ -43,30 +42,13 @@ from mqha.autoswitch_ha.events import (
     SlaveAck,
     TransferBatch,
 )
-from mqha.autoswitch_ha.frames import (
-    CODE_HANDSHAKE,
-    CODE_TRANSFER,
-    MAX_HANDSHAKE_ENTRIES,
-    FrameReader,
-    encode_frame,
-    transfer_frames,
-)
-from mqha.autoswitch_ha.state import (
-    HANDSHAKE,
-    TRANSFER,
-    ConnectionState,
-    ConnectionStateMachine,
-    Role,
-    Trigger,
-    expected_codes,
-)
+from mqha.autoswitch_ha.frames import MAX_HANDSHAKE_ENTRIES, FrameReader, encode_frame, transfer_frames
+from mqha.autoswitch_ha.state import HANDSHAKE, TRANSFER, Role, Trigger
 from mqha.autoswitch_ha.sync_state_set import caught_up_time
 from mqha.epoch.history import EpochHistory
 from mqha.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
-_EXPECTED_CODES = expected_codes(
-    Role.MASTER, {Trigger.HANDSHAKE_REQUEST: CODE_HANDSHAKE, Trigger.OFFSET_REPORT: CODE_TRANSFER}
-)
+_EXPECTED_CODES = EXPECTED_CODES[Role.MASTER]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,15 +82,14 @@ class LogView:
     epochs: EpochHistory
 
 
-class MasterConnection:
+class MasterConnection(Connection[MasterEvent]):
     """One slave's connection, seen from the master."""
 
     def __init__(self, log: LogView, now_ms: int, config: MasterConfig | None = None) -> None:
+        super().__init__(Role.MASTER)
         self.config = config or MasterConfig()
-        self._machine = ConnectionStateMachine(Role.MASTER)
         self._reader = FrameReader(Role.SLAVE)
         self._log = log
-        self._events: deque[MasterEvent] = deque()
         self._outbound: list[bytes | memoryview] = []  # frames, a TRANSFER as header + data
 
         self.slave_id: int | None = None
@@ -127,16 +108,6 @@ class MasterConnection:
         self._last_read_ms = now_ms
         self._last_write_ms = now_ms
         self._confirm_unsent = False  # the confirm offset moved since the last transfer frame
-
-    # -- queries ---------------------------------------------------------------------------------
-
-    @property
-    def state(self) -> ConnectionState:
-        return self._machine.state
-
-    @property
-    def is_open(self) -> bool:
-        return self._machine.is_open
 
     # -- inputs ----------------------------------------------------------------------------------
 
@@ -373,11 +344,6 @@ class MasterConnection:
         if transfer:
             self._confirm_unsent = False  # every transfer header carries the current confirm offset
 
-    def _end(self, trigger: Trigger, reason: str, error: Exception | None = None) -> None:
-        self._machine.process(trigger)
+    def _drop_pending(self) -> None:
         self._outbound.clear()  # nothing more goes out on a finished connection
         self._pending_read = None
-        self._events.append(ConnectionClosed(reason=reason, error=error))
-
-    def _fail(self, error: Exception) -> None:
-        self._end(Trigger.FAIL, str(error), error)

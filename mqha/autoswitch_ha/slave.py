@@ -1,7 +1,7 @@
 """Sans-IO slave side of one HA connection (docs/reference-behaviour.md §11.3, §13). No sockets, threads,
 clocks or files.
 
-The shell (``mqha.client.py``) owns the socket, the commit log, the epoch file and the clock. For every TCP
+The shell (``client.py``) owns the socket, the commit log, the epoch file and the clock. For every TCP
 connection to the master it builds a fresh :class:`SlaveConnection` from the replica's current state
 (after its own start-up recovery of a torn tail) and drives it:
 
@@ -27,13 +27,12 @@ than waiting for the next heartbeat (docs/reference-behaviour.md §17 item 13 fi
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
+from mqha.autoswitch_ha.connection import EXPECTED_CODES, Connection
 from mqha.autoswitch_ha.events import (
     AppendData,
     AppendEpoch,
-    ConnectionClosed,
     EpochHistoryOffer,
     Frame,
     HandshakeRequest,
@@ -43,32 +42,18 @@ from mqha.autoswitch_ha.events import (
     TransferBatch,
     TruncateTo,
 )
-from mqha.autoswitch_ha.frames import (
-    CODE_HANDSHAKE,
-    CODE_TRANSFER,
-    DEFAULT_MAX_BODY_SIZE,
-    FrameReader,
-    TransferFields,
-    encode_frame,
-)
-from mqha.autoswitch_ha.state import (
-    TRANSFER,
-    ConnectionState,
-    ConnectionStateMachine,
-    Role,
-    Trigger,
-    expected_codes,
-)
+from mqha.autoswitch_ha.frames import DEFAULT_MAX_BODY_SIZE, FrameReader, TransferFields, encode_frame
+from mqha.autoswitch_ha.state import TRANSFER, ConnectionState, Role, Trigger
 from mqha.epoch.history import EpochEntry, EpochHistory, find_consistent_point
 from mqha.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
-_EXPECTED_CODES = expected_codes(
-    Role.SLAVE, {Trigger.EPOCH_HISTORY_OFFER: CODE_HANDSHAKE, Trigger.TRANSFER_BATCH: CODE_TRANSFER}
-)
+_EXPECTED_CODES = EXPECTED_CODES[Role.SLAVE]
 
 
 @dataclass(frozen=True, kw_only=True)
 class SlaveConfig:
+    """Store keys of docs/reference-behaviour.md §16.3 the slave connection uses (milliseconds and bytes)."""
+
     heartbeat_interval_ms: int = 5_000  # haSendHeartbeatInterval
     housekeeping_interval_ms: int = 20_000  # haHousekeepingInterval
     sync_from_last_file: bool = False  # syncFromLastFile
@@ -119,7 +104,7 @@ def decide_truncation(
     return TruncationDecision(offset=offset, epochs=local.truncate_suffix_by_offset(offset))
 
 
-class SlaveConnection:
+class SlaveConnection(Connection[SlaveEvent]):
     """One connection to the master, seen from the slave."""
 
     def __init__(
@@ -134,11 +119,10 @@ class SlaveConnection:
     ) -> None:
         """``borrow``: :class:`AppendData` carries views of the receive buffer instead of copies; the
         shell must execute them before it passes in more bytes (:meth:`receive_buffer`)."""
+        super().__init__(Role.SLAVE)
         self.config = config or SlaveConfig()
         self.broker_id = broker_id
-        self._machine = ConnectionStateMachine(Role.SLAVE)
         self._reader = FrameReader(Role.MASTER, max_body_size=self.config.max_body_size, borrow=borrow)
-        self._events: deque[SlaveEvent] = deque()
         self._outbound = bytearray()
         # The replica as it will be once every returned action is executed.
         self._epochs = epochs
@@ -152,14 +136,6 @@ class SlaveConnection:
         self._last_write_ms = 0
 
     # -- queries ---------------------------------------------------------------------------------
-
-    @property
-    def state(self) -> ConnectionState:
-        return self._machine.state
-
-    @property
-    def is_open(self) -> bool:
-        return self._machine.is_open
 
     @property
     def epochs(self) -> EpochHistory:
@@ -411,11 +387,6 @@ class SlaveConnection:
         self._outbound += encode_frame(frame)
         self._last_write_ms = now_ms
 
-    def _end(self, trigger: Trigger, reason: str, error: Exception | None = None) -> None:
-        self._machine.process(trigger)
+    def _drop_pending(self) -> None:
         self._outbound.clear()
         self._pending = None
-        self._events.append(ConnectionClosed(reason=reason, error=error))
-
-    def _fail(self, error: Exception) -> None:
-        self._end(Trigger.FAIL, str(error), error)

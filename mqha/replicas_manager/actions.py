@@ -3,9 +3,11 @@
 Every action belongs to one *phase*; the runner executes one batch of actions in phase order
 (docs/architecture.md §11 rule 6, the etcd Ready order):
 
-    PERSIST  identity files (docs/reference-behaviour.md §9.3)            awaited, in batch order, before
-    anything is sent SEND     controller calls and heartbeats        started concurrently; replies come back
-    as inputs APPLY    broker hooks (fence, id, role, SSS)    after the sends of the same batch
+    PERSIST  identity files (docs/reference-behaviour.md §9.3)   awaited, in batch order, before anything
+                                                               is sent
+    SEND     controller calls and heartbeats                   started concurrently; replies come back
+                                                               as inputs
+    APPLY    broker hooks (fence, id, role, SSS)               after the sends of the same batch
 
 Controller calls carry a ``seq`` number: the planner keeps at most one call of each kind in flight
 and ignores a reply whose ``seq`` is not the one it is waiting for (a stale reply).
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 from mqha.errors import RemoteProtocolError
 from mqha.replicas_manager.hooks import MasterInfo
@@ -66,103 +68,95 @@ class TempBrokerIdentity:
 # Actions.
 
 
+@dataclass_transform(frozen_default=True)
 class Action:
+    """Something the planner asks the shell to do. Every subclass is a frozen dataclass and names its
+    phase once, in its class line: ``class SetFenced(Action, phase=Phase.APPLY)``."""
+
     phase: ClassVar[Phase]
 
+    def __init_subclass__(cls, *, phase: Phase | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if phase is not None:
+            cls.phase = phase
+        dataclass(frozen=True)(cls)
 
-@dataclass(frozen=True)
-class WriteTempIdentity(Action):
+
+class WriteTempIdentity(Action, phase=Phase.PERSIST):
     """Write the temp file for ``broker_id`` with a fresh check code (the shell reads the wall clock)
     and feed the written record back with ``on_temp_identity_written``."""
 
-    phase: ClassVar[Phase] = Phase.PERSIST
     broker_id: int
 
 
-@dataclass(frozen=True)
-class WriteIdentity(Action):
+class WriteIdentity(Action, phase=Phase.PERSIST):
     """Write the metadata file; the result goes to ``on_identity_written``."""
 
-    phase: ClassVar[Phase] = Phase.PERSIST
     identity: BrokerIdentity
 
 
-@dataclass(frozen=True)
-class DeleteTempIdentity(Action):
-    phase: ClassVar[Phase] = Phase.PERSIST
+class DeleteTempIdentity(Action, phase=Phase.PERSIST):
+    """Delete the temp file (it is gone or was never written: no verdict comes back)."""
 
 
-@dataclass(frozen=True)
-class DeleteIdentity(Action):
-    phase: ClassVar[Phase] = Phase.PERSIST
+class DeleteIdentity(Action, phase=Phase.PERSIST):
+    """Delete the metadata file after a failed write (no verdict comes back)."""
 
 
-class ControllerCall(Action):
+class ControllerCall(Action, phase=Phase.SEND):
     """A request to the controller leader; the reply (or ``None``: unreachable) goes to
-    ``on_controller_reply``."""
+    ``on_controller_reply``. A subclass names its ``kind`` (the in-flight key) in its class line."""
 
-    phase: ClassVar[Phase] = Phase.SEND
     kind: ClassVar[str]
     seq: int
 
+    def __init_subclass__(cls, *, kind: str, **kwargs: Any) -> None:
+        cls.kind = kind
+        super().__init_subclass__(**kwargs)
 
-@dataclass(frozen=True)
-class GetMetadata(ControllerCall):
+
+class GetMetadata(ControllerCall, kind="metadata"):
     """Leader discovery (docs/reference-behaviour.md §5.8) on every listed controller."""
 
-    kind: ClassVar[str] = "metadata"
-    seq: int
 
+class GetNextBrokerId(ControllerCall, kind="nextBrokerId"):
+    """docs/reference-behaviour.md §9.3 step 3: the id to try next."""
 
-@dataclass(frozen=True)
-class GetNextBrokerId(ControllerCall):
-    kind: ClassVar[str] = "nextBrokerId"
-    seq: int
     request: GetNextBrokerIdRequest
 
 
-@dataclass(frozen=True)
-class ApplyBrokerId(ControllerCall):
-    kind: ClassVar[str] = "applyBrokerId"
-    seq: int
+class ApplyBrokerId(ControllerCall, kind="applyBrokerId"):
+    """docs/reference-behaviour.md §9.3 step 4: claim the id the temp file holds."""
+
     request: ApplyBrokerIdRequest
 
 
-@dataclass(frozen=True)
-class RegisterBroker(ControllerCall):
-    kind: ClassVar[str] = "registerBroker"
-    seq: int
+class RegisterBroker(ControllerCall, kind="registerBroker"):
+    """docs/reference-behaviour.md §9.3 step 5 (and re-register, §9.4): the reply names the master."""
+
     request: RegisterBrokerRequest
 
 
-@dataclass(frozen=True)
-class GetReplicaInfo(ControllerCall):
-    kind: ClassVar[str] = "replicaInfo"
-    seq: int
+class GetReplicaInfo(ControllerCall, kind="replicaInfo"):
+    """docs/reference-behaviour.md §9.4: the broker set's master and SyncStateSet."""
+
     request: GetReplicaInfoRequest
 
 
-@dataclass(frozen=True)
-class ElectMaster(ControllerCall):
+class ElectMaster(ControllerCall, kind="electMaster"):
     """The broker trigger of docs/reference-behaviour.md §5.4: own id, no designation."""
 
-    kind: ClassVar[str] = "electMaster"
-    seq: int
     request: ElectMasterRequest
 
 
-@dataclass(frozen=True)
-class ProposeSyncStateSet(ControllerCall):
+class ProposeSyncStateSet(ControllerCall, kind="alterSyncStateSet"):
     """AlterSyncStateSet (docs/reference-behaviour.md §9.5): the new set with the master epoch and SSS epoch
     it expects."""
 
-    kind: ClassVar[str] = "alterSyncStateSet"
-    seq: int
     request: AlterSyncStateSetRequest
 
 
-@dataclass(frozen=True)
-class SendHeartbeat(Action):
+class SendHeartbeat(Action, phase=Phase.SEND):
     """Heartbeat to every controller (docs/reference-behaviour.md §9.7).
 
     ``confirm=False``: over each open session, fire-and-forget. ``confirm=True`` (the one heartbeat of
@@ -171,55 +165,47 @@ class SendHeartbeat(Action):
     alive before the broker asks it for an election.
     """
 
-    phase: ClassVar[Phase] = Phase.SEND
     request: BrokerHeartbeatRequest
     confirm: bool = False
     seq: int = 0
 
 
-@dataclass(frozen=True)
-class SetFenced(Action):
-    phase: ClassVar[Phase] = Phase.APPLY
+class SetFenced(Action, phase=Phase.APPLY):
+    """``hooks.set_fenced``: refuse (True) or take (False) puts."""
+
     fenced: bool
 
 
-@dataclass(frozen=True)
-class SetBrokerControllerId(Action):
-    phase: ClassVar[Phase] = Phase.APPLY
+class SetBrokerControllerId(Action, phase=Phase.APPLY):
+    """``hooks.set_broker_controller_id``: the id the controller knows this broker by."""
+
     broker_id: int
 
 
-@dataclass(frozen=True)
-class BecomeMaster(Action):
+class BecomeMaster(Action, phase=Phase.APPLY):
     """``hooks.change_to_master``; the verdict goes to ``on_role_change_result``."""
 
-    phase: ClassVar[Phase] = Phase.APPLY
     epoch: int
     sync_state_set_epoch: int
     sync_state_set: frozenset[int]
 
 
-@dataclass(frozen=True)
-class BecomeSlave(Action):
+class BecomeSlave(Action, phase=Phase.APPLY):
     """``hooks.change_to_slave``; the verdict goes to ``on_role_change_result``."""
 
-    phase: ClassVar[Phase] = Phase.APPLY
     master: MasterInfo
     epoch: int
 
 
-@dataclass(frozen=True)
-class ApplySyncStateSet(Action):
-    phase: ClassVar[Phase] = Phase.APPLY
+class ApplySyncStateSet(Action, phase=Phase.APPLY):
+    """``hooks.apply_sync_state_set``: a newer SyncStateSet and its epoch."""
+
     sync_state_set: frozenset[int]
     sync_state_set_epoch: int
 
 
-@dataclass(frozen=True)
-class CheckSyncStateSet(Action):
+class CheckSyncStateSet(Action, phase=Phase.APPLY):
     """Ask ``hooks.maybe_shrink_sync_state_set()``; the answer goes to ``on_sync_state_set_check``."""
-
-    phase: ClassVar[Phase] = Phase.APPLY
 
 
 RoleChange = BecomeMaster | BecomeSlave

@@ -6,16 +6,18 @@ Inputs are method calls with the current time (``now_ms``); each returns the act
 (``actions.py``), and the results of those actions come back as further inputs:
 
     start / shutdown                      lifecycle
-    on_identity_loaded                    what the identity files held at start (docs/reference-behaviour.md
-    §9.3 step 1) tick(now_ms)                          timers: start-sequence retries and the periodic tasks
+    on_identity_loaded                    what the identity files held at start
+                                          (docs/reference-behaviour.md §9.3 step 1)
+    tick(now_ms)                          timers: start-sequence retries and the periodic tasks
     on_controller_reply(call, reply)      a reply (``mqha.wire`` ``Reply``) or ``None`` (unreachable)
     on_temp_identity_written / on_identity_written / on_heartbeat_sent
     on_role_change_result(action, ok)     the broker hook's verdict on BecomeMaster / BecomeSlave
     on_role_notification(note)            a roleChanged push (docs/reference-behaviour.md §7.4, §9.6)
     on_local_progress(progress)           epoch and offsets for heartbeats (docs/reference-behaviour.md §9.7)
     on_sync_state_set_check(wanted)       the HA layer's answer to CheckSyncStateSet
-    (docs/reference-behaviour.md §9.5) on_sync_state_set_proposal(proposed)  the HA layer's expand /
-    connection-loss report (docs/reference-behaviour.md §9.5)
+                                          (docs/reference-behaviour.md §9.5)
+    on_sync_state_set_proposal(proposed)  the HA layer's expand / connection-loss report
+                                          (docs/reference-behaviour.md §9.5)
 
 Start sequence (docs/reference-behaviour.md §9.2), resumed from the current state after each input:
 
@@ -37,10 +39,9 @@ Register flow (docs/reference-behaviour.md §9.3) by ``RegisterState``:
                         metadata write failure: DeleteIdentity, the temp file survives)
     CREATE_METADATA... RegisterBroker -> role change from the reply's master -> REGISTERED
 
-Role changes (docs/reference-behaviour.md §9.6, docs/architecture.md §7): a target is considered only when its
-master epoch is above the local one; one hook call is in flight at a time (a newer target waits, an older one
-is dropped); the local role, master and epoch change only when the hook accepts -- a refusal leaves
-them as they were. A master's SyncStateSet epoch only moves forward (``changeSyncStateSet``).
+Role changes (docs/reference-behaviour.md §9.6, ``role_flow.py``): only a newer master epoch, one hook
+call in flight, and nothing changes unless the hook accepts. SyncStateSet (docs/reference-behaviour.md
+§9.5, ``sync_state_set_upkeep.py``): a master's set only moves to a newer SyncStateSet epoch.
 
 Deviations, each deliberate: the first replica-info sync, metadata refresh and SSS check run after
 ``min(3 s, period)`` rather than 3 s (short test periods); RUNNING requires the role change to have
@@ -58,29 +59,8 @@ from typing import TypeVar
 
 from mqha.codes import ResponseCode
 from mqha.errors import LocalProtocolError
-from mqha.replicas_manager.actions import (
-    Action,
-    ApplyBrokerId,
-    ApplySyncStateSet,
-    BecomeMaster,
-    BecomeSlave,
-    BrokerIdentity,
-    CheckSyncStateSet,
-    ControllerCall,
-    ElectMaster,
-    GetMetadata,
-    GetNextBrokerId,
-    GetReplicaInfo,
-    ProposeSyncStateSet,
-    RegisterBroker,
-    RoleChange,
-    RoleNotification,
-    SendHeartbeat,
-    SetBrokerControllerId,
-    SetFenced,
-    TempBrokerIdentity,
-)
-from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
+from mqha.replicas_manager import actions as act
+from mqha.replicas_manager.hooks import BrokerProgress
 from mqha.replicas_manager.planner_states import (
     FIRST_RUN_DELAY_MS,
     METADATA_ATTEMPTS,
@@ -90,7 +70,6 @@ from mqha.replicas_manager.planner_states import (
     RETRY_INTERVAL_MS,
     START_HEARTBEAT,
     STATE_TRANSITIONS,
-    MasterFacts,
     PlannerConfig,
     RegisterEvent,
     RegisterState,
@@ -101,9 +80,9 @@ from mqha.replicas_manager.planner_states import (
     _parse,
 )
 from mqha.replicas_manager.register_flow import RegisterFlow
+from mqha.replicas_manager.role_flow import RoleFlow
+from mqha.replicas_manager.sync_state_set_upkeep import SyncStateSetUpkeep
 from mqha.wire.controller_api import (
-    AlterSyncStateSetPayload,
-    AlterSyncStateSetRequest,
     BrokerHeartbeatRequest,
     ElectMasterPayload,
     ElectMasterRequest,
@@ -118,8 +97,12 @@ Code = ResponseCode
 _S = TypeVar("_S", bound=Enum)
 
 
-class ReplicasPlanner(RegisterFlow):
-    """Decisions of the ReplicasManager; see the module docstring for the inputs and the flows."""
+class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
+    """Decisions of the ReplicasManager; see the module docstring for the inputs and the flows.
+
+    It holds the state and runs the start sequence, the timers and the controller calls; the register
+    flow, the role changes and the SyncStateSet upkeep are its parts (``register_flow.py``,
+    ``role_flow.py``, ``sync_state_set_upkeep.py``), which read and write the same fields."""
 
     def __init__(self, config: PlannerConfig, *, seed: int | None = None) -> None:
         self.config = config
@@ -127,7 +110,7 @@ class ReplicasPlanner(RegisterFlow):
         self.state = State.INITIAL
         self.register_state = RegisterState.INITIAL
         self.broker_id: int | None = None
-        self.temp_identity: TempBrokerIdentity | None = None
+        self.temp_identity: act.TempBrokerIdentity | None = None
         self.master_broker_id: int | None = None
         self.master_address: str | None = None
         self.master_ha_address: str | None = None
@@ -142,8 +125,8 @@ class ReplicasPlanner(RegisterFlow):
         self._seq = 0
         self._in_flight: dict[str, int] = {}
         self._persisting = False  # a register-flow file write is pending
-        self._role_in_flight: RoleChange | None = None
-        self._role_pending: RoleChange | None = None
+        self._role_in_flight: act.RoleChange | None = None
+        self._role_pending: act.RoleChange | None = None
         self._sss_in_flight: frozenset[int] | None = None
         self._sss_pending: frozenset[int] | None = None
         self._check_in_flight = False
@@ -172,7 +155,7 @@ class ReplicasPlanner(RegisterFlow):
         return "MASTER" if self.is_master else "SLAVE"
 
     @property
-    def role_change_in_flight(self) -> RoleChange | None:
+    def role_change_in_flight(self) -> act.RoleChange | None:
         return self._role_in_flight
 
     def next_wakeup_ms(self) -> int | None:
@@ -216,7 +199,9 @@ class ReplicasPlanner(RegisterFlow):
 
     # ------------------------------------------------------------------------------ lifecycle
 
-    def on_identity_loaded(self, identity: BrokerIdentity | None, temp: TempBrokerIdentity | None) -> None:
+    def on_identity_loaded(
+        self, identity: act.BrokerIdentity | None, temp: act.TempBrokerIdentity | None
+    ) -> None:
         """docs/reference-behaviour.md §9.3 step 1 (the shell has checked the names against the config)."""
         if self._started:
             raise LocalProtocolError("identity files are loaded before start")
@@ -227,45 +212,47 @@ class ReplicasPlanner(RegisterFlow):
             self._register_transition(RegisterEvent.TEMP_FILE_FOUND)
             self.temp_identity = temp
 
-    def start(self, now_ms: int) -> list[Action]:
+    def start(self, now_ms: int) -> list[act.Action]:
         """Fence the broker (docs/reference-behaviour.md §9) and begin the start sequence."""
         if self._started:
             return []
         self._started = True
-        out: list[Action] = [SetFenced(True)]
+        out: list[act.Action] = [act.SetFenced(True)]
         if self.broker_id is not None:
-            out.append(SetBrokerControllerId(self.broker_id))
+            out.append(act.SetBrokerControllerId(self.broker_id))
         return out + self._drive_start(now_ms)
 
-    def shutdown(self, now_ms: int) -> list[Action]:
+    def shutdown(self, now_ms: int) -> list[act.Action]:
         if self.state is State.SHUTDOWN:
             return []
         self._transition(StateEvent.SHUTDOWN)
         self._retry_at = self._metadata_due = self._heartbeat_due = None
         self._replica_info_due = self._sss_check_due = None
-        return [SetFenced(True)]
+        return [act.SetFenced(True)]
 
     def on_local_progress(self, progress: BrokerProgress) -> None:
         self.progress = progress
 
     # ------------------------------------------------------------------------------ timers
 
-    def tick(self, now_ms: int) -> list[Action]:
+    def tick(self, now_ms: int) -> list[act.Action]:
         if not self._started or self.state is State.SHUTDOWN:
             return []
         out = self._drive_start(now_ms)
         if self._metadata_due is not None and now_ms >= self._metadata_due:
             self._metadata_due = now_ms + self.config.sync_controller_metadata_period_ms
-            out += self._call_once(GetMetadata)
+            out += self._call_once(act.GetMetadata)
         if self.state is not State.RUNNING:
             return out
         if self._heartbeat_due is not None and now_ms >= self._heartbeat_due:
             self._heartbeat_due = now_ms + self.config.heartbeat_interval_ms
-            out.append(SendHeartbeat(self.heartbeat_request()))
+            out.append(act.SendHeartbeat(self.heartbeat_request()))
         if self._replica_info_due is not None and now_ms >= self._replica_info_due:
             self._replica_info_due = now_ms + self.config.sync_broker_metadata_period_ms
             out += self._call_once(
-                lambda seq: GetReplicaInfo(seq, GetReplicaInfoRequest(broker_name=self.config.broker_name))
+                lambda seq: act.GetReplicaInfo(
+                    seq, GetReplicaInfoRequest(broker_name=self.config.broker_name)
+                )
             )
         if self.is_master and self._sss_check_due is not None and now_ms >= self._sss_check_due:
             self._sss_check_due = now_ms + self.config.check_sync_state_set_period_ms
@@ -274,7 +261,7 @@ class ReplicasPlanner(RegisterFlow):
 
     # ----------------------------------------------------------------------- controller calls
 
-    def _call_once(self, make: Callable[[int], ControllerCall]) -> list[Action]:
+    def _call_once(self, make: Callable[[int], act.ControllerCall]) -> list[act.Action]:
         """A controller call unless one of its kind is in flight."""
         self._seq += 1
         call = make(self._seq)
@@ -283,7 +270,9 @@ class ReplicasPlanner(RegisterFlow):
         self._in_flight[call.kind] = call.seq
         return [call]
 
-    def on_controller_reply(self, call: ControllerCall, reply: Reply | None, now_ms: int) -> list[Action]:
+    def on_controller_reply(
+        self, call: act.ControllerCall, reply: Reply | None, now_ms: int
+    ) -> list[act.Action]:
         if self._in_flight.get(call.kind) != call.seq:
             log.debug("stale %s reply ignored", call.kind)
             return []
@@ -291,19 +280,19 @@ class ReplicasPlanner(RegisterFlow):
         if self.state is State.SHUTDOWN:
             return []
         match call:
-            case GetMetadata():
+            case act.GetMetadata():
                 out = self._on_metadata(reply, now_ms)
-            case GetNextBrokerId():
+            case act.GetNextBrokerId():
                 out = self._on_next_broker_id(reply, now_ms)
-            case ApplyBrokerId():
+            case act.ApplyBrokerId():
                 out = self._on_apply_broker_id(reply, now_ms)
-            case RegisterBroker():
+            case act.RegisterBroker():
                 out = self._on_register(reply, now_ms)
-            case GetReplicaInfo():
+            case act.GetReplicaInfo():
                 out = self._on_replica_info(reply, now_ms)
-            case ElectMaster():
+            case act.ElectMaster():
                 out = self._on_elect(reply, now_ms)
-            case ProposeSyncStateSet():
+            case act.ProposeSyncStateSet():
                 out = self._on_alter_sync_state_set(call, reply)
             case _:
                 raise LocalProtocolError(f"no handler for controller call {call!r}")
@@ -313,7 +302,7 @@ class ReplicasPlanner(RegisterFlow):
 
     def _start_busy(self) -> bool:
         # A metadata refresh in flight does not hold the later steps back.
-        if self.state is State.INITIAL and GetMetadata.kind in self._in_flight:
+        if self.state is State.INITIAL and act.GetMetadata.kind in self._in_flight:
             return True
         return (
             self._persisting
@@ -321,16 +310,16 @@ class ReplicasPlanner(RegisterFlow):
             or any(
                 kind in self._in_flight
                 for kind in (
-                    GetNextBrokerId.kind,
-                    ApplyBrokerId.kind,
-                    RegisterBroker.kind,
-                    ElectMaster.kind,
+                    act.GetNextBrokerId.kind,
+                    act.ApplyBrokerId.kind,
+                    act.RegisterBroker.kind,
+                    act.ElectMaster.kind,
                     START_HEARTBEAT,
                 )
             )
         )
 
-    def _drive_start(self, now_ms: int) -> list[Action]:
+    def _drive_start(self, now_ms: int) -> list[act.Action]:
         """The next step of ``startBasicService`` (docs/reference-behaviour.md §9.2), if it is time and
         nothing is pending."""
         if not self._started or self.state in (State.RUNNING, State.SHUTDOWN):
@@ -341,14 +330,14 @@ class ReplicasPlanner(RegisterFlow):
             return []
         self._retry_at = None
         if self.state is State.INITIAL:
-            return self._call_once(GetMetadata)
+            return self._call_once(act.GetMetadata)
         if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
             return self._register_step()
         # REGISTER_TO_CONTROLLER_DONE
         if not self._start_heartbeat_done:
             self._seq += 1
             self._in_flight[START_HEARTBEAT] = self._seq
-            return [SendHeartbeat(self.heartbeat_request(), confirm=True, seq=self._seq)]
+            return [act.SendHeartbeat(self.heartbeat_request(), confirm=True, seq=self._seq)]
         if self.master_broker_id is not None:
             return self._become_running(now_ms)
         if not self._start_elect_done:
@@ -356,7 +345,7 @@ class ReplicasPlanner(RegisterFlow):
             return self._elect()
         return self._fail_start(now_ms, "no master after the election", RETRY_INTERVAL_MS)
 
-    def _fail_start(self, now_ms: int, reason: str, delay_ms: int) -> list[Action]:
+    def _fail_start(self, now_ms: int, reason: str, delay_ms: int) -> list[act.Action]:
         self.basic_service_failures += 1
         self.last_failure = reason
         self._retry_at = now_ms + delay_ms
@@ -365,7 +354,7 @@ class ReplicasPlanner(RegisterFlow):
         log.info("start sequence (%s) failed: %s; retrying in %d ms", self.state.value, reason, delay_ms)
         return []
 
-    def _become_running(self, now_ms: int) -> list[Action]:
+    def _become_running(self, now_ms: int) -> list[act.Action]:
         self._transition(StateEvent.MASTER_KNOWN)
         self.last_failure = None
         cfg = self.config
@@ -378,9 +367,9 @@ class ReplicasPlanner(RegisterFlow):
             self.master_broker_id,
             self.master_epoch,
         )
-        return [SetFenced(False)]
+        return [act.SetFenced(False)]
 
-    def _on_metadata(self, reply: Reply | None, now_ms: int) -> list[Action]:
+    def _on_metadata(self, reply: Reply | None, now_ms: int) -> list[act.Action]:
         ok = reply is not None and reply.ok and bool(reply.payload.get("leaderAddress"))
         if self.state is not State.INITIAL:
             if not ok:
@@ -401,7 +390,7 @@ class ReplicasPlanner(RegisterFlow):
 
     # ------------------------------------------------------------------------ elect, replica info
 
-    def _elect(self) -> list[Action]:
+    def _elect(self) -> list[act.Action]:
         assert self.broker_id is not None
         request = ElectMasterRequest(
             broker_name=self.config.broker_name,
@@ -409,9 +398,9 @@ class ReplicasPlanner(RegisterFlow):
             broker_id=self.broker_id,
             designate_elect=False,
         )
-        return self._call_once(lambda seq: ElectMaster(seq, request))
+        return self._call_once(lambda seq: act.ElectMaster(seq, request))
 
-    def _on_elect(self, reply: Reply | None, now_ms: int) -> list[Action]:
+    def _on_elect(self, reply: Reply | None, now_ms: int) -> list[act.Action]:
         """docs/reference-behaviour.md §9.6 brokerElect: success on SUCCESS or MASTER_STILL_EXIST naming a
         master."""
         payload = None
@@ -425,7 +414,7 @@ class ReplicasPlanner(RegisterFlow):
             return []
         return self._on_master_info(payload)
 
-    def _on_replica_info(self, reply: Reply | None, now_ms: int) -> list[Action]:
+    def _on_replica_info(self, reply: Reply | None, now_ms: int) -> list[act.Action]:
         """docs/reference-behaviour.md §9.4."""
         if reply is not None and reply.code == Code.CONTROLLER_BROKER_METADATA_NOT_EXIST:
             log.warning(
@@ -445,154 +434,9 @@ class ReplicasPlanner(RegisterFlow):
             return self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
         return []
 
-    # ------------------------------------------------------------------------------ role changes
-
-    def on_role_notification(self, note: RoleNotification, now_ms: int) -> list[Action]:
-        """docs/reference-behaviour.md §9.6 changeBrokerRole: a master named and a newer master epoch."""
-        if self.state is State.SHUTDOWN or note.broker_name not in (None, self.config.broker_name):
-            return []
-        if note.master_broker_id is None or note.master_epoch is None:
-            return []
-        out = self._on_master_info(note)
-        return out + self._drive_start(now_ms)
-
-    def _on_master_info(self, facts: MasterFacts) -> list[Action]:
-        master_id, address, epoch = facts.master_broker_id, facts.master_address, facts.master_epoch
-        if master_id is None or not address or epoch is None:
-            return []
-        target: RoleChange
-        if master_id == self.broker_id:
-            target = BecomeMaster(
-                epoch, facts.sync_state_set_epoch or 0, frozenset(facts.sync_state_set or ())
-            )
-        else:
-            target = BecomeSlave(MasterInfo(master_id, address, facts.master_ha_address), epoch)
-        return self._request_role(target)
-
-    def _request_role(self, target: RoleChange) -> list[Action]:
-        """Epoch rule of docs/reference-behaviour.md §9.6; at most one role change in flight, the newest one
-        waits."""
-        if self.broker_id is None or target.epoch <= self.master_epoch:
-            return []
-        in_flight = self._role_in_flight
-        if in_flight is not None:
-            if target.epoch > in_flight.epoch and (
-                self._role_pending is None or target.epoch > self._role_pending.epoch
-            ):
-                self._role_pending = target
-            return []
-        self._role_in_flight = target
-        return [target]
-
-    def on_role_change_result(self, action: RoleChange, accepted: bool, now_ms: int) -> list[Action]:
-        if action != self._role_in_flight:
-            return []
-        self._role_in_flight = None
-        out: list[Action] = []
-        if self.state is State.SHUTDOWN:
-            return out
-        if not accepted:
-            log.warning("the broker refused %r; role and masterEpoch %d unchanged", action, self.master_epoch)
-        elif action.epoch > self.master_epoch:
-            self.master_epoch = action.epoch
-            match action:
-                case BecomeMaster():
-                    self.master_broker_id = self.broker_id
-                    self.master_address = self.config.broker_address
-                    self.master_ha_address = self.config.ha_address
-                    # The hook received the set itself: record it without an ApplySyncStateSet.
-                    if action.sync_state_set_epoch > self.sync_state_set_epoch:
-                        self.sync_state_set = action.sync_state_set
-                        self.sync_state_set_epoch = action.sync_state_set_epoch
-                    self._sss_check_due = now_ms + self.config.check_sync_state_set_period_ms
-                    # "run the SSS check once" (docs/reference-behaviour.md §9.6)
-                    out += self._check_sync_state_set()
-                case BecomeSlave():
-                    self.master_broker_id = action.master.broker_id
-                    self.master_address = action.master.address
-                    self.master_ha_address = action.master.ha_address
-                    # SSS maintenance stops on a slave (docs/reference-behaviour.md §9.5)
-                    self._sss_check_due = None
-                    self._sss_pending = None
-            log.info(
-                "role %s at masterEpoch %d (master %s)", self.role, self.master_epoch, self.master_address
-            )
-        pending, self._role_pending = self._role_pending, None
-        if pending is not None:
-            out += self._request_role(pending)
-        return out + self._drive_start(now_ms)
-
-    # ----------------------------------------------------------------------------- SyncStateSet
-
-    def _change_sync_state_set(self, sss: frozenset[int], epoch: int) -> list[Action]:
-        """docs/reference-behaviour.md §9.5 changeSyncStateSet: only a newer SyncStateSet epoch takes
-        effect."""
-        if epoch <= self.sync_state_set_epoch:
-            return []
-        self.sync_state_set = frozenset(sss)
-        self.sync_state_set_epoch = epoch
-        return [ApplySyncStateSet(self.sync_state_set, epoch)]
-
-    def _check_sync_state_set(self) -> list[Action]:
-        if not self.is_master or self._check_in_flight:
-            return []
-        self._check_in_flight = True
-        return [CheckSyncStateSet()]
-
-    def on_sync_state_set_check(self, wanted: frozenset[int], now_ms: int) -> list[Action]:
-        """The HA layer's set (docs/reference-behaviour.md §9.5): plus our own id; report it when it
-        differs."""
-        self._check_in_flight = False
-        if not wanted:
-            return []  # the HA layer is not (yet) master: it has no opinion
-        return self._propose(frozenset(wanted) | {self.broker_id})
-
-    def on_sync_state_set_proposal(self, proposed: frozenset[int], now_ms: int) -> list[Action]:
-        """``report_sync_state_set`` of the HA layer (expand or connection loss)."""
-        if self.broker_id is None:
-            return []
-        return self._propose(frozenset(proposed) | {self.broker_id})
-
-    def _propose(self, proposed: frozenset[int]) -> list[Action]:
-        if not self.is_master or self.state is State.SHUTDOWN:
-            return []
-        if proposed == self._sss_in_flight:
-            return []  # the same proposal is on its way: merge
-        if self._sss_in_flight is not None:
-            self._sss_pending = proposed  # the newest wish goes next
-            return []
-        if proposed == self.sync_state_set:
-            return []
-        assert self.broker_id is not None
-        request = AlterSyncStateSetRequest(
-            broker_name=self.config.broker_name,
-            master_broker_id=self.broker_id,
-            master_epoch=self.master_epoch,
-            sync_state_set=proposed,
-            sync_state_set_epoch=self.sync_state_set_epoch,
-        )
-        out = self._call_once(lambda seq: ProposeSyncStateSet(seq, request))
-        if out:
-            self._sss_in_flight = proposed
-        return out
-
-    def _on_alter_sync_state_set(self, call: ProposeSyncStateSet, reply: Reply | None) -> list[Action]:
-        self._sss_in_flight = None
-        out: list[Action] = []
-        payload = _parse(AlterSyncStateSetPayload, reply) if reply is not None and reply.ok else None
-        if payload is None:
-            # Only logged: the next check or replica-info sync repairs it (docs/reference-behaviour.md §9.5).
-            log.info("alterSyncStateSet %s failed: %s", sorted(call.request.sync_state_set), _describe(reply))
-        else:
-            out += self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
-        pending, self._sss_pending = self._sss_pending, None
-        if pending is not None:
-            out += self._propose(pending)
-        return out
-
     # ------------------------------------------------------------------------------ heartbeats
 
-    def on_heartbeat_sent(self, action: SendHeartbeat, delivered: int, now_ms: int) -> list[Action]:
+    def on_heartbeat_sent(self, action: act.SendHeartbeat, delivered: int, now_ms: int) -> list[act.Action]:
         """The start sequence's heartbeat reached ``delivered`` controllers; go on either way."""
         if not action.confirm or self._in_flight.get(START_HEARTBEAT) != action.seq:
             return []

@@ -34,43 +34,19 @@ from urllib.parse import quote
 from mqha.clock import Clock, MonotonicClock, wall_ms
 from mqha.codes import ResponseCode
 from mqha.errors import MqhaError, RemoteProtocolError
+from mqha.replicas_manager import actions as act
 from mqha.replicas_manager import identity as identity_files
-from mqha.replicas_manager.actions import (
-    Action,
-    ApplyBrokerId,
-    ApplySyncStateSet,
-    BecomeMaster,
-    BecomeSlave,
-    CheckSyncStateSet,
-    ControllerCall,
-    DeleteIdentity,
-    DeleteTempIdentity,
-    ElectMaster,
-    GetMetadata,
-    GetNextBrokerId,
-    GetReplicaInfo,
-    ProposeSyncStateSet,
-    RegisterBroker,
-    RoleChange,
-    RoleNotification,
-    SendHeartbeat,
-    SetBrokerControllerId,
-    SetFenced,
-    TempBrokerIdentity,
-    WriteIdentity,
-    WriteTempIdentity,
-    in_phase_order,
-)
 from mqha.replicas_manager.client import ControllerClient, parse_addresses
 from mqha.replicas_manager.hooks import BrokerHooks, SyncStateSetReporter
-from mqha.replicas_manager.planner import PlannerConfig, RegisterState, ReplicasPlanner, State
+from mqha.replicas_manager.planner import ReplicasPlanner
+from mqha.replicas_manager.planner_states import PlannerConfig, RegisterState, State
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
 
 MAX_IDLE_S = 1.0  # the loop wakes at least this often even without timers
 
-Input = Callable[[int], list[Action]]
+Input = Callable[[int], list[act.Action]]
 
 
 class ReplicasManager(SyncStateSetReporter):
@@ -251,16 +227,16 @@ class ReplicasManager(SyncStateSetReporter):
                 log.exception("ReplicasManager loop step failed")
                 await asyncio.sleep(0.1)
 
-    async def _execute(self, actions: list[Action]) -> None:
-        for action in in_phase_order(actions):
+    async def _execute(self, actions: list[act.Action]) -> None:
+        for action in act.in_phase_order(actions):
             match action:
-                case WriteTempIdentity() | WriteIdentity() | DeleteTempIdentity() | DeleteIdentity():
+                case _ if action.phase is act.Phase.PERSIST:  # identity files
                     await self._persist(action)
-                case ControllerCall():
+                case act.ControllerCall():
                     self._spawn(self._call(action))
-                case SendHeartbeat():
+                case act.SendHeartbeat():
                     self._spawn(self._heartbeat(action))
-                case BecomeMaster() | BecomeSlave():
+                case act.BecomeMaster() | act.BecomeSlave():
                     self._spawn(self._role_change(action))
                 case _:
                     self._apply_now(action)
@@ -269,21 +245,21 @@ class ReplicasManager(SyncStateSetReporter):
 
     # -- PERSIST
 
-    async def _persist(self, action: Action) -> None:
+    async def _persist(self, action: act.Action) -> None:
         path = self._identity_path
         cfg = self._planner_config
         match action:
-            case WriteTempIdentity(broker_id=broker_id):
+            case act.WriteTempIdentity(broker_id=broker_id):
                 check_code = identity_files.register_check_code(cfg.broker_address, wall_ms())
-                temp = TempBrokerIdentity(cfg.cluster_name, cfg.broker_name, broker_id, check_code)
-                written: TempBrokerIdentity | None = temp
+                temp = act.TempBrokerIdentity(cfg.cluster_name, cfg.broker_name, broker_id, check_code)
+                written: act.TempBrokerIdentity | None = temp
                 try:
                     await asyncio.to_thread(identity_files.write_temp_identity, path, temp)
                 except (OSError, MqhaError) as exc:
                     log.error("cannot write %s: %s", identity_files.temp_path(path), exc)
                     written = None
                 self._put(lambda now: self.planner.on_temp_identity_written(action, written, now))
-            case WriteIdentity(identity=record):
+            case act.WriteIdentity(identity=record):
                 ok = True
                 try:
                     await asyncio.to_thread(identity_files.write_identity, path, record)
@@ -291,8 +267,10 @@ class ReplicasManager(SyncStateSetReporter):
                     log.error("cannot write %s: %s", path, exc)
                     ok = False
                 self._put(lambda now: self.planner.on_identity_written(action, ok, now))
-            case DeleteTempIdentity() | DeleteIdentity():
-                target = identity_files.temp_path(path) if isinstance(action, DeleteTempIdentity) else path
+            case act.DeleteTempIdentity() | act.DeleteIdentity():
+                target = (
+                    identity_files.temp_path(path) if isinstance(action, act.DeleteTempIdentity) else path
+                )
                 try:
                     await asyncio.to_thread(identity_files.delete, target)
                 except OSError as exc:
@@ -300,7 +278,7 @@ class ReplicasManager(SyncStateSetReporter):
 
     # -- SEND
 
-    async def _call(self, call: ControllerCall) -> None:
+    async def _call(self, call: act.ControllerCall) -> None:
         try:
             reply = await self._send(call)
         except asyncio.CancelledError:
@@ -310,28 +288,28 @@ class ReplicasManager(SyncStateSetReporter):
             reply = None
         self._put(lambda now: self.planner.on_controller_reply(call, reply, now))
 
-    async def _send(self, call: ControllerCall) -> Reply | None:
+    async def _send(self, call: act.ControllerCall) -> Reply | None:
         client = self.client
         group = "/v1/groups/" + quote(self._planner_config.broker_name, safe="")
         match call:
-            case GetMetadata():
+            case act.GetMetadata():
                 leader = await client.discover_leader()
                 return Reply(ResponseCode.SUCCESS, "", {"leaderAddress": leader}) if leader else None
-            case GetNextBrokerId(request=request):
+            case act.GetNextBrokerId(request=request):
                 return await client.call("GET", "/v1/brokers/next-id", params=request.to_json())
-            case ApplyBrokerId(request=request):
+            case act.ApplyBrokerId(request=request):
                 return await client.call("POST", "/v1/brokers/apply-id", body=request.to_json())
-            case RegisterBroker(request=request):
+            case act.RegisterBroker(request=request):
                 return await client.call("POST", "/v1/brokers/register", body=request.to_json())
-            case GetReplicaInfo():
+            case act.GetReplicaInfo():
                 return await client.call("GET", group + "/replica-info")
-            case ElectMaster(request=request):
+            case act.ElectMaster(request=request):
                 return await client.call("POST", group + "/elect", body=request.to_json())
-            case ProposeSyncStateSet(request=request):
+            case act.ProposeSyncStateSet(request=request):
                 return await client.call("POST", group + "/sync-state-set", body=request.to_json())
         raise TypeError(f"unknown controller call {call!r}")
 
-    async def _heartbeat(self, action: SendHeartbeat) -> None:
+    async def _heartbeat(self, action: act.SendHeartbeat) -> None:
         body = action.request.to_json()
         if not action.confirm:
             await self.client.send_heartbeat(body)
@@ -347,7 +325,7 @@ class ReplicasManager(SyncStateSetReporter):
 
     def _on_push(self, address: str, message: Mapping[str, Any]) -> None:
         try:
-            note = RoleNotification.from_json(message)
+            note = act.RoleNotification.from_json(message)
         except RemoteProtocolError as exc:
             log.warning("malformed roleChanged push from %s: %s", address, exc)
             return
@@ -361,16 +339,16 @@ class ReplicasManager(SyncStateSetReporter):
 
     # -- APPLY
 
-    def _apply_now(self, action: Action) -> None:
+    def _apply_now(self, action: act.Action) -> None:
         hooks = self.hooks
         match action:
-            case SetFenced(fenced=fenced):
+            case act.SetFenced(fenced=fenced):
                 hooks.set_fenced(fenced)
-            case SetBrokerControllerId(broker_id=broker_id):
+            case act.SetBrokerControllerId(broker_id=broker_id):
                 hooks.set_broker_controller_id(broker_id)
-            case ApplySyncStateSet(sync_state_set=sss, sync_state_set_epoch=epoch):
+            case act.ApplySyncStateSet(sync_state_set=sss, sync_state_set_epoch=epoch):
                 hooks.apply_sync_state_set(sss, epoch)
-            case CheckSyncStateSet():
+            case act.CheckSyncStateSet():
                 try:
                     wanted = frozenset(hooks.maybe_shrink_sync_state_set())
                 except Exception:
@@ -380,13 +358,13 @@ class ReplicasManager(SyncStateSetReporter):
             case _:
                 raise TypeError(f"no executor for {action!r}")
 
-    async def _role_change(self, action: RoleChange) -> None:
+    async def _role_change(self, action: act.RoleChange) -> None:
         accepted = False
         try:
             match action:
-                case BecomeMaster(epoch=epoch, sync_state_set_epoch=sss_epoch, sync_state_set=sss):
+                case act.BecomeMaster(epoch=epoch, sync_state_set_epoch=sss_epoch, sync_state_set=sss):
                     accepted = await self.hooks.change_to_master(epoch, sss_epoch, sss)
-                case BecomeSlave(master=master, epoch=epoch):
+                case act.BecomeSlave(master=master, epoch=epoch):
                     accepted = await self.hooks.change_to_slave(master, epoch)
         except asyncio.CancelledError:
             raise

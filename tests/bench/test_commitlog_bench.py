@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from mqha.broker.commitlog import CommitLog, FlushMode, MessageDraft, RecoveryReport
-from mqha.broker.commitlog.codec import Checkpoint, encode_checkpoint, encode_message
+from mqha.broker.commitlog.checkpoint import Checkpoint, encode_checkpoint
+from mqha.broker.commitlog.codec import encode_message
 
 pytestmark = pytest.mark.bench
 ASYNC, SYNC = FlushMode.ASYNC_FLUSH, FlushMode.SYNC_FLUSH

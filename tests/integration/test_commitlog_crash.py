@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mqha.broker.commitlog import CommitLog, MessageDraft
-from mqha.broker.commitlog.codec import Checkpoint, decode_checkpoint, encode_checkpoint
+from mqha.broker.commitlog.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
 from mqha.broker.commitlog.segment import SPARE_NAME, segment_name
 from mqha.errors import CorruptFileError, ForeignFileError, NotAlignedError, StorageError
 

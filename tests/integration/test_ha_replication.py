@@ -8,10 +8,8 @@ client); the test plays the ReplicasManager through the broker hooks.
 from __future__ import annotations
 
 import asyncio
-import functools
 import socket
 import struct
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,10 @@ from mqha.autoswitch_ha.frames import encode_frame
 from mqha.broker.protocol import PutStatus, ReadRequest
 from mqha.epoch.file import EpochFile
 from tests.helpers.processes import free_port
+from tests.helpers.run_async import run_async
 from tests.integration.ha_nodes import Node, eventually, same_log
 
 pytestmark = pytest.mark.integration
-
-
-def run_async(timeout: float = 60.0) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., None]]:
-    def decorate(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-        @functools.wraps(test)
-        def wrapper(*args: Any, **kwargs: Any) -> None:
-            asyncio.run(asyncio.wait_for(test(*args, **kwargs), timeout))
-
-        return wrapper
-
-    return decorate
 
 
 async def pair(tmp_path: Path, **overrides: Any) -> tuple[Node, Node]:

@@ -13,9 +13,8 @@ of another broker set refuses to start.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,25 +24,15 @@ from mqha.broker.config import BROKER_CONFIG
 from mqha.errors import StorageError
 from mqha.replicas_manager.client import ControllerClient
 from mqha.replicas_manager.hooks import BrokerProgress, MasterInfo
-from mqha.replicas_manager.planner import RegisterState, State
+from mqha.replicas_manager.planner_states import RegisterState, State
 from mqha.replicas_manager.runner import ReplicasManager
 from tests.helpers.processes import ProcessGroup, free_port
+from tests.helpers.run_async import run_async
 from tests.integration.controller_cluster import ControllerCluster
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 10.0
-
-
-def run_async(timeout: float = 60.0) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., None]]:
-    def decorate(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-        @functools.wraps(test)
-        def wrapper(*args: Any, **kwargs: Any) -> None:
-            asyncio.run(asyncio.wait_for(test(*args, **kwargs), timeout))
-
-        return wrapper
-
-    return decorate
 
 
 async def eventually(

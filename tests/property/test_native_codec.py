@@ -6,7 +6,7 @@
   for any drafts (odd field types, bad bounds, segment ends);
 * ``scan_units`` gives the same ``Scan`` with and without ``skip_messages``, for valid logs and for
   logs with a byte flipped, a tail cut, or a window, under every flag combination;
-* ``quick_scan_end``, when it answers, answers ``scan_units``' end.
+* ``message_walk``, when it answers, answers ``scan_units``' end.
 """
 
 import os
@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqha.broker.commitlog import CommitLog, MessageDraft, codec, store
-from mqha.broker.commitlog.codec import InvalidDraft, Scan, quick_scan_end, scan_units
+from mqha.broker.commitlog import CommitLog, MessageDraft, scanning, store
+from mqha.broker.commitlog.codec import InvalidDraft
 from mqha.broker.commitlog.native import NATIVE, NATIVE_STATUS, PURE_PYTHON_ENV
+from mqha.broker.commitlog.scanning import Scan, ScanStop, message_walk, scan_units
 
 pytestmark = pytest.mark.skipif(
     os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"), reason=f"{PURE_PYTHON_ENV} is set"
@@ -106,12 +107,12 @@ def _log_bytes(root: Path, drafts: list[MessageDraft]) -> bytes:
 
 
 def _scan(buf: bytes, compiled: bool, **kwargs: object) -> tuple[object, ...]:
-    saved = codec._skip_messages
-    codec._skip_messages = saved if compiled else None
+    saved = scanning._skip_messages
+    scanning._skip_messages = saved if compiled else None
     try:
         result: Scan = scan_units(buf, **kwargs)  # type: ignore[arg-type]
     finally:
-        codec._skip_messages = saved
+        scanning._skip_messages = saved
     error = result.error
     return (*result[:4], None if error is None else (error.reason, error.offset, str(error)))
 
@@ -161,23 +162,25 @@ def test_scan_is_the_same_with_and_without_the_compiled_path(tmp_root: Path, cas
 
 @SETTINGS
 @given(case=st.data())
-def test_quick_scan_end_is_scan_units_end_when_it_answers(tmp_root: Path, case: st.DataObject) -> None:
+def test_the_message_walk_answers_scan_units_end_when_it_answers(tmp_root: Path, case: st.DataObject) -> None:
     buf, kwargs = case.draw(scan_cases(tmp_root))
+    start, end = kwargs.pop("start"), kwargs.pop("end")
     del kwargs["max_messages"], kwargs["window"]
-    quick = quick_scan_end(buf, **kwargs)  # type: ignore[arg-type]
-    assert quick == -1 or quick > kwargs["start"]  # type: ignore[operator]
+    quick = message_walk(buf, **kwargs)(start, end)  # type: ignore[arg-type]
+    assert quick == -1 or quick > start  # type: ignore[operator]
     if quick != -1:
         for window in (False, True):
-            assert quick == _scan(buf, False, **kwargs, window=window)[0]
+            assert quick == _scan(buf, False, start=start, end=end, **kwargs, window=window)[0]
 
 
-def test_quick_scan_end_answers_for_plain_batches_and_leaves_blank_markers_to_scan_units(
+def test_the_message_walk_answers_for_plain_batches_and_leaves_blank_markers_to_scan_units(
     tmp_path: Path,
 ) -> None:
     buf = _log_bytes(tmp_path, [MessageDraft("topic", b"x" * 900)] * 5)  # 4 fit, then a blank marker
+    walk = message_walk(buf, 0, SEGMENT)
     first = scan_units(buf, 0, 2000, 0, SEGMENT, window=True)
-    assert quick_scan_end(buf, 0, 2000, 0, SEGMENT) == first.end > 0  # cut by the window
+    assert walk(0, 2000) == first.end > 0  # cut by the window
     whole = scan_units(buf, 0, SEGMENT, 0, SEGMENT)
-    assert whole.stop.name == "BLANK"
-    assert quick_scan_end(buf, 0, SEGMENT, 0, SEGMENT) == -1  # scan_units takes the blank marker
-    assert quick_scan_end(buf, whole.last_message + 1, SEGMENT, 0, SEGMENT) == -1  # no message there
+    assert whole.stop is ScanStop.BLANK
+    assert walk(0, SEGMENT) == -1  # scan_units takes the blank marker
+    assert walk(whole.last_message + 1, SEGMENT) == -1  # no message there

@@ -1,6 +1,8 @@
 """Segmented commit log: fixed-size files, self-delimiting messages, crash recovery (docs/architecture.md §4).
 
-``codec`` is the record format (core); ``segment`` and ``store`` are the files (shell).
+Cores: ``codec`` (the record format), ``scanning`` (walking a run of units), ``checkpoint`` (the
+checkpoint file's format). Shells: ``segment`` (one file), ``store`` (the log) with ``recovery``,
+``reads`` and ``flushing`` (its parts), ``native`` (loads the compiled fast paths).
 """
 
 from mqha.broker.commitlog.codec import InvalidDraft, MessageDraft, StoredMessage

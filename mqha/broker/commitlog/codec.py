@@ -32,10 +32,10 @@ Two deliberate changes to the field list of the design brief, both for the scann
   of the body followed by bytes ``[12, bodyStart)`` (zlib's running CRC seeded with ``bodyCRC``), so
   the writer hashes the body once.
 
-Compiled fast paths (``_native.c``, loaded by ``native.py``): ``encode_run`` encodes plain drafts back
-to back and ``scan_units`` lets ``skip_messages`` walk the valid messages; both hand every other case
-to the Python code here, which stays the definition (tests/property/test_native_codec.py compares the
-two on the same inputs).
+Compiled fast path (``_native.c``, loaded by ``native.py``): ``encode_run`` encodes plain drafts back
+to back and hands every other case to ``encode_message`` here, which stays the definition
+(tests/property/test_native_codec.py compares the two on the same inputs). Walking a run of units is
+``scanning.py``; the checkpoint file is ``checkpoint.py``.
 
 Placement rule (``fits``): a message goes into a segment only if ``size + BLANK_SIZE <= remaining``,
 so there is always room for the blank marker and a message never ends within 8 bytes of a segment end.
@@ -48,8 +48,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from struct import Struct
-from struct import error as struct_error
-from typing import NamedTuple
 
 from isal import isal_zlib
 
@@ -89,19 +87,15 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # maxMessageSize (docs/reference-beh
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
-_UNIT_PREFIX = Struct(">II")  # totalSize, magic
+UNIT_PREFIX = Struct(">II")  # totalSize, magic: the start of every unit
 # The 40 bytes after the two CRCs' neighbour fields: bodyCRC .. propertiesLength (positions 12..52).
 _HEADER_TAIL = Struct(">IqqqIHHHH")
 _HEADER_HEAD = Struct(">III")  # totalSize, magic, recordCRC
 _HEADER = Struct(">IIIIqqqIHHHH")  # all 52 bytes
-# What the scanner needs: totalSize, magic, recordCRC, bodyCRC, physicalOffset, and the five lengths.
-_SCAN = Struct(">IIIIq16xIHHHH")
-_SCAN_SIZE = _SCAN.size
 _BLANK = Struct(">II")
 # ISA-L's CRC32 is zlib's (same polynomial, same running seed) at about twice the speed for a 1 KiB
 # body: it is most of what recovery and the slave's batch check cost per message.
 _crc32 = isal_zlib.crc32
-_skip_messages = NATIVE.skip_messages if NATIVE is not None else None
 _pack_tail = _HEADER_TAIL.pack  # bound once: encode_message runs once per stored message
 _pack_head = _HEADER_HEAD.pack
 _join = b"".join
@@ -167,23 +161,6 @@ class InvalidRecord(Exception):
 
 class InvalidDraft(LocalProtocolError):
     """A draft that cannot be stored (too large, a field out of bounds, a bad character)."""
-
-
-class ScanStop(Enum):
-    LIMIT = "reached the end of the range"
-    ZEROS = "reached zeros: end of data"
-    BLANK = "passed a blank marker: the segment is complete"
-    INVALID = "found an invalid unit"
-
-
-class Scan(NamedTuple):
-    """Outcome of ``scan_units``. ``end`` is where valid data stops (relative to the buffer)."""
-
-    end: int
-    messages: int
-    last_message: int  # buffer position of the last valid message, -1 when none
-    stop: ScanStop
-    error: InvalidRecord | None
 
 
 # --- encoding ----------------------------------------------------------------------------------------
@@ -332,7 +309,7 @@ def decode_message(
     where = pos if base_offset is None else base_offset + pos
     left = len(mv) - pos
     if left < HEADER_SIZE:
-        if left >= BLANK_SIZE and _UNIT_PREFIX.unpack_from(mv, pos)[1] in (BLANK_MAGIC, 0):
+        if left >= BLANK_SIZE and UNIT_PREFIX.unpack_from(mv, pos)[1] in (BLANK_MAGIC, 0):
             raise InvalidRecord(RejectReason.NOT_A_MESSAGE, where)
         raise InvalidRecord(RejectReason.TORN, where, f"{left} bytes left")
     (size, magic, record_crc, body_crc, phys, store_ts, born_ts, n_body, n_id, n_topic, n_keys, n_props) = (
@@ -374,222 +351,5 @@ def decode_message(
 
 def unit_size_at(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """``(totalSize, magic)`` of the unit at ``pos``, unchecked (the caller validates)."""
-    size, magic = _UNIT_PREFIX.unpack_from(buf, pos)
+    size, magic = UNIT_PREFIX.unpack_from(buf, pos)
     return size, magic
-
-
-def scan_units(
-    buf: bytes | bytearray | memoryview,
-    start: int,
-    end: int,
-    base_offset: int,
-    segment_end: int,
-    *,
-    verify_crc: bool = True,
-    strict: bool = False,
-    max_messages: int = -1,
-    window: bool = False,
-) -> Scan:
-    """Walk the units in ``buf[start:end]`` and stop at the first one that is not valid.
-
-    ``base_offset`` is the global offset of ``buf[0]``; ``segment_end`` the global offset where the
-    segment holding these bytes ends (a blank marker must reach exactly there). Checks per message:
-    magic; size within ``[MIN_MESSAGE_SIZE, remaining - BLANK_SIZE]``; the unit within ``end`` (else
-    TORN); physicalOffset; and, when ``verify_crc`` (recovery), the body and record CRCs. Without
-    ``verify_crc`` it is the fast header-only walk over bytes already verified. ``strict`` (bytes from
-    a peer) adds the structure check of ``decode_message`` (the field lengths add up to the record, msgId
-    and topic are not empty), requires zeros after a blank marker and treats zeros where a unit should
-    start as invalid. It does not decode the text fields: a replica must hold what its master holds, and
-    every read decodes and checks them (``decode_message``).
-
-    Zeros where a unit would start stop the walk as ``ZEROS`` (end of data in a preallocated segment).
-    A blank marker stops it as ``BLANK`` with ``end`` just past the unit. ``max_messages`` >= 0 stops
-    before the walk passes that many messages (``LIMIT``). ``window``: ``end`` only bounds how much to
-    take, not the data: a unit that would cross it ends the walk as ``LIMIT``, not as a torn unit.
-    """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    unpack_prefix = _UNIT_PREFIX.unpack_from
-    unpack_scan = _SCAN.unpack_from
-    crc32 = _crc32
-    seg_rel_end = segment_end - base_offset  # segment end, relative to the buffer
-    pos = start
-    count = 0
-    last = -1
-    limit = end - BLANK_SIZE
-    skip = _skip_messages
-    # The loop is the recovery hot path (one pass per message of a 1 GiB segment): every check of a
-    # message is one combined test, and a failure is explained afterwards by _message_error.
-    while pos <= limit and count != max_messages:
-        if skip is not None:  # the compiled walk passes the valid messages; this loop judges the rest
-            pos, count, last = skip(
-                mv, pos, end, base_offset, seg_rel_end, verify_crc, strict, max_messages, count, last
-            )
-            if pos > limit or count == max_messages:
-                break
-        try:
-            size, magic, record_crc, body_crc, phys, n_body, n_id, n_topic, n_keys, n_props = unpack_scan(
-                mv, pos
-            )
-        except struct_error:  # under 52 bytes of buffer left: a blank marker or a torn unit
-            size, magic = unpack_prefix(mv, pos)
-            record_crc = body_crc = phys = n_body = n_id = n_topic = n_keys = n_props = -1
-        if magic == MESSAGE_MAGIC:
-            stop = pos + size
-            body_start = stop - n_body
-            if (
-                size < MIN_MESSAGE_SIZE
-                or stop + BLANK_SIZE > seg_rel_end
-                or phys != base_offset + pos
-                or body_start < pos + MIN_MESSAGE_SIZE
-                or (stop > end and not window)
-                or (
-                    strict
-                    and (
-                        pos + HEADER_SIZE + n_id + n_topic + n_keys + n_props != body_start
-                        or not n_id
-                        or not n_topic
-                    )
-                )
-            ):
-                return Scan(
-                    pos, count, last, ScanStop.INVALID, _message_error(mv, pos, end, seg_rel_end, base_offset)
-                )
-            if stop > end:  # a sound header whose message the window cuts: stop before it
-                return Scan(pos, count, last, ScanStop.LIMIT, None)
-            if verify_crc:
-                actual = crc32(mv[body_start:stop])
-                if actual != body_crc or crc32(mv[pos + RECORD_CRC_FROM : body_start], actual) != record_crc:
-                    reason = RejectReason.BAD_BODY_CRC if actual != body_crc else RejectReason.BAD_CRC
-                    return _invalid(pos, count, last, reason, base=base_offset)
-            last = pos
-            count += 1
-            pos = stop
-        elif magic == BLANK_MAGIC:
-            if size != seg_rel_end - pos:
-                return _invalid(
-                    pos, count, last, RejectReason.BAD_BLANK, base=base_offset, detail=f"size {size}"
-                )
-            if pos + size > end:
-                if window:
-                    return Scan(pos, count, last, ScanStop.LIMIT, None)
-                return _invalid(
-                    pos, count, last, RejectReason.TORN, base=base_offset, detail=f"blank of {size}"
-                )
-            if strict and not is_zeros(mv[pos + BLANK_SIZE : pos + size]):
-                return _invalid(
-                    pos, count, last, RejectReason.BAD_BLANK, base=base_offset, detail="non-zero filler"
-                )
-            return Scan(pos + size, count, last, ScanStop.BLANK, None)
-        elif size == 0 and magic == 0 and not strict:
-            return Scan(pos, count, last, ScanStop.ZEROS, None)
-        else:
-            return _invalid(
-                pos, count, last, RejectReason.BAD_MAGIC, base=base_offset, detail=f"0x{magic:08X}"
-            )
-    if count == max_messages or pos == end or window:
-        return Scan(pos, count, last, ScanStop.LIMIT, None)
-    # Fewer than 8 bytes left: only zeros may remain (a unit never starts this close to the end).
-    if not strict and is_zeros(mv[pos:end]):
-        return Scan(pos, count, last, ScanStop.ZEROS, None)
-    return _invalid(pos, count, last, RejectReason.TORN, base=base_offset, detail=f"{end - pos} bytes left")
-
-
-def quick_scan_end(
-    buf: bytes | bytearray | memoryview,
-    start: int,
-    end: int,
-    base_offset: int,
-    segment_end: int,
-    *,
-    verify_crc: bool = True,
-    strict: bool = False,
-) -> int:
-    """``scan_units(buf, start, end, ...).end`` for the same arguments (either ``window``, no message
-    limit) when the compiled walk alone can tell it, else ``-1``: then call :func:`scan_units`.
-
-    It can when the walk took at least one message and stopped where no blank marker starts: whatever
-    unit stops it there (cut by ``end``, invalid, zeros), scan_units stops there too. A blank marker
-    might be taken, so it is left to scan_units. One call per batch instead of scan_units' setup, the
-    judgement of the unit it stops at and its result: the HA paths make one per 32 KiB batch.
-    """
-    if _skip_messages is None:
-        return -1
-    pos, count, _ = _skip_messages(
-        buf, start, end, base_offset, segment_end - base_offset, verify_crc, strict, -1, 0, -1
-    )
-    if not count or (pos + BLANK_SIZE <= end and _UNIT_PREFIX.unpack_from(buf, pos)[1] == BLANK_MAGIC):
-        return -1
-    return pos
-
-
-def _message_error(mv: memoryview, pos: int, end: int, seg_rel_end: int, base_offset: int) -> InvalidRecord:
-    """Which header check the message at ``pos`` failed, in the documented order."""
-    where = base_offset + pos
-    size = _UNIT_PREFIX.unpack_from(mv, pos)[0]
-    if size < MIN_MESSAGE_SIZE or pos + size + BLANK_SIZE > seg_rel_end:
-        return InvalidRecord(RejectReason.BAD_SIZE, where, f"size {size}")
-    if pos + size > end or len(mv) - pos < _SCAN_SIZE:
-        return InvalidRecord(RejectReason.TORN, where, f"size {size}, {end - pos} bytes left")
-    phys, n_body, n_id, n_topic, n_keys, n_props = _SCAN.unpack_from(mv, pos)[4:]
-    if phys != where:
-        return InvalidRecord(RejectReason.WRONG_OFFSET, where, f"field says {phys}")
-    lengths = f"body {n_body}, msgId {n_id}, topic {n_topic}, keys {n_keys}, properties {n_props}"
-    return InvalidRecord(RejectReason.BAD_STRUCTURE, where, f"lengths ({lengths}) in a record of {size}")
-
-
-def is_zeros(data: bytes | bytearray | memoryview) -> bool:
-    """True when every byte is zero (a copy and a memcmp: far faster than comparing memoryviews)."""
-    return bytes(data) == bytes(len(data))
-
-
-def _invalid(pos: int, count: int, last: int, reason: RejectReason, *, base: int, detail: str = "") -> Scan:
-    return Scan(pos, count, last, ScanStop.INVALID, InvalidRecord(reason, base + pos, detail))
-
-
-# --- checkpoint --------------------------------------------------------------------------------------
-CHECKPOINT_MAGIC = 0x4D51434B  # "MQCK"
-CHECKPOINT_VERSION = 1
-_CHECKPOINT = Struct(">IHHQQI4x")  # magic, version, clean flag, segment size, flushed offset, CRC, pad
-CHECKPOINT_SIZE = _CHECKPOINT.size
-_CHECKPOINT_CRC_POS = 24  # the CRC covers bytes [0, 24)
-
-
-class Checkpoint(NamedTuple):
-    """The store's small state file. ``clean``: written by ``close`` after a full flush, so every
-    segment but the last may be trusted without re-reading. ``flushed_offset``: every byte below it was
-    durable (fsynced) when the checkpoint was written, so crash recovery starts in its segment."""
-
-    clean: bool
-    segment_size: int
-    flushed_offset: int
-
-
-def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
-    head = _CHECKPOINT.pack(
-        CHECKPOINT_MAGIC,
-        CHECKPOINT_VERSION,
-        int(checkpoint.clean),
-        checkpoint.segment_size,
-        checkpoint.flushed_offset,
-        0,
-    )[:_CHECKPOINT_CRC_POS]
-    return _CHECKPOINT.pack(
-        CHECKPOINT_MAGIC,
-        CHECKPOINT_VERSION,
-        int(checkpoint.clean),
-        checkpoint.segment_size,
-        checkpoint.flushed_offset,
-        _crc32(head),
-    )
-
-
-def decode_checkpoint(data: bytes) -> Checkpoint | None:
-    """The checkpoint in ``data``, or None when it is not one (short, torn, foreign, CRC mismatch)."""
-    if len(data) < CHECKPOINT_SIZE:
-        return None
-    magic, version, clean, segment_size, flushed, crc = _CHECKPOINT.unpack_from(data)
-    if magic != CHECKPOINT_MAGIC or version != CHECKPOINT_VERSION or clean not in (0, 1):
-        return None
-    if _crc32(data[:_CHECKPOINT_CRC_POS]) != crc:
-        return None
-    return Checkpoint(bool(clean), segment_size, flushed)

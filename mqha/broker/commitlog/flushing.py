@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from mqha.broker.commitlog.codec import (
+from mqha.broker.commitlog.checkpoint import (
     Checkpoint,
 )
 from mqha.broker.commitlog.segment import fsync_directory

@@ -8,12 +8,14 @@ from mqha.broker.commitlog.codec import (
     BLANK_MAGIC,
     BLANK_SIZE,
     InvalidRecord,
-    ScanStop,
     StoredMessage,
     decode_message,
-    quick_scan_end,
-    scan_units,
     unit_size_at,
+)
+from mqha.broker.commitlog.scanning import (
+    ScanStop,
+    message_walk,
+    scan_units,
 )
 from mqha.broker.commitlog.types import (
     CommitLogState,
@@ -102,12 +104,13 @@ class CommitLogReads(CommitLogState):
                 data = segment.pread(offset - segment.base, window)
             view = memoryview(data)
             batches: list[bytes | memoryview] = []
+            walk = message_walk(view, offset, segment.end, verify_crc=False)
             pos = 0
             while pos < window:
                 # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
                 # log's end, so a unit cut there ends the batch rather than counting as torn.
                 stop = min(pos + batch_bytes, window)
-                quick = quick_scan_end(view, pos, stop, offset, segment.end, verify_crc=False)
+                quick = walk(pos, stop)
                 if quick > pos:
                     batches.append(view[pos:quick])
                     pos = quick

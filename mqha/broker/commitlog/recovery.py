@@ -7,12 +7,14 @@ import logging
 import mmap
 import os
 
-from mqha.broker.commitlog.codec import (
+from mqha.broker.commitlog.checkpoint import (
     CHECKPOINT_SIZE,
     Checkpoint,
-    ScanStop,
     decode_checkpoint,
     encode_checkpoint,
+)
+from mqha.broker.commitlog.scanning import (
+    ScanStop,
     scan_units,
 )
 from mqha.broker.commitlog.segment import SPARE_NAME, Segment, fsync_directory, parse_segment_name

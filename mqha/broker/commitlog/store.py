@@ -60,22 +60,26 @@ import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
+from mqha.broker.commitlog.checkpoint import (
+    Checkpoint,
+)
 from mqha.broker.commitlog.codec import (
     BLANK_SIZE,
     DEFAULT_MAX_MESSAGE_SIZE,
-    Checkpoint,
     InvalidDraft,
     MessageDraft,
-    ScanStop,
     encode_blank,
     encode_message,
     encode_run,
-    quick_scan_end,
-    scan_units,
 )
 from mqha.broker.commitlog.flushing import CommitLogFlushing
 from mqha.broker.commitlog.reads import CommitLogReads
 from mqha.broker.commitlog.recovery import CommitLogRecovery
+from mqha.broker.commitlog.scanning import (
+    ScanStop,
+    message_walk,
+    scan_units,
+)
 from mqha.broker.commitlog.segment import Segment, SpareFile, fsync_directory
 from mqha.broker.commitlog.types import (
     MIN_SEGMENT_SIZE,
@@ -345,7 +349,7 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
                     raise RemoteProtocolError(
                         f"replicated bytes [{start}, {start + len(part)}) cross the segment end {seg_end}"
                     )
-                if quick_scan_end(part, 0, len(part), start, seg_end, strict=True) != len(part):
+                if message_walk(part, start, seg_end, strict=True)(0, len(part)) != len(part):
                     scan = scan_units(part, 0, len(part), start, seg_end, strict=True)
                     if scan.end != len(part) or scan.stop is ScanStop.INVALID:
                         raise RemoteProtocolError(

@@ -9,6 +9,11 @@ import zlib
 
 import pytest
 
+from mqha.broker.commitlog.checkpoint import (
+    Checkpoint,
+    decode_checkpoint,
+    encode_checkpoint,
+)
 from mqha.broker.commitlog.codec import (
     BLANK_MAGIC,
     BLANK_SIZE,
@@ -30,20 +35,19 @@ from mqha.broker.commitlog.codec import (
     STORE_TIMESTAMP_POS,
     TOPIC_LENGTH_POS,
     TOTAL_SIZE_POS,
-    Checkpoint,
     InvalidDraft,
     InvalidRecord,
     MessageDraft,
     RejectReason,
-    ScanStop,
-    decode_checkpoint,
     decode_message,
     decode_properties,
     encode_blank,
-    encode_checkpoint,
     encode_message,
     encode_properties,
     fits,
+)
+from mqha.broker.commitlog.scanning import (
+    ScanStop,
     scan_units,
 )
 from mqha.errors import LocalProtocolError

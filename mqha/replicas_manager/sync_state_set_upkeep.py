@@ -1,0 +1,88 @@
+"""The SyncStateSet upkeep of the ReplicasPlanner (core; docs/reference-behaviour.md §9.5).
+
+On a master only: the periodic check asks the HA layer for the set it wants, the HA layer reports
+expansions and connection losses, and a set that differs from the recorded one is proposed to the
+controller (AlterSyncStateSet), one proposal in flight, the newest wish next. A set takes effect only
+with a newer SyncStateSet epoch (``changeSyncStateSet``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mqha.replicas_manager.actions import Action, ApplySyncStateSet, CheckSyncStateSet, ProposeSyncStateSet
+from mqha.replicas_manager.planner_states import State, _describe, _parse
+from mqha.wire.controller_api import AlterSyncStateSetPayload, AlterSyncStateSetRequest, Reply
+
+log = logging.getLogger("mqha.replicas_manager.planner")
+
+
+class SyncStateSetUpkeep:
+    """Keeps a master's SyncStateSet in step with the HA layer and the controller (part of
+    ``ReplicasPlanner``): check, propose, apply a newer epoch."""
+
+    def _change_sync_state_set(self, sss: frozenset[int], epoch: int) -> list[Action]:
+        """docs/reference-behaviour.md §9.5 changeSyncStateSet: only a newer SyncStateSet epoch takes
+        effect."""
+        if epoch <= self.sync_state_set_epoch:
+            return []
+        self.sync_state_set = frozenset(sss)
+        self.sync_state_set_epoch = epoch
+        return [ApplySyncStateSet(self.sync_state_set, epoch)]
+
+    def _check_sync_state_set(self) -> list[Action]:
+        if not self.is_master or self._check_in_flight:
+            return []
+        self._check_in_flight = True
+        return [CheckSyncStateSet()]
+
+    def on_sync_state_set_check(self, wanted: frozenset[int], now_ms: int) -> list[Action]:
+        """The HA layer's set (docs/reference-behaviour.md §9.5): plus our own id; report it when it
+        differs."""
+        self._check_in_flight = False
+        if not wanted:
+            return []  # the HA layer is not (yet) master: it has no opinion
+        return self._propose(frozenset(wanted) | {self.broker_id})
+
+    def on_sync_state_set_proposal(self, proposed: frozenset[int], now_ms: int) -> list[Action]:
+        """``report_sync_state_set`` of the HA layer (expand or connection loss)."""
+        if self.broker_id is None:
+            return []
+        return self._propose(frozenset(proposed) | {self.broker_id})
+
+    def _propose(self, proposed: frozenset[int]) -> list[Action]:
+        if not self.is_master or self.state is State.SHUTDOWN:
+            return []
+        if proposed == self._sss_in_flight:
+            return []  # the same proposal is on its way: merge
+        if self._sss_in_flight is not None:
+            self._sss_pending = proposed  # the newest wish goes next
+            return []
+        if proposed == self.sync_state_set:
+            return []
+        assert self.broker_id is not None
+        request = AlterSyncStateSetRequest(
+            broker_name=self.config.broker_name,
+            master_broker_id=self.broker_id,
+            master_epoch=self.master_epoch,
+            sync_state_set=proposed,
+            sync_state_set_epoch=self.sync_state_set_epoch,
+        )
+        out = self._call_once(lambda seq: ProposeSyncStateSet(seq, request))
+        if out:
+            self._sss_in_flight = proposed
+        return out
+
+    def _on_alter_sync_state_set(self, call: ProposeSyncStateSet, reply: Reply | None) -> list[Action]:
+        self._sss_in_flight = None
+        out: list[Action] = []
+        payload = _parse(AlterSyncStateSetPayload, reply) if reply is not None and reply.ok else None
+        if payload is None:
+            # Only logged: the next check or replica-info sync repairs it (docs/reference-behaviour.md §9.5).
+            log.info("alterSyncStateSet %s failed: %s", sorted(call.request.sync_state_set), _describe(reply))
+        else:
+            out += self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
+        pending, self._sss_pending = self._sss_pending, None
+        if pending is not None:
+            out += self._propose(pending)
+        return out
