@@ -2,12 +2,13 @@
 
 Times, per representative body, what the controller and broker do at their HTTP edge and in the Raft
 log: request bytes -> checked request value, reply value -> body bytes, record -> log bytes -> record.
-It runs itself once per code tree (``--before``, default /work/main, and this checkout) in child
+It runs itself once per code tree (``--before``: a checkout of the older commit, e.g. made with
+``git worktree add --detach /tmp/before e1172b5``; ``--after``: this checkout) in child
 processes with that tree on PYTHONPATH, and prints ns/op side by side with the ratio after/before.
 Each child detects which API its tree has (the hand-written codecs, or ``mqha.wire``'s msgspec structs)
 and runs the steps that tree's server runs.
 
-    python scripts/bench_wire.py [--before DIR] [--after DIR] [--repeat N]
+    python scripts/bench_wire.py --before DIR [--after DIR] [--repeat N]
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def _run(tree: Path, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, default=Path("/work/main"))
+    parser.add_argument("--before", type=Path, required=True, help="checkout of the older commit")
     parser.add_argument("--after", type=Path, default=HERE)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
