@@ -115,10 +115,24 @@ class ConfigSpec:
         return self.parse(text, path)
 
 
+_VALUE_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"})
+
+
+def _escape_value(text: str) -> str:
+    """Escape what Java's reader would otherwise change: backslashes, line breaks, a leading blank."""
+    escaped = text.translate(_VALUE_ESCAPES)
+    return "\\" + escaped if escaped.startswith(" ") else escaped
+
+
 def render_properties(values: Mapping[str, Any]) -> str:
-    """Java-properties text of typed values (booleans lower-case, as Java prints them)."""
+    """Java-properties text of typed values (booleans lower-case, as Java prints them).
+
+    Values are escaped so that ``parse_properties`` reads back exactly what was written (a saved
+    ``C:\\data`` stays ``C:\\data``); ``:`` and ``=`` inside a value need no escape after the first
+    separator, so ``-p`` output stays readable.
+    """
     lines = []
     for name, value in values.items():
         text = str(value).lower() if isinstance(value, bool) else "" if value is None else str(value)
-        lines.append(f"{name}={text}")
+        lines.append(f"{name}={_escape_value(text)}")
     return "\n".join(lines) + "\n"

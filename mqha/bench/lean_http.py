@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
+import msgspec
 from aiohttp.http import HttpProcessingError, HttpResponseParser
 
 # A body larger than this would make the parser ask for flow control, which this client does not do
@@ -48,7 +48,7 @@ class LeanHttp:
     ) -> tuple[int, Any]:
         """(status, decoded JSON body or None) of one request."""
         origin, _, path = url.removeprefix("http://").partition("/")
-        payload = b"" if body is None else orjson.dumps(body)
+        payload = b"" if body is None else msgspec.json.encode(body)
         head = (
             f"{method} /{path} HTTP/1.1\r\nHost: {origin}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(payload)}\r\n\r\n"
@@ -65,7 +65,7 @@ class LeanHttp:
             raise ConnectionResetError(f"{url}: {exc!r}") from exc
         if not keep_alive:
             self._drop(origin)
-        return status, orjson.loads(data) if data.strip() else None
+        return status, msgspec.json.decode(data) if data.strip() else None
 
     async def _connection(
         self, origin: str

@@ -2,7 +2,7 @@
 
 Values in, values out: no sockets, files or clocks. ``mqha/broker/server.py`` feeds it the put body's
 bytes (decoded into ``mqha.wire.broker_api``'s structs, which check shapes and JSON types) and query
-strings, and sends back what it returns; the put path itself lives in ``mqha/broker/store.py``.
+strings, and sends back what it returns; the put path itself lives in ``mqha/broker/access.py``.
 
 Requests
     * put, one message: ``{"topic": str, "body": str | "bodyBase64": str, "keys"?: str,

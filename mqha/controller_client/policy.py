@@ -40,7 +40,7 @@ from mqha.codes import ResponseCode
 from mqha.wire.controller_api import Reply
 
 OUTCOME_UNKNOWN_MARK = "outcome is unknown"
-"""The controller's remark for a write that may still commit (``mqha/controller/service.py``)."""
+"""The controller's remark for a write that may still commit (``mqha/controller/write_path.py``)."""
 
 
 def parse_addresses(controllers: str | Iterable[str]) -> list[str]:

@@ -111,3 +111,16 @@ def test_render_round_trips() -> None:
 def test_missing_file_is_a_config_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         SPEC.load(str(tmp_path / "absent.conf"))
+
+
+def test_rendered_values_read_back_unchanged() -> None:
+    # A saved config (updateControllerConfig) must read back as written, backslashes included.
+    values = {
+        "storePathRootDir": "C:\\data\\store",
+        "trailingBackslash": "end\\",
+        "leadingBlank": " x",
+        "separators": "a=b:c d",
+        "lines": "one\ntwo\tthree",
+        "unicode": "brökér",
+    }
+    assert parse_properties(render_properties(values)) == values
