@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, dataclass_transform
 
-from mqha.errors import RemoteProtocolError
 from mqha.replicas_manager.hooks import MasterInfo
 from mqha.wire.controller_api import (
     AlterSyncStateSetRequest,
@@ -32,6 +31,7 @@ from mqha.wire.controller_api import (
     GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
     RegisterBrokerRequest,
+    RoleChangedMessage,
 )
 
 
@@ -220,24 +220,6 @@ def in_phase_order(actions: list[Action]) -> list[Action]:
 # Inputs that are not controller replies.
 
 
-def _opt_int(obj: Mapping[str, Any], key: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RemoteProtocolError(f"field '{key}' of roleChanged: expected an integer or null")
-    return value
-
-
-def _opt_str(obj: Mapping[str, Any], key: str) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise RemoteProtocolError(f"field '{key}' of roleChanged: expected a string or null")
-    return value
-
-
 @dataclass(frozen=True)
 class RoleNotification:
     """A ``roleChanged`` push of the controller (docs/reference-behaviour.md §7.4;
@@ -253,18 +235,15 @@ class RoleNotification:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> RoleNotification:
-        """Parse a push (unknown fields ignored); raises ``RemoteProtocolError`` on a wrong type."""
-        raw_set = obj.get("syncStateSet") or []
-        if not isinstance(raw_set, list) or any(
-            isinstance(item, bool) or not isinstance(item, int) for item in raw_set
-        ):
-            raise RemoteProtocolError("field 'syncStateSet' of roleChanged: expected an array of integers")
+        """Parse a push with the wire layer's struct (unknown fields ignored); raises
+        ``RemoteProtocolError`` on a wrong type."""
+        push = RoleChangedMessage.from_json(obj)
         return cls(
-            broker_name=_opt_str(obj, "brokerName"),
-            master_broker_id=_opt_int(obj, "masterBrokerId"),
-            master_address=_opt_str(obj, "masterAddress"),
-            master_ha_address=_opt_str(obj, "masterHaAddress"),
-            master_epoch=_opt_int(obj, "masterEpoch"),
-            sync_state_set_epoch=_opt_int(obj, "syncStateSetEpoch"),
-            sync_state_set=frozenset(raw_set),
+            broker_name=push.broker_name,
+            master_broker_id=push.master_broker_id,
+            master_address=push.master_address,
+            master_ha_address=push.master_ha_address,
+            master_epoch=push.master_epoch,
+            sync_state_set_epoch=push.sync_state_set_epoch,
+            sync_state_set=frozenset(push.sync_state_set or ()),
         )
