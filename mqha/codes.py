@@ -5,6 +5,8 @@ from enum import IntEnum
 
 
 class ResponseCode(IntEnum):
+    """Names RocketMQ's response codes with their numbers (docs/reference-behaviour.md §2.2)."""
+
     SUCCESS = 0
     SYSTEM_ERROR = 1
     SYSTEM_BUSY = 2

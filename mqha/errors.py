@@ -20,6 +20,8 @@ from mqha.codes import ResponseCode, http_status_for
 
 
 class MqhaError(Exception):
+    """Root of every error mqha raises on purpose; carries a response ``code`` and its HTTP status."""
+
     code: ResponseCode = ResponseCode.SYSTEM_ERROR
 
     @property
@@ -28,12 +30,16 @@ class MqhaError(Exception):
 
 
 class ConfigError(MqhaError):
+    """Reports a config key that is unknown, malformed or missing, naming the key."""
+
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"config key '{key}': {message}")
         self.key = key
 
 
 class StorageError(MqhaError):
+    """Reports on-disk state that cannot be used as is, naming the file."""
+
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
@@ -41,30 +47,32 @@ class StorageError(MqhaError):
 
 
 class CorruptFileError(StorageError):
-    pass
+    """Reports a file of ours that fails its format or checksum."""
 
 
 class ForeignFileError(StorageError):
-    pass
+    """Reports a file in a store directory that is not ours."""
 
 
 class NotAlignedError(StorageError):
-    pass
+    """Reports an offset that is not a message boundary."""
 
 
 class ProtocolError(MqhaError):
-    pass
+    """Reports a broken wire contract, by a peer or by a caller."""
 
 
 class LocalProtocolError(ProtocolError):
-    pass
+    """Reports that we were asked to send something invalid."""
 
 
 class RemoteProtocolError(ProtocolError):
-    pass
+    """Reports that the peer sent something invalid (the connection closes)."""
 
 
 class FencedError(MqhaError):
+    """Reports a request that carried a stale epoch."""
+
     code = ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH
 
 
@@ -78,6 +86,8 @@ class RequestError(MqhaError):
 
 
 class MissingExtraError(MqhaError):
+    """Reports a command that needs an optional part not installed, naming the extra."""
+
     def __init__(self, extra: str, purpose: str) -> None:
         super().__init__(f"install mqha[{extra}] {purpose}")
         self.extra = extra

@@ -16,6 +16,8 @@ from mqha.ids import MASTER_ROLE_ID
 
 
 class Role(Enum):
+    """Names what a broker is right now: MASTER, SLAVE, or NONE before it is told."""
+
     NONE = "NONE"  # not told yet (fresh start, or the ReplicasManager has not decided)
     MASTER = "MASTER"
     SLAVE = "SLAVE"

@@ -1,8 +1,8 @@
 """``mqadmin <command> [options]``: the admin CLI shell -- argparse, a small HTTP client, the loops.
 
-What to ask and how to print it is ``mqha.admin_cli.commands`` (pure); this module only sends the calls
-it builds and writes the text it returns. Output goes to stdout; a failure is one line on stderr
-(``<command> command failed: [<code> <codeName>] <remark>``, a JSON object with ``--json``) and the
+The parsers, what to ask and how to print it are ``mqha.admin_cli.commands`` (pure); this module only
+sends the calls it builds and writes the text it returns. Output goes to stdout; a failure is one line
+on stderr (``<command> command failed: [<code> <codeName>] <remark>``, a JSON object with ``--json``) and the
 exit status says what kind: 0 success, 1 a node answered but not SUCCESS, 2 bad command line,
 3 no listed node reachable. ``-i`` repeats until SIGINT/SIGTERM (exit 0); a failed round is reported
 on stderr and the loop goes on, as a monitor should.
@@ -34,6 +34,7 @@ from mqha.admin_cli.commands import (
     COMMANDS,
     CONNECT_FAILED,
     CONNECTION_LOST,
+    DEFAULT_TIMEOUT,
     EXIT_OK,
     EXIT_USAGE,
     Answer,
@@ -46,7 +47,6 @@ from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, Silence,
 from mqha.controller_client.policy import Policy, Why
 from mqha.errors import RemoteProtocolError
 
-DEFAULT_TIMEOUT = 10.0  # above the controller's 5 s write timeout, so its own answer arrives first
 DISCOVERY_PAUSE_MS = 200
 DISCOVERY_TIMEOUT = 2.0  # per metadata request: a hung node must not hold up trying the next one
 # Rounds until --timeout (the budget, set per run); nothing to wait for when no node answers at all.
@@ -121,8 +121,11 @@ class Http:
 
 
 class Controllers:
-    """The controllers of ``-a``: calls to the serving leader (the one leader-following policy of
-    ``mqha.controller_client``, bounded by ``--timeout``) or to the first node that answers."""
+    """Sends a command's calls to the controllers of ``-a`` and turns a failed search into a remark.
+
+    A call goes to the serving leader (the one leader-following policy of ``mqha.controller_client``,
+    bounded by ``--timeout``) or to the first node that answers.
+    """
 
     def __init__(self, http: Http, addresses: Sequence[str]) -> None:
         self.addresses = list(addresses)
@@ -177,6 +180,8 @@ Output = tuple[str, Any]
 
 
 class Context:
+    """Holds what one command run shares: its parsed arguments, the HTTP client and the stderr stream."""
+
     def __init__(self, args: argparse.Namespace, http: Http, err: TextIO) -> None:
         self.args = args
         self.http = http
@@ -373,66 +378,6 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
 # Command line
 
 
-def _typed(convert: Callable[[str], Any], expected: str, *, positive: bool = False) -> Callable[[str], Any]:
-    """An argparse ``type``: ``convert`` with RocketMQ-like messages (and a > 0 check)."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if positive and value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_float = _typed(float, "a number of seconds", positive=True)
-_positive_int = _typed(int, "an integer", positive=True)
-_int = _typed(int, "an integer")
-
-
-def build_parser(command: core.Command) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=f"{core.PROG} {command.name}",
-        description=command.summary,
-        epilog=command.epilog or None,
-        allow_abbrev=False,
-    )
-    for option in command.options:
-        if option.kind == "flag":
-            parser.add_argument(*option.flags, dest=option.dest, action="store_true", help=option.help)
-            continue
-        kwargs: dict[str, Any] = {"dest": option.dest, "help": option.help, "metavar": option.metavar}
-        if option.required:
-            kwargs["required"] = True
-        if option.kind == "int":
-            kwargs["type"] = _int
-        elif option.kind == "interval":
-            kwargs.update(type=_positive_float, nargs="?", const=core.DEFAULT_INTERVAL)
-        parser.add_argument(*option.flags, **kwargs)
-    common = parser.add_argument_group("common options")
-    common.add_argument("--json", action="store_true", help="machine output: one JSON document per line")
-    common.add_argument(
-        "--token",
-        default=None,
-        help=f"admin token sent as 'Authorization: Bearer' (default: ${core.TOKEN_ENV})",
-    )
-    common.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"per-request timeout, also the leader-discovery bound (default {DEFAULT_TIMEOUT:g})",
-    )
-    if any(option.kind == "interval" for option in command.options):
-        common.add_argument(
-            "--rounds", type=_positive_int, default=None, metavar="N", help="with -i: stop after N rounds"
-        )
-    return parser
-
-
 def _usage_exit(parser: argparse.ArgumentParser, message: str) -> NoReturn:
     parser.print_usage(sys.stderr)
     print(f"{parser.prog}: error: {message}", file=sys.stderr)
@@ -488,7 +433,7 @@ def run(argv: Sequence[str]) -> int:
     if command is None:
         sys.stderr.write(core.unknown_command_text(name))
         return EXIT_USAGE
-    parser = build_parser(command)
+    parser = core.build_parser(command)
     args = parser.parse_args(rest)  # exits 2 on a bad option, 0 on -h
     args.command = command.name
     token = args.token if args.token is not None else os.environ.get(core.TOKEN_ENV) or None

@@ -27,8 +27,10 @@ class AckStatus(Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class AckPolicy:
-    """The store keys of docs/reference-behaviour.md §16.3 that decide how many replicas must hold a
-    message."""
+    """Decides how many replicas must hold a message before its put is acknowledged.
+
+    Holds the store keys of docs/reference-behaviour.md §16.3 that decide it.
+    """
 
     all_ack_in_sync_state_set: bool = False
     in_sync_replicas: int = 1

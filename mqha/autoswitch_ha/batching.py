@@ -21,8 +21,11 @@ from mqha.ids import MAX_OFFSET
 
 @dataclass(frozen=True, kw_only=True)
 class BatchPlan:
-    """Read about ``max_bytes`` from ``offset``; the bytes belong to ``epoch``, which ends at
-    ``epoch_end_offset`` (``MAX_OFFSET`` for the open last epoch)."""
+    """Says which bytes of the log to send next: about ``max_bytes`` from ``offset``, all of one epoch.
+
+    The bytes belong to ``epoch``, which ends at ``epoch_end_offset`` (``MAX_OFFSET`` for the open last
+    epoch).
+    """
 
     offset: int
     max_bytes: int

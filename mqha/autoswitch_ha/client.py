@@ -263,10 +263,13 @@ def _take_appends(
 
 
 class _Link(asyncio.BufferedProtocol):
-    """The socket of one connection to the master. Received bytes land directly in the machine's
-    buffer (``recv_into``: no copy on the way). Once a receive completes a frame that asks for an
-    action, reading pauses until the session has executed it, because actions borrow the buffer
-    (:class:`SlaveConnection` ``borrow``); part of a frame just waits for the rest."""
+    """Moves the bytes of one connection to the master between its socket and the machine's buffer.
+
+    Received bytes land directly in the machine's buffer (``recv_into``: no copy on the way). Once a
+    receive completes a frame that asks for an action, reading pauses until the session has executed it,
+    because actions borrow the buffer (:class:`SlaveConnection` ``borrow``); part of a frame just waits for
+    the rest.
+    """
 
     def __init__(self, conn: SlaveConnection, clock: Callable[[], int], on_received: Callable[[int], None]):
         self.conn = conn

@@ -13,7 +13,7 @@ from mqha.autoswitch_ha.slave import SlaveConfig
 
 @dataclass(frozen=True)
 class HAConfig:
-    """docs/reference-behaviour.md §16.3 keys of the HA layer, plus the listen address."""
+    """The HA layer's settings: the keys of docs/reference-behaviour.md §16.3, plus the listen address."""
 
     listen_host: str = "0.0.0.0"
     listen_port: int = 10912

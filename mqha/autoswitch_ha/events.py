@@ -189,10 +189,10 @@ Frame = HandshakeRequest | OffsetReport | EpochHistoryOffer | TransferBatch
 
 @dataclass(frozen=True, kw_only=True)
 class ReadLog:
-    """Action: read whole messages from the commit log at ``offset``, about ``max_bytes`` of them, as
-    consecutive batches of at most ``batch_bytes`` each (0: one batch).
+    """Action: read whole messages from the commit log at ``offset``, about ``max_bytes`` of them.
 
-    The shell answers with ``MasterConnection.supply_batches(offset, batches, now_ms)`` (one batch:
+    They come as consecutive batches of at most ``batch_bytes`` each (0: one batch). The shell answers
+    with ``MasterConnection.supply_batches(offset, batches, now_ms)`` (one batch:
     ``supply_log(offset, data, now_ms)``); no batches, or an empty one, means nothing is there yet. A
     batch may exceed ``batch_bytes`` only by holding one whole message larger than it. The read must
     not run past the end of the epoch (the machine cuts it there anyway).
@@ -205,8 +205,11 @@ class ReadLog:
 
 @dataclass(frozen=True, kw_only=True)
 class SlaveAck:
-    """The slave acknowledged that its log ends at ``offset`` (docs/reference-behaviour.md §11.2: wake waiting
-    producers, recompute confirmOffset if the slave is in the local SyncStateSet, maybe expand it)."""
+    """The slave acknowledged that its log ends at ``offset``.
+
+    The master then wakes waiting producers, recomputes confirmOffset if the slave is in the local
+    SyncStateSet, and maybe expands that set (docs/reference-behaviour.md §11.2).
+    """
 
     slave_id: int
     offset: int
@@ -215,8 +218,10 @@ class SlaveAck:
 
 @dataclass(frozen=True, kw_only=True)
 class CaughtUp:
-    """The slave was caught up with the master at ``at_ms`` (docs/reference-behaviour.md §10.4 caught-up
-    tracking)."""
+    """The slave was caught up with the master at ``at_ms``.
+
+    Input of the caught-up tracking of docs/reference-behaviour.md §10.4.
+    """
 
     slave_id: int
     at_ms: int
@@ -227,8 +232,10 @@ class CaughtUp:
 
 @dataclass(frozen=True, kw_only=True)
 class TruncateTo:
-    """Action: the handshake's decision (docs/reference-behaviour.md §13). Persist ``epochs`` (the epoch
-    file), then cut the commit log to ``offset`` (a no-op when the log already ends there), then call
+    """Action: persist the handshake's epochs, then cut the commit log to ``offset``.
+
+    The handshake's decision (docs/reference-behaviour.md §13). Persist ``epochs`` (the epoch file),
+    then cut the commit log to ``offset`` (a no-op when the log already ends there), then call
     ``truncation_done`` — or ``truncation_failed`` if the log refuses (e.g. not a message boundary).
 
     Epochs first: a crash in between leaves the doomed range attributed to an older epoch, which the
@@ -255,11 +262,13 @@ class AppendEpoch:
 
 @dataclass(frozen=True, kw_only=True)
 class AppendData:
-    """Action: append ``parts`` (batches of whole messages of ``epoch``, back to back) at ``offset``; then
-    report the new log end with ``SlaveConnection.log_appended(max_offset, now_ms)``, which triggers the
-    ACK. The parts are views of the connection's receive buffer when it borrows (valid until more bytes
-    are received). One action carries the consecutive batches of one receive, so the shell writes them
-    with one call."""
+    """Action: append ``parts`` at ``offset``, then report the new log end.
+
+    ``parts`` are batches of whole messages of ``epoch``, back to back. The new log end goes to
+    ``SlaveConnection.log_appended(max_offset, now_ms)``, which triggers the ACK. The parts are views of
+    the connection's receive buffer when it borrows (valid until more bytes are received). One action
+    carries the consecutive batches of one receive, so the shell writes them with one call.
+    """
 
     offset: int
     epoch: int
@@ -282,8 +291,10 @@ class AppendData:
 
 @dataclass(frozen=True, kw_only=True)
 class SetConfirmOffset:
-    """Action: store the slave's confirmOffset (docs/reference-behaviour.md §14: min(master confirmOffset,
-    local max))."""
+    """Action: store the slave's confirmOffset.
+
+    The value is min(master confirmOffset, local max) (docs/reference-behaviour.md §14).
+    """
 
     offset: int
 

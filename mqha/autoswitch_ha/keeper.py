@@ -15,6 +15,8 @@ REPORT_REPEAT_MS = 1000
 
 
 class Reporter(Protocol):
+    """Takes SyncStateSet proposals to the controller (the ReplicasManager is one)."""
+
     def report_sync_state_set(self, proposed: frozenset[int]) -> None: ...
 
 

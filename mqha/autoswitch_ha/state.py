@@ -34,6 +34,8 @@ from mqha.errors import LocalProtocolError
 
 
 class Role(Enum):
+    """Names the end of an HA connection a machine runs: the master's or the slave's."""
+
     MASTER = "master"
     SLAVE = "slave"
 
@@ -43,6 +45,8 @@ class Role(Enum):
 
 
 class ConnectionState(Enum):
+    """Names the states of one HA connection (the module docstring gives each one's meaning per role)."""
+
     READY = "READY"
     HANDSHAKE = "HANDSHAKE"
     TRANSFER = "TRANSFER"

@@ -91,8 +91,10 @@ class AlterClient:
 
 
 class ElectClient:
-    """One client's designated-electMaster loop on its own broker set: the master moves to the other
-    replica at each call."""
+    """Runs one client's designated-electMaster loop on its own broker set.
+
+    The master moves to the other replica at each call.
+    """
 
     def __init__(self, http: Http, url: str, name: str) -> None:
         self.http, self.url, self.name = http, url, name

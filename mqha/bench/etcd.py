@@ -147,8 +147,11 @@ class EtcdCluster:
 
 
 class CasClient:
-    """One client's compare-and-swap loop on its own key: read the mod revision once, then
-    ``txn(compare mod_revision == last, put value)``; the reply's revision is the next ``last``."""
+    """Runs one client's compare-and-swap loop on its own etcd key.
+
+    Read the mod revision once, then ``txn(compare mod_revision == last, put value)``; the reply's
+    revision is the next ``last``.
+    """
 
     def __init__(self, http: Http, url: str, key: str, value_size: int) -> None:
         self.http, self.url, self.key = http, url, b64(key)

@@ -22,8 +22,11 @@ _BODY_LIMIT = 1 << 22
 
 
 class _NoFlowControl:
-    """Stands in for the aiohttp protocol the parser's payload buffer reports to: the client reads
-    one response at a time and drains it at once, so pausing the transport is never needed."""
+    """Stands in for the aiohttp protocol that the parser's payload buffer reports to.
+
+    The client reads one response at a time and drains it at once, so pausing the transport is never
+    needed.
+    """
 
     connected = True
     _reading_paused = False
@@ -36,9 +39,11 @@ class _NoFlowControl:
 
 
 class LeanHttp:
-    """Keep-alive JSON requests for one closed-loop client: one connection per host:port, one request
-    at a time. Transport and framing errors raise ``ConnectionResetError`` (an ``OSError``) and drop
-    the connection; the next request opens a new one."""
+    """Sends keep-alive JSON requests for one closed-loop client, one request at a time.
+
+    One connection per host:port. Transport and framing errors raise ``ConnectionResetError`` (an
+    ``OSError``) and drop the connection; the next request opens a new one.
+    """
 
     def __init__(self) -> None:
         self._conns: dict[str, tuple[asyncio.StreamReader, asyncio.StreamWriter, HttpResponseParser]] = {}

@@ -120,6 +120,8 @@ class PutRequest:
 
 @dataclass(frozen=True)
 class ReadRequest:
+    """A validated read: at most ``max_messages`` messages from ``offset``."""
+
     offset: int
     max_messages: int
 
@@ -264,8 +266,11 @@ def parse_read_request(query: Mapping[str, str]) -> ReadRequest:
 
 @dataclass(frozen=True)
 class PutOutcome:
-    """What the put path did: ``status`` for every message of the request (one append, one wait),
-    ``appended`` empty when nothing was stored."""
+    """What the put path did with the messages of one request.
+
+    ``status`` holds for every message of the request (one append, one wait); ``appended`` is empty
+    when nothing was stored.
+    """
 
     status: PutStatus
     appended: tuple[Appended, ...] = ()

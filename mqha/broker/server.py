@@ -62,6 +62,8 @@ def _error(code: BrokerCode, remark: str, status: int | None = None, **extra: An
 
 
 class BrokerHttpServer:
+    """Serves the broker's HTTP API: routes requests to the broker's parts and translates errors once."""
+
     def __init__(
         self,
         config: Mapping[str, Any],

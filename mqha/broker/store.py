@@ -34,12 +34,15 @@ CONFIRM_CHECKPOINT_NAME = "confirmOffsetCheckpoint"
 
 
 class ConfirmOffsetCheckpoint:
-    """``{"confirmOffset": n}`` in one small file, rewritten in place (padded to a fixed size, one
-    ``pwrite``), as the reference keeps its confirm offset in the mapped ``checkpoint`` file. Not a
-    temp file and a rename: replacing a file frees the old one's blocks, and where the file system
-    discards freed blocks the rename waited for the disk, a few ms on the event loop five times a
-    second. A torn write leaves it unreadable, and unreadable → ``-1`` (unknown: nothing is exposed
-    until a master says otherwise), which is always safe."""
+    """Keeps the broker's confirmOffset in one small file, rewritten in place.
+
+    The file holds ``{"confirmOffset": n}``, padded to a fixed size and written with one ``pwrite``, as
+    the reference keeps its confirm offset in the mapped ``checkpoint`` file. Not a temp file and a
+    rename: replacing a file frees the old one's blocks, and where the file system discards freed
+    blocks the rename waited for the disk, a few ms on the event loop five times a second. A torn write
+    leaves it unreadable, and unreadable → ``-1`` (unknown: nothing is exposed until a master says
+    otherwise), which is always safe.
+    """
 
     SIZE = 64  # bytes; the JSON of any int64 fits, padded with spaces (JSON ignores them)
 

@@ -91,9 +91,12 @@ def links_touching(links: Sequence[Link], node: str, scope: str) -> list[Link]:
 
 
 class Translator:
-    """Streaming same-length byte replacement (sans-IO): ``feed`` returns what can be forwarded now;
-    a tail that may be the start of an address split across reads is held back until the next
-    ``feed`` or ``flush`` (the proxy flushes when the stream goes quiet)."""
+    """Replaces byte strings in a stream by others of the same length (sans-IO).
+
+    ``feed`` returns what can be forwarded now; a tail that may be the start of an address split across
+    reads is held back until the next ``feed`` or ``flush`` (the proxy flushes when the stream goes
+    quiet).
+    """
 
     def __init__(self, pairs: Sequence[tuple[bytes, bytes]]) -> None:
         for old, new in pairs:

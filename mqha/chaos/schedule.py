@@ -111,8 +111,11 @@ class Topology:
 
 @dataclass(frozen=True)
 class FaultStep:
-    """One fault. ``nodes``: the nodes chosen here (empty for run-time roles); ``group``: the broker
-    group a master target refers to (also the group of a chosen broker)."""
+    """One fault of a schedule: its kind, its target, how long it holds and the gap after it.
+
+    ``nodes``: the nodes chosen here (empty for run-time roles); ``group``: the broker group a master
+    target refers to (also the group of a chosen broker).
+    """
 
     index: int
     kind: str

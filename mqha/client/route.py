@@ -76,8 +76,11 @@ class RouteResolver:
 
 
 class RoutedClient:
-    """The lifecycle the producer and the consumer share: ``start`` opens the HTTP session (unless one
-    was given) and the route resolver; ``close`` closes the session (if ours) and the recorder."""
+    """Opens and closes what the producer and the consumer share (HTTP session, route resolver, recorder).
+
+    ``start`` opens the HTTP session (unless one was given) and the route resolver; ``close`` closes the
+    session (if ours) and the recorder.
+    """
 
     _controllers: str | Sequence[str]
     _session: aiohttp.ClientSession | None

@@ -219,9 +219,11 @@ class ProduceWorkload:
 
 
 class ConsumeWorkload:
-    """Reads ``broker_name`` from offset 0 on its own event loop thread until stopped, recording every
-    delivered message (``reads``) when ``record_to`` is given; read errors during a failover are
-    waited out, not raised."""
+    """Reads ``broker_name`` from offset 0 on its own event loop thread until stopped.
+
+    Every delivered message is recorded (``reads``) when ``record_to`` is given; read errors during a
+    failover are waited out, not raised.
+    """
 
     def __init__(
         self,

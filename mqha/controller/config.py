@@ -79,6 +79,8 @@ ALWAYS_BLACKLISTED = ("configBlackList", "configStorePath", "rocketmqHome")
 
 @dataclass(frozen=True)
 class Peer:
+    """One controller of the cluster: its node id and API host:port (its Raft port follows from them)."""
+
     node_id: str
     host: str
     port: int

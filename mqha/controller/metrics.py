@@ -35,6 +35,8 @@ ELECTION_TRIGGERS = ("broker", "admin", "controller")  # controller.service TRIG
 
 @dataclass(frozen=True)
 class GroupGauge:
+    """One broker set's row of the scrape-time gauges: SyncStateSet size, master epoch, master."""
+
     broker_name: str
     sync_state_set_size: int
     master_epoch: int
@@ -55,6 +57,8 @@ class NodeView:
 
 
 class _NodeCollector(Collector):
+    """Turns this node's ``NodeView`` into Prometheus gauges at scrape time."""
+
     def __init__(self, view: Callable[[], NodeView]) -> None:
         self._view = view
 

@@ -20,6 +20,8 @@ __all__ = ["ControllerResult", "Reply"]
 
 @dataclass(frozen=True)
 class ControllerResult:
+    """A decision's outcome: the records to replicate (none for a read or a rejection) and the reply."""
+
     records: tuple[Record, ...]
     reply: Reply
 

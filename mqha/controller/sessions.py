@@ -66,6 +66,8 @@ class SessionOwner(Protocol):
 
 @dataclass(eq=False)
 class BrokerSession:
+    """One open broker session: its WebSocket, the broker keys it carried and its pending pushes."""
+
     token: int
     ws: web.WebSocketResponse
     remote: str | None

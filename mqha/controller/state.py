@@ -58,8 +58,10 @@ class ReplicaInfo:
 
 @dataclass(frozen=True)
 class BrokerGroupState:
-    """One broker set (docs/reference-behaviour.md §1.2), keyed by ``broker_name`` in
-    ``ControllerState.groups``."""
+    """One broker set's replicated state: its replicas, master, epochs and SyncStateSet.
+
+    docs/reference-behaviour.md §1.2; keyed by ``broker_name`` in ``ControllerState.groups``.
+    """
 
     cluster_name: str
     broker_name: str

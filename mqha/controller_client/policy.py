@@ -140,6 +140,8 @@ class Done:
 
 
 class Why(enum.Enum):
+    """Says why a call gave up: nothing reachable, no known leader, or a write of unknown outcome."""
+
     NONE_REACHABLE = "no controller can be reached"
     NO_LEADER = "no controller knows a serving leader"
     OUTCOME_UNKNOWN = "the write's outcome is unknown"

@@ -36,6 +36,8 @@ from mqha.wire.controller_api import (
 
 
 class Phase(Enum):
+    """Names when the runner executes an action of a batch: persist, then send, then apply."""
+
     PERSIST = 0
     SEND = 1
     APPLY = 2
@@ -70,8 +72,11 @@ class TempBrokerIdentity:
 
 @dataclass_transform(frozen_default=True)
 class Action:
-    """Something the planner asks the shell to do. Every subclass is a frozen dataclass and names its
-    phase once, in its class line: ``class SetFenced(Action, phase=Phase.APPLY)``."""
+    """Something the planner asks the shell to do.
+
+    Every subclass is a frozen dataclass and names its phase once, in its class line:
+    ``class SetFenced(Action, phase=Phase.APPLY)``.
+    """
 
     phase: ClassVar[Phase]
 
@@ -83,8 +88,11 @@ class Action:
 
 
 class WriteTempIdentity(Action, phase=Phase.PERSIST):
-    """Write the temp file for ``broker_id`` with a fresh check code (the shell reads the wall clock)
-    and feed the written record back with ``on_temp_identity_written``."""
+    """Write the temp identity file for ``broker_id`` with a fresh check code.
+
+    The shell reads the wall clock for the check code and feeds the written record back with
+    ``on_temp_identity_written``.
+    """
 
     broker_id: int
 
@@ -104,8 +112,11 @@ class DeleteIdentity(Action, phase=Phase.PERSIST):
 
 
 class ControllerCall(Action, phase=Phase.SEND):
-    """A request to the controller leader; the reply (or ``None``: unreachable) goes to
-    ``on_controller_reply``. A subclass names its ``kind`` (the in-flight key) in its class line."""
+    """A request to the controller leader, whose reply goes back to the planner.
+
+    The reply (or ``None``: unreachable) goes to ``on_controller_reply``. A subclass names its ``kind``
+    (the in-flight key) in its class line.
+    """
 
     kind: ClassVar[str]
     seq: int
@@ -120,25 +131,28 @@ class GetMetadata(ControllerCall, kind="metadata"):
 
 
 class GetNextBrokerId(ControllerCall, kind="nextBrokerId"):
-    """docs/reference-behaviour.md §9.3 step 3: the id to try next."""
+    """Ask for the id to try next (docs/reference-behaviour.md §9.3 step 3)."""
 
     request: GetNextBrokerIdRequest
 
 
 class ApplyBrokerId(ControllerCall, kind="applyBrokerId"):
-    """docs/reference-behaviour.md §9.3 step 4: claim the id the temp file holds."""
+    """Claim the id the temp file holds (docs/reference-behaviour.md §9.3 step 4)."""
 
     request: ApplyBrokerIdRequest
 
 
 class RegisterBroker(ControllerCall, kind="registerBroker"):
-    """docs/reference-behaviour.md §9.3 step 5 (and re-register, §9.4): the reply names the master."""
+    """Register with the controller; the reply names the master.
+
+    docs/reference-behaviour.md §9.3 step 5 (and re-register, §9.4).
+    """
 
     request: RegisterBrokerRequest
 
 
 class GetReplicaInfo(ControllerCall, kind="replicaInfo"):
-    """docs/reference-behaviour.md §9.4: the broker set's master and SyncStateSet."""
+    """Ask for the broker set's master and SyncStateSet (docs/reference-behaviour.md §9.4)."""
 
     request: GetReplicaInfoRequest
 
@@ -150,8 +164,10 @@ class ElectMaster(ControllerCall, kind="electMaster"):
 
 
 class ProposeSyncStateSet(ControllerCall, kind="alterSyncStateSet"):
-    """AlterSyncStateSet (docs/reference-behaviour.md §9.5): the new set with the master epoch and SSS epoch
-    it expects."""
+    """Ask the controller to alter the SyncStateSet (docs/reference-behaviour.md §9.5).
+
+    The request carries the new set with the master epoch and SyncStateSet epoch it expects.
+    """
 
     request: AlterSyncStateSetRequest
 
@@ -171,19 +187,22 @@ class SendHeartbeat(Action, phase=Phase.SEND):
 
 
 class SetFenced(Action, phase=Phase.APPLY):
-    """``hooks.set_fenced``: refuse (True) or take (False) puts."""
+    """Refuse (True) or take (False) puts, through ``hooks.set_fenced``."""
 
     fenced: bool
 
 
 class SetBrokerControllerId(Action, phase=Phase.APPLY):
-    """``hooks.set_broker_controller_id``: the id the controller knows this broker by."""
+    """Tell the broker the id the controller knows it by, through ``hooks.set_broker_controller_id``."""
 
     broker_id: int
 
 
 class BecomeMaster(Action, phase=Phase.APPLY):
-    """``hooks.change_to_master``; the verdict goes to ``on_role_change_result``."""
+    """Make this broker the master (``hooks.change_to_master``).
+
+    The verdict goes to ``on_role_change_result``.
+    """
 
     epoch: int
     sync_state_set_epoch: int
@@ -191,14 +210,17 @@ class BecomeMaster(Action, phase=Phase.APPLY):
 
 
 class BecomeSlave(Action, phase=Phase.APPLY):
-    """``hooks.change_to_slave``; the verdict goes to ``on_role_change_result``."""
+    """Make this broker a slave (``hooks.change_to_slave``).
+
+    The verdict goes to ``on_role_change_result``.
+    """
 
     master: MasterInfo
     epoch: int
 
 
 class ApplySyncStateSet(Action, phase=Phase.APPLY):
-    """``hooks.apply_sync_state_set``: a newer SyncStateSet and its epoch."""
+    """Give the broker a newer SyncStateSet and its epoch, through ``hooks.apply_sync_state_set``."""
 
     sync_state_set: frozenset[int]
     sync_state_set_epoch: int
@@ -222,8 +244,10 @@ def in_phase_order(actions: list[Action]) -> list[Action]:
 
 @dataclass(frozen=True)
 class RoleNotification:
-    """A ``roleChanged`` push of the controller (docs/reference-behaviour.md §7.4;
-    ``mqha/controller/sessions.py`` format)."""
+    """A ``roleChanged`` push of the controller, as the planner reads it.
+
+    Format: docs/reference-behaviour.md §7.4 and ``mqha/controller/sessions.py``.
+    """
 
     broker_name: str | None
     master_broker_id: int | None

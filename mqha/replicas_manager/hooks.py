@@ -17,8 +17,10 @@ __all__ = ["BrokerHooks", "BrokerProgress", "MasterInfo", "SyncStateSetReporter"
 
 @dataclass(frozen=True)
 class BrokerProgress:
-    """What a heartbeat reports (docs/reference-behaviour.md §9.7): last epoch in the epoch file (-1 if
-    empty), offsets."""
+    """What a heartbeat reports of the broker's log: last epoch, max offset, confirm offset.
+
+    docs/reference-behaviour.md §9.7; the last epoch is the epoch file's (-1 if it is empty).
+    """
 
     last_epoch: int
     max_offset: int

@@ -35,6 +35,8 @@ START_HEARTBEAT = "startHeartbeat"  # in-flight key of the start sequence's conf
 
 
 class State(Enum):
+    """Names the planner's lifecycle states (docs/reference-behaviour.md §9.1, §9.2)."""
+
     INITIAL = "INITIAL"
     FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE = "FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE"
     REGISTER_TO_CONTROLLER_DONE = "REGISTER_TO_CONTROLLER_DONE"
@@ -43,6 +45,8 @@ class State(Enum):
 
 
 class RegisterState(Enum):
+    """Names how far the register flow has got (docs/reference-behaviour.md §9.3)."""
+
     INITIAL = "INITIAL"
     CREATE_TEMP_METADATA_FILE_DONE = "CREATE_TEMP_METADATA_FILE_DONE"
     CREATE_METADATA_FILE_DONE = "CREATE_METADATA_FILE_DONE"
@@ -50,6 +54,8 @@ class RegisterState(Enum):
 
 
 class StateEvent(Enum):
+    """Names what happened to move the planner's lifecycle state."""
+
     METADATA_SYNCED = "controller metadata synced"
     REGISTERED = "registered to the controller"
     MASTER_KNOWN = "master known"
@@ -57,6 +63,8 @@ class StateEvent(Enum):
 
 
 class RegisterEvent(Enum):
+    """Names what happened to move the register flow's state."""
+
     METADATA_FILE_FOUND = "metadata file loaded"
     TEMP_FILE_FOUND = "temp metadata file loaded"
     TEMP_FILE_WRITTEN = "temp metadata file written"

@@ -41,8 +41,10 @@ log = logging.getLogger("mqha.replicas_manager.planner")
 
 
 class RegisterFlow:
-    """Steps the register flow by ``RegisterState`` (part of ``ReplicasPlanner``): next id, temp file,
-    apply, metadata file, register."""
+    """Steps the register flow by ``RegisterState`` (part of ``ReplicasPlanner``).
+
+    The steps: next id, temp file, apply, metadata file, register.
+    """
 
     def _register_step(self) -> list[Action]:
         cfg = self.config

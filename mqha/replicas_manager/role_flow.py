@@ -17,8 +17,10 @@ log = logging.getLogger("mqha.replicas_manager.planner")
 
 
 class RoleFlow:
-    """Turns news of the master into one role change at a time (part of ``ReplicasPlanner``): epoch
-    rule, one hook call in flight, the newest target waiting."""
+    """Turns news of the master into one role change at a time (part of ``ReplicasPlanner``).
+
+    It applies the epoch rule, keeps one hook call in flight and lets the newest target wait.
+    """
 
     def on_role_notification(self, note: RoleNotification, now_ms: int) -> list[Action]:
         """docs/reference-behaviour.md §9.6 changeBrokerRole: a master named and a newer master epoch."""

@@ -50,8 +50,11 @@ Input = Callable[[int], list[act.Action]]
 
 
 class ReplicasManager(SyncStateSetReporter):
-    """The broker's controller agent. ``await start()`` (raises ``StorageError`` on an identity file
-    of another cluster/broker), then it runs by itself until ``await stop()``."""
+    """Runs the broker's controller agent: executes the planner's actions and feeds their results back.
+
+    ``await start()`` (raises ``StorageError`` on an identity file of another cluster/broker), then it
+    runs by itself until ``await stop()``.
+    """
 
     def __init__(
         self,

@@ -18,8 +18,10 @@ log = logging.getLogger("mqha.replicas_manager.planner")
 
 
 class SyncStateSetUpkeep:
-    """Keeps a master's SyncStateSet in step with the HA layer and the controller (part of
-    ``ReplicasPlanner``): check, propose, apply a newer epoch."""
+    """Keeps a master's SyncStateSet in step with the HA layer and the controller.
+
+    Part of ``ReplicasPlanner``: check, propose, apply a newer epoch.
+    """
 
     def _change_sync_state_set(self, sss: frozenset[int], epoch: int) -> list[Action]:
         """docs/reference-behaviour.md §9.5 changeSyncStateSet: only a newer SyncStateSet epoch takes

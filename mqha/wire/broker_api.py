@@ -67,8 +67,11 @@ class Appended(msgspec.Struct, frozen=True):
 
 
 class PutItem(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
-    """One message of a put. Fields are UNSET when absent, so that null is a type error and the
-    broker can tell "absent" from "empty"."""
+    """One message of a put, as the client sent it.
+
+    Fields are UNSET when absent, so that null is a type error and the broker can tell "absent" from
+    "empty".
+    """
 
     topic: str | UnsetType = UNSET
     body: str | UnsetType = UNSET

@@ -254,5 +254,7 @@ class Request(Message, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
 
 class Payload(Message, frozen=True, kw_only=True):
-    """A reply payload: unknown fields ignored (a newer controller may add some); type errors are the
-    peer's fault (``RemoteProtocolError``)."""
+    """A reply payload, decoded leniently: unknown fields are ignored.
+
+    A newer controller may add some; type errors are the peer's fault (``RemoteProtocolError``).
+    """

@@ -85,14 +85,20 @@ _force = msgspec.structs.force_setattr
 
 
 class GetNextBrokerIdRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.1 (query parameters of ``GET /v1/brokers/next-id``)."""
+    """The query of getNextBrokerId: the broker set that asks for an id to try.
+
+    docs/reference-behaviour.md §5.1 (query parameters of ``GET /v1/brokers/next-id``).
+    """
 
     cluster_name: ClusterName
     broker_name: BrokerName
 
 
 class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.2. ``registerCheckCode`` is ``"<brokerAddress>;<epochMillis>"``."""
+    """The body of applyBrokerId: a broker claims an id for its set (docs/reference-behaviour.md §5.2).
+
+    ``registerCheckCode`` is ``"<brokerAddress>;<epochMillis>"``.
+    """
 
     cluster_name: ClusterName
     broker_name: BrokerName
@@ -106,8 +112,10 @@ class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
 
 
 class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.3; ``haAddress`` is ours (the master's HA address travels through the
-    controller)."""
+    """The body of registerBroker (docs/reference-behaviour.md §5.3).
+
+    ``haAddress`` is ours (the master's HA address travels through the controller).
+    """
 
     cluster_name: ClusterName
     broker_name: BrokerName
@@ -117,8 +125,10 @@ class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
 
 
 class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.9. Absent (or null) progress fields take the
-    docs/reference-behaviour.md §7.1 defaults."""
+    """The body of a broker heartbeat (docs/reference-behaviour.md §5.9).
+
+    Absent (or null) progress fields take the docs/reference-behaviour.md §7.1 defaults.
+    """
 
     cluster_name: ClusterName
     broker_name: BrokerName
@@ -148,7 +158,10 @@ class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
 
 
 class ElectMasterRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.4. ``brokerId`` null (or -1) is the controller-style trigger."""
+    """The body of electMaster: elect a master for a broker set (docs/reference-behaviour.md §5.4).
+
+    ``brokerId`` null (or -1) is the controller-style trigger.
+    """
 
     broker_name: BrokerName = ""
     cluster_name: ClusterName = ""
@@ -162,7 +175,10 @@ class ElectMasterRequest(Request, frozen=True, kw_only=True):
 
 
 class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.5: the new set and the epochs the master believes current."""
+    """The body of alterSyncStateSet (docs/reference-behaviour.md §5.5).
+
+    The new set and the epochs the master believes current.
+    """
 
     broker_name: BrokerName = ""
     master_broker_id: BrokerId
@@ -172,14 +188,16 @@ class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
 
 
 class GetReplicaInfoRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.6 (the path's broker name)."""
+    """The query of getReplicaInfo: the path's broker name (docs/reference-behaviour.md §5.6)."""
 
     broker_name: BrokerName
 
 
 class GetSyncStateDataRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.7: broker names, or every group of ``clusterName`` (docs/architecture.md
-    §3)."""
+    """The body of getSyncStateData (docs/reference-behaviour.md §5.7).
+
+    Broker names, or every group of ``clusterName`` (docs/architecture.md §3).
+    """
 
     broker_names: NameList = ()
     cluster_name: ClusterName | None = None
@@ -197,7 +215,10 @@ controller, which answers 2009 on a malformed one (docs/reference-behaviour.md �
 
 
 class CleanBrokerDataRequest(Request, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.10. Ids as a JSON array (or the reference's ``"1;2;3"`` text)."""
+    """The body of cleanBrokerData: the ids of a set to forget (docs/reference-behaviour.md §5.10).
+
+    Ids as a JSON array (or the reference's ``"1;2;3"`` text).
+    """
 
     broker_name: BrokerName = ""
     cluster_name: ClusterName | None = None
@@ -210,7 +231,7 @@ class CleanBrokerDataRequest(Request, frozen=True, kw_only=True):
 
 
 class NextBrokerIdPayload(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.1 reply."""
+    """The reply of getNextBrokerId: the id to try next (docs/reference-behaviour.md §5.1)."""
 
     cluster_name: str
     broker_name: str
@@ -218,15 +239,18 @@ class NextBrokerIdPayload(Payload, frozen=True, kw_only=True):
 
 
 class ApplyBrokerIdPayload(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.2 reply."""
+    """The reply of applyBrokerId: the set the id now belongs to (docs/reference-behaviour.md §5.2)."""
 
     cluster_name: str
     broker_name: str
 
 
 class MasterView(Payload, frozen=True, kw_only=True):
-    """The master of a broker set and its epochs, as the register and elect replies and the
-    ``roleChanged`` push carry them (null when there is none)."""
+    """The master of a broker set and its epochs, as replies and pushes carry them.
+
+    The register and elect replies and the ``roleChanged`` push carry these fields (null when there is
+    none).
+    """
 
     master_broker_id: int | None = None
     master_address: str | None = None
@@ -237,8 +261,11 @@ class MasterView(Payload, frozen=True, kw_only=True):
 
 
 class RegisterBrokerPayload(MasterView, frozen=True, kw_only=True):
-    """Master fields (and the epochs) are null unless a master exists and is alive
-    (docs/reference-behaviour.md §5.3); the SyncStateSet is always there."""
+    """The reply of registerBroker: the set's master and epochs, and its SyncStateSet.
+
+    Master fields (and the epochs) are null unless a master exists and is alive
+    (docs/reference-behaviour.md §5.3); the SyncStateSet is always there.
+    """
 
     cluster_name: str
     broker_name: str
@@ -246,7 +273,7 @@ class RegisterBrokerPayload(MasterView, frozen=True, kw_only=True):
 
 
 class BrokerMemberGroup(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §2.3: every registered id of the set with its address."""
+    """Every registered id of a broker set with its address (docs/reference-behaviour.md §2.3)."""
 
     cluster: str
     broker_name: str
@@ -259,13 +286,16 @@ class BrokerMemberGroup(Payload, frozen=True, kw_only=True):
 
 
 class ElectMasterPayload(MasterView, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.4 reply (all null when no master was elected)."""
+    """The reply of electMaster: the new master and the set's members (docs/reference-behaviour.md §5.4).
+
+    All null when no master was elected.
+    """
 
     broker_member_group: BrokerMemberGroup | None = None
 
 
 class AlterSyncStateSetPayload(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.5 reply."""
+    """The reply of alterSyncStateSet: the set and its new epoch (docs/reference-behaviour.md §5.5)."""
 
     new_sync_state_set_epoch: int
     sync_state_set: frozenset[int]
@@ -273,7 +303,7 @@ class AlterSyncStateSetPayload(Payload, frozen=True, kw_only=True):
 
 
 class ReplicaInfoPayload(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.6 reply."""
+    """The reply of getReplicaInfo: the set's master and SyncStateSet (docs/reference-behaviour.md §5.6)."""
 
     master_broker_id: int | None = None
     master_address: str | None = None
@@ -304,21 +334,26 @@ class ReplicasInfo(Payload, frozen=True, kw_only=True):
 
 
 class SyncStateDataPayload(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.7 reply."""
+    """The reply of getSyncStateData: a ``ReplicasInfo`` per broker set (docs/reference-behaviour.md §5.7)."""
 
     replicas_info_table: dict[str, ReplicasInfo]
 
 
 class NotLeaderPayload(Payload, frozen=True, kw_only=True):
-    """Code 2007: the leader as this node knows it (null when unknown, or when this node was elected
-    but does not serve yet)."""
+    """The payload of code 2007: the leader as this node knows it.
+
+    Null when unknown, or when this node was elected but does not serve yet.
+    """
 
     leader_id: str | None = None
     leader_address: str | None = None
 
 
 class ControllerMetadataPayload(Payload, frozen=True, kw_only=True):
-    """docs/reference-behaviour.md §5.8 reply (any node)."""
+    """The reply of getControllerMetadata: the leader and the peers as one node sees them.
+
+    docs/reference-behaviour.md §5.8; any node answers it.
+    """
 
     group: str
     leader_id: str | None = None
@@ -330,14 +365,16 @@ class ControllerMetadataPayload(Payload, frozen=True, kw_only=True):
 
 
 class GroupsPayload(Payload, frozen=True, kw_only=True):
-    """``GET /v1/groups``: broker sets by cluster."""
+    """The reply of ``GET /v1/groups``: the broker sets of each cluster."""
 
     clusters: dict[str, list[str]]
 
 
 class RoleChangedMessage(MasterView, frozen=True, kw_only=True):
-    """The ``roleChanged`` push of a broker session (docs/reference-behaviour.md §7.4): the elect reply's
-    master fields, for one broker set."""
+    """The ``roleChanged`` push of a broker session (docs/reference-behaviour.md §7.4).
+
+    It carries the elect reply's master fields, for one broker set.
+    """
 
     type: str = "roleChanged"
     cluster_name: str | None = None

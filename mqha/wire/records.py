@@ -51,8 +51,10 @@ def _ids(value: Any) -> frozenset[int]:
 
 
 class NoopRecord(_Record, frozen=True, tag="Noop"):
-    """A new leader's barrier (docs/reference-behaviour.md §3.3): committing it means every earlier entry is
-    applied."""
+    """A new leader's barrier (docs/reference-behaviour.md §3.3).
+
+    Committing it means every earlier entry is applied.
+    """
 
     TYPE: ClassVar[str] = "Noop"
 
@@ -62,8 +64,10 @@ class NoopRecord(_Record, frozen=True, tag="Noop"):
 
 
 class ApplyBrokerIdRecord(_Record, frozen=True, tag="ApplyBrokerId"):
-    """Register ``broker_id`` in a set, creating the set when it is unknown (docs/reference-behaviour.md §4
-    event 2)."""
+    """Register ``broker_id`` in a set, creating the set when it is unknown.
+
+    docs/reference-behaviour.md §4 event 2.
+    """
 
     TYPE: ClassVar[str] = "ApplyBrokerId"
 
@@ -76,8 +80,10 @@ class ApplyBrokerIdRecord(_Record, frozen=True, tag="ApplyBrokerId"):
 
 
 class UpdateBrokerAddressRecord(_Record, frozen=True, tag="UpdateBrokerAddress"):
-    """Replace the addresses of a registered id, keeping its check code (docs/reference-behaviour.md §4 event
-    6)."""
+    """Replace the addresses of a registered id, keeping its check code.
+
+    docs/reference-behaviour.md §4 event 6.
+    """
 
     TYPE: ClassVar[str] = "UpdateBrokerAddress"
 
@@ -124,8 +130,10 @@ class AlterSyncStateSetRecord(_Record, frozen=True, tag="AlterSyncStateSet"):
 
 
 class CleanBrokerDataRecord(_Record, frozen=True, tag="CleanBrokerData"):
-    """Remove some ids of a set, or (``broker_ids`` None) the whole set (docs/reference-behaviour.md §4 event
-    5)."""
+    """Remove some ids of a set, or (``broker_ids`` None) the whole set.
+
+    docs/reference-behaviour.md §4 event 5.
+    """
 
     TYPE: ClassVar[str] = "CleanBrokerData"
 

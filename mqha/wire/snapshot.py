@@ -37,7 +37,7 @@ class ReplicaSnapshot(_Strict, frozen=True):
 
 
 class GroupSnapshot(_Strict, frozen=True):
-    """One broker set."""
+    """One broker set as a snapshot holds it."""
 
     cluster_name: ClusterName
     broker_name: BrokerName

@@ -1,12 +1,13 @@
 """mqadmin core: the commands as data, argument -> HTTP call, and reply -> text or JSON. No I/O.
 
-This package names its parts (``failures``, ``table``, ``calls``, ``text``) in one namespace, so the shell
-reads ``core.<name>`` whichever part a name lives in.
+This package names its parts (``failures``, ``table``, ``parser``, ``calls``, ``text``) in one namespace,
+so the shell reads ``core.<name>`` whichever part a name lives in.
 
 Everything the shell (``mqha.admin_cli.__main__``) needs to decide is here, as pure functions over values:
 
 - ``COMMANDS``: every command with its options (RocketMQ names, docs/reference-behaviour.md §19) -- the shell
-  builds its argparse parsers from this table, so ``-h`` and the docs cannot drift from what is accepted;
+  builds its argparse parsers from this table (``build_parser``), so ``-h`` and the docs cannot drift from
+  what is accepted;
 - ``*_call`` builders: the controller / broker HTTP request of each step (docs/architecture.md §3, §4);
 - ``answer_from_http``: an HTTP answer -> :class:`Answer` (the ``{code, codeName, remark}`` envelope),
   and ``require_success`` -> :class:`CommandFailed` for anything but SUCCESS;
@@ -67,6 +68,7 @@ from mqha.admin_cli.commands.failures import (
     failure_text,
     unreachable,
 )
+from mqha.admin_cli.commands.parser import DEFAULT_TIMEOUT, build_parser
 from mqha.admin_cli.commands.table import (
     COMMANDS,
     Command,
@@ -112,6 +114,7 @@ __all__ = [
     "CONNECTION_LOST",
     "CONNECT_FAILED",
     "DEFAULT_INTERVAL",
+    "DEFAULT_TIMEOUT",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_UNREACHABLE",
@@ -134,6 +137,7 @@ __all__ = [
     "broker_epochs_call",
     "broker_ha_status_call",
     "broker_names_of_cluster",
+    "build_parser",
     "check_address",
     "check_clean_args",
     "clean_call",

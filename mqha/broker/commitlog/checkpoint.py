@@ -19,9 +19,12 @@ _CHECKPOINT_CRC_POS = 24  # the CRC covers bytes [0, 24)
 
 
 class Checkpoint(NamedTuple):
-    """The store's small state file. ``clean``: written by ``close`` after a full flush, so every
-    segment but the last may be trusted without re-reading. ``flushed_offset``: every byte below it was
-    durable (fsynced) when the checkpoint was written, so crash recovery starts in its segment."""
+    """The store's small state file: whether the last close was clean, and the flushed offset.
+
+    ``clean``: written by ``close`` after a full flush, so every segment but the last may be trusted
+    without re-reading. ``flushed_offset``: every byte below it was durable (fsynced) when the
+    checkpoint was written, so crash recovery starts in its segment.
+    """
 
     clean: bool
     segment_size: int

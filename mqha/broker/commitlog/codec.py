@@ -104,8 +104,10 @@ _join = b"".join
 # --- values ------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class MessageDraft:
-    """A message as a producer hands it to the store. ``msg_id`` None: the store assigns one;
-    ``born_ts`` None: the store timestamp."""
+    """A message as a producer hands it to the store.
+
+    ``msg_id`` None: the store assigns one; ``born_ts`` None: the store timestamp.
+    """
 
     topic: str
     body: bytes
@@ -117,6 +119,8 @@ class MessageDraft:
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
+    """A message as the commit log holds it: its place (offset, size), its fields and timestamps, its CRC."""
+
     offset: int
     size: int
     msg_id: str
@@ -149,8 +153,11 @@ class RejectReason(Enum):
 
 
 class InvalidRecord(Exception):
-    """Bytes at ``offset`` are not a valid unit. Core error: the store shell turns it into a recovery
-    cut, a ``NotAlignedError`` or a ``RemoteProtocolError``, never lets it escape."""
+    """Reports bytes at ``offset`` that are not a valid unit.
+
+    Core error: the store shell turns it into a recovery cut, a ``NotAlignedError`` or a
+    ``RemoteProtocolError``, never lets it escape.
+    """
 
     def __init__(self, reason: RejectReason, offset: int, detail: str = "") -> None:
         text = f"offset {offset}: {reason.value}"

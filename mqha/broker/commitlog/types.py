@@ -21,6 +21,8 @@ class FlushMode(Enum):
 
 
 class AppendResult(NamedTuple):
+    """Where an appended message went: its offset and size, its id and its store timestamp."""
+
     offset: int
     size: int
     msg_id: str

@@ -105,8 +105,11 @@ class Role(enum.Enum):
 
 @dataclass(frozen=True)
 class LeadershipChange:
-    """A role change of this member, delivered on the loop. ``term`` is PySyncObj's term when the change
-    happened; for CANDIDATE that is the term being left (PySyncObj bumps it right after)."""
+    """A role change of this Raft member, delivered on the event loop.
+
+    ``term`` is PySyncObj's term when the change happened; for CANDIDATE that is the term being left
+    (PySyncObj bumps it right after).
+    """
 
     role: Role
     term: int
