@@ -22,7 +22,7 @@ from mqha.controller.parts import NodePart
 from mqha.controller.raft import ReplicationError
 from mqha.controller.state import encode_state
 from mqha.history.schema import VERDICT_FILE
-from mqha.wire.controller_api import Reply
+from mqha.wire.controller_api import ControllerMetadataPayload, Reply
 
 Code = ResponseCode
 
@@ -38,15 +38,15 @@ class StatusViews(NodePart):
     def metadata(self) -> Reply:
         """docs/reference-behaviour.md §5.8, any node."""
         node_id, address = self.leader()
-        payload = {
-            "group": self.config["controllerDLegerGroup"],
-            "leaderId": node_id,
-            "leaderAddress": address,
-            "isLeader": self.log.is_serving_leader(),
-            "peers": peers_text(self.config),
-            "selfId": self.node_id,
-            "selfAddress": self.self_peer.api_address,
-        }
+        payload = ControllerMetadataPayload(
+            group=self.config["controllerDLegerGroup"],
+            leader_id=node_id,
+            leader_address=address,
+            is_leader=self.log.is_serving_leader(),
+            peers=peers_text(self.config),
+            self_id=self.node_id,
+            self_address=self.self_peer.api_address,
+        )
         return Reply(Code.SUCCESS, "", payload)
 
     # ----------------------------------------------------------------------------- introspection

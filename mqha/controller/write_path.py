@@ -63,6 +63,8 @@ from mqha.wire.controller_api import (
     GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
     GetSyncStateDataRequest,
+    GroupsPayload,
+    NotLeaderPayload,
     RegisterBrokerRequest,
     Reply,
 )
@@ -110,7 +112,9 @@ class WritePath(NodePart):
         if node_id == self.node_id:  # elected but not serving: do not redirect clients to ourselves
             node_id = address = None
         remark = NOT_LEADER_REMARK + (f"; {detail}" if detail else "")
-        return Reply(Code.CONTROLLER_NOT_LEADER, remark, {"leaderId": node_id, "leaderAddress": address})
+        return Reply(
+            Code.CONTROLLER_NOT_LEADER, remark, NotLeaderPayload(leader_id=node_id, leader_address=address)
+        )
 
     def _not_leader(self) -> Reply | None:
         return None if self.log.is_serving_leader() else self._not_leader_reply()
@@ -149,7 +153,7 @@ class WritePath(NodePart):
             clusters: dict[str, list[str]] = {}
             for name, group in sorted(state.groups.items()):
                 clusters.setdefault(group.cluster_name, []).append(name)
-            return ControllerResult.read(Reply(Code.SUCCESS, "", {"clusters": clusters}))
+            return ControllerResult.read(Reply(Code.SUCCESS, "", GroupsPayload(clusters=clusters)))
 
         return await self._read(decide)
 
