@@ -12,28 +12,23 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import os
-import signal
 import sqlite3
 import sys
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
+from mqha import process
 from mqha.broker.config import load_broker_config
 from mqha.config import render_properties
 from mqha.errors import ConfigError, StorageError
+from mqha.process import StartError
 
 log = logging.getLogger("mqbroker")
 PROG = "mqbroker"
 TEMP_SUFFIX = "-temp"
 STOP_STEP_TIMEOUT_S = 3.0
-
-
-class StartError(Exception):
-    """A startup failure reported as one line (exit 1)."""
 
 
 def check_identity_files(config: Mapping[str, Any]) -> str | None:
@@ -171,11 +166,7 @@ async def _bounded(what: str, step: Awaitable[Any], timeout_s: float = STOP_STEP
 
 async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> None:
     """Run one broker until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
-    loop = asyncio.get_running_loop()
-    if stop is None:
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    stop = process.stop_on_signals(stop)
     broker = Broker(config)
     try:
         await broker.start()
@@ -186,35 +177,18 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=PROG, description="mqha broker replica")
-    parser.add_argument("-c", "--config", required=True, metavar="FILE", help="broker config file")
-    parser.add_argument("-p", "--print", action="store_true", help="print the effective config and exit")
-    parser.add_argument(
-        "--log-level", default=os.environ.get("MQHA_LOG_LEVEL", "INFO"), help="DEBUG, INFO, ..."
-    )
-    args = parser.parse_args(argv)
+    args = process.config_arguments(PROG, "mqha broker replica", "broker").parse_args(argv)
     try:
         config = load_broker_config(args.config)
     except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        sys.exit(1)
+        process.exit_with(PROG, exc)
     if args.print:
         sys.stdout.write(render_properties(config))
         return
     problem = check_identity_files(config)
     if problem is not None:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        sys.exit(1)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(serve(config))
-    except StartError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        sys.exit(1)
+        process.exit_with(PROG, problem)
+    process.run(PROG, args.log_level, lambda: serve(config))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
 from mqha.client.consumer import Consumer
@@ -68,16 +68,9 @@ class SyncProducer(_SyncClient):
     def _client(self) -> Producer:
         return self.producer
 
-    def send(
-        self,
-        topic: str,
-        body: Body,
-        keys: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> SendResult:
-        return self._thread.run(self.producer.send(topic, body, keys, properties, timeout=timeout))
+    def send(self, topic: str, body: Body, *args: Any, **kwargs: Any) -> SendResult:
+        """:meth:`Producer.send` (keys, properties, timeout), blocking."""
+        return self._thread.run(self.producer.send(topic, body, *args, **kwargs))
 
     def send_batch(
         self, topic: str, bodies: Sequence[Body], keys: Sequence[str | None] | None = None, **kwargs: Any

@@ -103,8 +103,22 @@ def http_get(url: str, timeout: float = 1.0) -> tuple[int, Any]:
     return status, None if isinstance(body, str) else body
 
 
+class LocalEndpoint:
+    """Names where a process on 127.0.0.1 answers HTTP: ``address`` and ``url`` from its ``port``."""
+
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{LOCALHOST}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+
 @dataclass
-class Node:
+class Node(LocalEndpoint):
     """One process of the cluster, as recorded in ``mqha.cluster.json``."""
 
     name: str
@@ -114,14 +128,6 @@ class Node:
     group: str | None = None  # brokers: brokerName
     pid: int | None = None
     start_time: int | None = None  # /proc start time of pid: guards against pid reuse
-
-    @property
-    def address(self) -> str:
-        return f"{LOCALHOST}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
 
     @property
     def ha_address(self) -> str | None:

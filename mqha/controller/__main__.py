@@ -12,27 +12,23 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mqha import process
 from mqha.config import render_properties
 from mqha.controller.config import load_controller_config
 from mqha.controller.config_store import check_config
 from mqha.controller.raft import RaftStartError
 from mqha.controller.service import ControllerService
 from mqha.errors import ConfigError
+from mqha.process import StartError
 
 log = logging.getLogger("mqcontroller")
 PROG = "mqcontroller"
-
-
-class StartError(Exception):
-    """A startup failure reported as one line (exit 1)."""
 
 
 async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> None:
@@ -41,11 +37,7 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 
     from mqha.controller.http_api import build_app
 
-    loop = asyncio.get_running_loop()
-    if stop is None:
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    stop = process.stop_on_signals(stop)
     service = ControllerService(config)
     try:
         await service.start()
@@ -80,30 +72,16 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=PROG, description="mqha controller node")
-    parser.add_argument("-c", "--config", required=True, metavar="FILE", help="controller config file")
-    parser.add_argument("-p", "--print", action="store_true", help="print the effective config and exit")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
-    args = parser.parse_args(argv)
+    args = process.config_arguments(PROG, "mqha controller node", "controller").parse_args(argv)
     try:
         config = load_controller_config(args.config)
         check_config(config)
     except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        sys.exit(1)
+        process.exit_with(PROG, exc)
     if args.print:
         sys.stdout.write(render_properties(config))
         return
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(serve(config))
-    except StartError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        sys.exit(1)
+    process.run(PROG, args.log_level, lambda: serve(config))
 
 
 if __name__ == "__main__":

@@ -58,249 +58,160 @@ class Outcome:
         return self.code == SUCCESS
 
 
-def _accept(state: ControllerState, record: Record, raft_index: int, name: str) -> Outcome:
-    return Outcome(SUCCESS, "", raft_index, record, name, state.group(name))
+class _Rejected(Exception):
+    """Carries a record's rejection (code and remark) from its applier back to ``apply``."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code, self.remark = code, remark
 
 
-def _reject(
-    state: ControllerState, record: Record, raft_index: int, name: str, why: tuple[ResponseCode, str]
-) -> tuple[ControllerState, Outcome]:
-    code, remark = why
-    return state, Outcome(code, remark, raft_index, record, name, state.group(name))
+def _registered(state: ControllerState, name: str, code: ResponseCode, remark: str) -> BrokerGroupState:
+    """The broker set ``name``; rejects the record with ``code``/``remark`` when there is none."""
+    group = state.group(name)
+    if group is None:
+        raise _Rejected(code, remark)
+    return group
 
 
 def _check_epochs(
-    group: BrokerGroupState, master_epoch: int, sss_epoch: int
-) -> tuple[ResponseCode, str] | None:
+    group: BrokerGroupState, record: ElectMasterRecord | AlterSyncStateSetRecord | CleanBrokerDataRecord
+) -> None:
     """The fencing check shared by the records that touch the master or the SyncStateSet."""
+    master_epoch, sss_epoch = record.expected_master_epoch, record.expected_sync_state_set_epoch
     if group.master_epoch != master_epoch:
-        return (
+        raise _Rejected(
             ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH,
             f"Fenced: decided against masterEpoch {master_epoch}, but the current masterEpoch of "
             f"{group.broker_name} is {group.master_epoch}",
         )
     if group.sync_state_set_epoch != sss_epoch:
-        return (
+        raise _Rejected(
             ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
             f"Fenced: decided against syncStateSetEpoch {sss_epoch}, but the current syncStateSetEpoch "
             f"of {group.broker_name} is {group.sync_state_set_epoch}",
         )
-    return None
 
 
 # --------------------------------------------------------------------------------------------------
-# One function per record type: (state, record, raft_index) -> (state, outcome), never partial.
+# One function per record type: (state, record) -> the new state, or ``_Rejected``; never partial.
 
 
-def _apply_noop(
-    state: ControllerState, record: NoopRecord, raft_index: int
-) -> tuple[ControllerState, Outcome]:
-    return state, Outcome(SUCCESS, "", raft_index, record)
+def _apply_noop(state: ControllerState, record: NoopRecord) -> ControllerState:
+    return state
 
 
-def _apply_broker_id(
-    state: ControllerState, record: ApplyBrokerIdRecord, raft_index: int
-) -> tuple[ControllerState, Outcome]:
+def _apply_broker_id(state: ControllerState, record: ApplyBrokerIdRecord) -> ControllerState:
     name = record.broker_name
     replica = ReplicaInfo(record.broker_address, None, record.register_check_code)
     group = state.group(name)
     if group is None:
         # An unknown set is created with this broker as its only replica, no master, epochs 0.
-        group = BrokerGroupState(record.cluster_name, name, {record.broker_id: replica})
-        state = state.with_group(group)
-        return state, _accept(state, record, raft_index, name)
+        return state.with_group(BrokerGroupState(record.cluster_name, name, {record.broker_id: replica}))
     existing = group.replicas.get(record.broker_id)
     if existing is not None:
         if existing.register_check_code == record.register_check_code:
-            return state, _accept(state, record, raft_index, name)  # idempotent re-apply
+            return state  # idempotent re-apply
         # Two brokers were promised the same id (e.g. by two self-believed leaders): first wins.
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                ResponseCode.CONTROLLER_BROKER_ID_INVALID,
-                f"Fail to apply brokerId: {record.broker_id} in broker-set: {name}",
-            ),
+        raise _Rejected(
+            ResponseCode.CONTROLLER_BROKER_ID_INVALID,
+            f"Fail to apply brokerId: {record.broker_id} in broker-set: {name}",
         )
-    group = replace(group, replicas=group.replicas.set(record.broker_id, replica))  # type: ignore[attr-defined]
-    state = state.with_group(group)
-    return state, _accept(state, record, raft_index, name)
+    replicas = group.replicas.set(record.broker_id, replica)  # type: ignore[attr-defined]
+    return state.with_group(replace(group, replicas=replicas))
 
 
-def _apply_update_address(
-    state: ControllerState, record: UpdateBrokerAddressRecord, raft_index: int
-) -> tuple[ControllerState, Outcome]:
+def _apply_update_address(state: ControllerState, record: UpdateBrokerAddressRecord) -> ControllerState:
     name = record.broker_name
-    group = state.group(name)
-    if group is None:
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                f"Broker-set: {name} hasn't been registered in controller",
-            ),
-        )
+    unregistered = ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+    group = _registered(state, name, unregistered, f"Broker-set: {name} hasn't been registered in controller")
     existing = group.replicas.get(record.broker_id)
     if existing is None:
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                f"BrokerId: {record.broker_id} hasn't been registered in broker-set: {name}",
-            ),
+        raise _Rejected(
+            unregistered, f"BrokerId: {record.broker_id} hasn't been registered in broker-set: {name}"
         )
     ha_address = existing.ha_address if record.ha_address is None else record.ha_address
     replica = replace(existing, address=record.broker_address, ha_address=ha_address)
-    group = replace(group, replicas=group.replicas.set(record.broker_id, replica))  # type: ignore[attr-defined]
-    state = state.with_group(group)
-    return state, _accept(state, record, raft_index, name)
+    replicas = group.replicas.set(record.broker_id, replica)  # type: ignore[attr-defined]
+    return state.with_group(replace(group, replicas=replicas))
 
 
-def _apply_elect_master(
-    state: ControllerState, record: ElectMasterRecord, raft_index: int
-) -> tuple[ControllerState, Outcome]:
+def _apply_elect_master(state: ControllerState, record: ElectMasterRecord) -> ControllerState:
     name = record.broker_name
-    group = state.group(name)
-    if group is None:
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                "Broker hasn't been registered",
-            ),
-        )
-    fenced = _check_epochs(group, record.expected_master_epoch, record.expected_sync_state_set_epoch)
-    if fenced is not None:
-        return _reject(state, record, raft_index, name, fenced)
+    group = _registered(
+        state, name, ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered"
+    )
+    _check_epochs(group, record)
     new_master = record.new_master_broker_id
     if new_master is None:
         # No candidate: the master is cleared (masterEpoch+1); the SyncStateSet and its epoch stay.
-        group = replace(group, master_broker_id=None, master_epoch=group.master_epoch + 1)
-    else:
-        if not group.is_registered(new_master):
-            return _reject(
-                state,
-                record,
-                raft_index,
-                name,
-                (
-                    ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
-                    f"Failed to elect a new master: broker {new_master} is no longer registered in {name}",
-                ),
-            )
-        group = replace(
-            group,
-            master_broker_id=new_master,
-            master_epoch=group.master_epoch + 1,
-            sync_state_set=frozenset({new_master}),
-            sync_state_set_epoch=group.sync_state_set_epoch + 1,
+        return state.with_group(replace(group, master_broker_id=None, master_epoch=group.master_epoch + 1))
+    if not group.is_registered(new_master):
+        raise _Rejected(
+            ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
+            f"Failed to elect a new master: broker {new_master} is no longer registered in {name}",
         )
-    state = state.with_group(group)
-    return state, _accept(state, record, raft_index, name)
+    group = replace(
+        group,
+        master_broker_id=new_master,
+        master_epoch=group.master_epoch + 1,
+        sync_state_set=frozenset({new_master}),
+        sync_state_set_epoch=group.sync_state_set_epoch + 1,
+    )
+    return state.with_group(group)
 
 
-def _apply_alter_sync_state_set(
-    state: ControllerState, record: AlterSyncStateSetRecord, raft_index: int
-) -> tuple[ControllerState, Outcome]:
+def _apply_alter_sync_state_set(state: ControllerState, record: AlterSyncStateSetRecord) -> ControllerState:
     name = record.broker_name
-    group = state.group(name)
-    reject = ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
-    if group is None:
-        return _reject(state, record, raft_index, name, (reject, "Broker metadata is not existed"))
+    failed = ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
+    group = _registered(state, name, failed, "Broker metadata is not existed")
+    rejecting = f"Rejecting alter syncStateSet of {name}:"
     if group.master_broker_id is None or group.master_broker_id != record.master_broker_id:
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                ResponseCode.CONTROLLER_INVALID_MASTER,
-                f"Rejecting alter syncStateSet of {name}: broker {record.master_broker_id} is not the "
-                f"current master ({group.master_broker_id})",
-            ),
+        raise _Rejected(
+            ResponseCode.CONTROLLER_INVALID_MASTER,
+            f"{rejecting} broker {record.master_broker_id} is not the current master "
+            f"({group.master_broker_id})",
         )
-    fenced = _check_epochs(group, record.expected_master_epoch, record.expected_sync_state_set_epoch)
-    if fenced is not None:
-        return _reject(state, record, raft_index, name, fenced)
+    _check_epochs(group, record)
     for broker_id in sorted(record.new_sync_state_set):
         if not group.is_registered(broker_id):
-            return _reject(
-                state,
-                record,
-                raft_index,
-                name,
-                (
-                    ResponseCode.CONTROLLER_INVALID_REPLICAS,
-                    f"Rejecting alter syncStateSet of {name}: replica {broker_id} is not registered",
-                ),
+            raise _Rejected(
+                ResponseCode.CONTROLLER_INVALID_REPLICAS, f"{rejecting} replica {broker_id} is not registered"
             )
     if record.master_broker_id not in record.new_sync_state_set:
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                reject,
-                f"Rejecting alter syncStateSet of {name}: the new syncStateSet does not contain the master "
-                f"{record.master_broker_id}",
-            ),
+        raise _Rejected(
+            failed, f"{rejecting} the new syncStateSet does not contain the master {record.master_broker_id}"
         )
     group = replace(
         group,
         sync_state_set=record.new_sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch + 1,
     )
-    state = state.with_group(group)
-    return state, _accept(state, record, raft_index, name)
+    return state.with_group(group)
 
 
-def _apply_clean(
-    state: ControllerState, record: CleanBrokerDataRecord, raft_index: int
-) -> tuple[ControllerState, Outcome]:
+def _apply_clean(state: ControllerState, record: CleanBrokerDataRecord) -> ControllerState:
     name = record.broker_name
-    group = state.group(name)
-    if group is None:
-        return _reject(
-            state,
-            record,
-            raft_index,
-            name,
-            (
-                ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                f"Broker {name} is not existed,clean broker data failure.",
-            ),
-        )
-    fenced = _check_epochs(group, record.expected_master_epoch, record.expected_sync_state_set_epoch)
-    if fenced is not None:
-        return _reject(state, record, raft_index, name, fenced)
+    group = _registered(
+        state,
+        name,
+        ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+        f"Broker {name} is not existed,clean broker data failure.",
+    )
+    _check_epochs(group, record)
     if not record.broker_ids:
-        state = state.without_group(name)
-        return state, _accept(state, record, raft_index, name)
+        return state.without_group(name)
     replicas = group.replicas.remove(*record.broker_ids)  # type: ignore[attr-defined]
     if not replicas:
-        state = state.without_group(name)
-        return state, _accept(state, record, raft_index, name)
+        return state.without_group(name)
     # Deviation: the set keeps its sync-state entry (epochs, master history) while replicas remain.
     group = replace(group, replicas=replicas, sync_state_set=group.sync_state_set - record.broker_ids)
     if group.master_broker_id in record.broker_ids:
         group = replace(group, master_broker_id=None, master_epoch=group.master_epoch + 1)
-    state = state.with_group(group)
-    return state, _accept(state, record, raft_index, name)
+    return state.with_group(group)
 
 
-_APPLIERS: dict[type[Any], Callable[[ControllerState, Any, int], tuple[ControllerState, Outcome]]] = {
+_APPLIERS: dict[type[Any], Callable[[ControllerState, Any], ControllerState]] = {
     NoopRecord: _apply_noop,
     ApplyBrokerIdRecord: _apply_broker_id,
     UpdateBrokerAddressRecord: _apply_update_address,
@@ -317,6 +228,15 @@ def _advance(state: ControllerState, raft_index: int) -> ControllerState:
     return state
 
 
+def _outcome(
+    state: ControllerState, record: Record, raft_index: int, code: ResponseCode = SUCCESS, remark: str = ""
+) -> Outcome:
+    """The outcome of ``record``: its set as it stands in ``state`` (after it, or untouched when rejected)."""
+    name: str | None = getattr(record, "broker_name", None)
+    group = None if name is None else state.group(name)
+    return Outcome(code, remark, raft_index, record, name, group)
+
+
 def apply(state: ControllerState, record: Record, raft_index: int) -> tuple[ControllerState, Outcome]:
     """Apply one record; never raises (see module docstring)."""
     try:
@@ -329,8 +249,13 @@ def apply(state: ControllerState, record: Record, raft_index: int) -> tuple[Cont
                 None,
             )
             return _advance(state, raft_index), outcome
-        new_state, outcome = applier(state, record, raft_index)
-        return _advance(new_state, raft_index), outcome
+        try:
+            new_state = applier(state, record)
+        except _Rejected as rejected:  # the groups stay as they were
+            return _advance(state, raft_index), _outcome(
+                state, record, raft_index, rejected.code, rejected.remark
+            )
+        return _advance(new_state, raft_index), _outcome(new_state, record, raft_index)
     except Exception as exc:  # the safety net: a bug must not wedge the Raft node
         outcome = Outcome(
             ResponseCode.SYSTEM_ERROR,

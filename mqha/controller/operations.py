@@ -20,6 +20,8 @@ Deviations from the reference applied here (docs/architecture.md §7):
 
 from __future__ import annotations
 
+from typing import Any
+
 from mqha.codes import ResponseCode
 from mqha.controller.apply import Outcome, apply
 from mqha.controller.election import ElectionPolicy, ElectionResult
@@ -53,16 +55,22 @@ def member_group(group: BrokerGroupState) -> api.BrokerMemberGroup:
     )
 
 
+def _master_fields(group: BrokerGroupState) -> dict[str, Any]:
+    """The master and SyncStateSet fields the elect and replica-info replies both carry."""
+    return {
+        "master_broker_id": group.master_broker_id,
+        "master_address": group.master_address,
+        "master_ha_address": group.master_ha_address,
+        "master_epoch": group.master_epoch,
+        "sync_state_set_epoch": group.sync_state_set_epoch,
+        "sync_state_set": group.sync_state_set,
+    }
+
+
 def elect_payload(group: BrokerGroupState, with_member_group: bool) -> api.ElectMasterPayload:
     """The elect reply of a group that has a master (SUCCESS and MASTER_STILL_EXIST)."""
     return api.ElectMasterPayload(
-        master_broker_id=group.master_broker_id,
-        master_address=group.master_address,
-        master_ha_address=group.master_ha_address,
-        master_epoch=group.master_epoch,
-        sync_state_set_epoch=group.sync_state_set_epoch,
-        sync_state_set=group.sync_state_set,
-        broker_member_group=member_group(group) if with_member_group else None,
+        **_master_fields(group), broker_member_group=member_group(group) if with_member_group else None
     )
 
 
@@ -95,14 +103,7 @@ def alter_payload(group: BrokerGroupState) -> api.AlterSyncStateSetPayload:
 
 
 def replica_info_payload(group: BrokerGroupState) -> api.ReplicaInfoPayload:
-    return api.ReplicaInfoPayload(
-        master_broker_id=group.master_broker_id,
-        master_address=group.master_address,
-        master_ha_address=group.master_ha_address,
-        master_epoch=group.master_epoch,
-        sync_state_set=group.sync_state_set,
-        sync_state_set_epoch=group.sync_state_set_epoch,
-    )
+    return api.ReplicaInfoPayload(**_master_fields(group))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -286,29 +287,14 @@ def handle_elect_master(
             elect_payload(group, with_member_group=False),
         )
     if result.broker_id is not None:
-        record = ElectMasterRecord(
-            cluster_name=group.cluster_name,
-            broker_name=name,
-            new_master_broker_id=result.broker_id,
-            expected_master_epoch=group.master_epoch,
-            expected_sync_state_set_epoch=group.sync_state_set_epoch,
-            unclean=result.unclean,
-        )
-        return _write(state, record, Reply(SUCCESS))
+        return _write(state, _elect_record(group, result.broker_id, result.unclean), Reply(SUCCESS))
     if requested is None and not group.is_first_election:
         # Controller trigger without a candidate: the master is cleared and the failure reported.
-        record = ElectMasterRecord(
-            cluster_name=group.cluster_name,
-            broker_name=name,
-            new_master_broker_id=None,
-            expected_master_epoch=group.master_epoch,
-            expected_sync_state_set_epoch=group.sync_state_set_epoch,
-        )
         draft = Reply(
             Code.CONTROLLER_MASTER_NOT_AVAILABLE,
             "Old master has down and failed to elect a new broker master",
         )
-        return _write(state, record, draft)
+        return _write(state, _elect_record(group, None), draft)
     if requested is None:
         # Deviation: a set that never had a master has none to clear. The reference still bumps
         # masterEpoch to 1, after which no first election is possible and, with an empty
@@ -320,6 +306,20 @@ def handle_elect_master(
         )
     return _reject(
         Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master", NO_MASTER_ELECT_PAYLOAD
+    )
+
+
+def _elect_record(
+    group: BrokerGroupState, new_master: int | None, unclean: bool = False
+) -> ElectMasterRecord:
+    """The election of ``new_master`` (None: the master is cleared), decided against the set's epochs."""
+    return ElectMasterRecord(
+        cluster_name=group.cluster_name,
+        broker_name=group.broker_name,
+        new_master_broker_id=new_master,
+        expected_master_epoch=group.master_epoch,
+        expected_sync_state_set_epoch=group.sync_state_set_epoch,
+        unclean=unclean,
     )
 
 

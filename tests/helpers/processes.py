@@ -159,6 +159,13 @@ class ManagedProcess(NodeProcess):
         self.stop()
 
 
+def wait_healthy(started: Sequence[tuple[ManagedProcess | None, str]], timeout: float = 20.0) -> None:
+    """Wait for each (process, base URL)'s ``/healthz``; start them all first, so they boot in parallel."""
+    for proc, url in started:
+        assert proc is not None, url
+        proc.wait_http(url + "/healthz", timeout=timeout)
+
+
 def _wait_fail_fast(ready: Callable[[], bool], timeout: float, what: str, proc: ManagedProcess) -> None:
     deadline = time.monotonic() + timeout
     while True:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqha.cluster.nodes import command_of, http_json
+from mqha.cluster.nodes import LocalEndpoint, command_of, http_json
 from mqha.cluster.processes import free_port_pair
-from tests.helpers.processes import LOCALHOST, ManagedProcess, ProcessGroup, wait_until
+from tests.helpers.processes import ManagedProcess, ProcessGroup, wait_healthy, wait_until
 
 RAFT_PORT_OFFSET = 1
 
@@ -52,7 +52,7 @@ def request(
 
 
 @dataclass
-class Node:
+class Node(LocalEndpoint):
     """One mqcontroller process of a test cluster: ports, directories, process."""
 
     index: int
@@ -60,14 +60,6 @@ class Node:
     port: int
     base: Path
     proc: ManagedProcess | None = None
-
-    @property
-    def address(self) -> str:
-        return f"{LOCALHOST}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
 
     @property
     def conf(self) -> Path:
@@ -89,6 +81,12 @@ class Node:
 
     def post(self, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
         return self.call("POST", path, body, **kwargs)
+
+    def post_ok(self, path: str, body: Any = None, **kwargs: Any) -> Any:
+        """POST that must answer 200; returns the body."""
+        status, reply = self.post(path, body, **kwargs)
+        assert status == 200, reply
+        return reply
 
     def try_metadata(self) -> dict[str, Any] | None:
         try:
@@ -148,9 +146,7 @@ class ControllerCluster:
                 log_path=node.log_path,
                 name=f"mqcontroller-{node.node_id}",
             )
-        for node in chosen:
-            assert node.proc is not None
-            node.proc.wait_http(node.url + "/healthz", timeout=timeout)
+        wait_healthy([(node.proc, node.url) for node in chosen], timeout)
 
     def alive(self) -> list[Node]:
         return [n for n in self.nodes if n.running()]
@@ -253,6 +249,18 @@ def heartbeat(
     if priority is not None:
         body["electionPriority"] = priority
     return body
+
+
+def beating_replicas(cluster: ControllerCluster, broker_name: str = "b1", count: int = 3) -> HeartbeatSender:
+    """Register ``count`` replicas of ``broker_name`` (ids 1..count) through the leader; returns the
+    heartbeat sender (to enter) that keeps them all alive (long heartbeat timeout)."""
+    leader = cluster.leader(timeout=5)
+    ids = list(range(1, count + 1))
+    assert [register_broker(leader, broker_name) for _ in ids] == ids
+    beats = HeartbeatSender(cluster, interval=0.15)
+    for broker_id in ids:
+        beats.set(heartbeat(broker_name, broker_id, timeout_ms=60_000))
+    return beats
 
 
 def register_broker(leader: Node, broker_name: str, cluster_name: str = "c1") -> int:

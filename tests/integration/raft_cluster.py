@@ -8,25 +8,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.processes import LOCALHOST, ManagedProcess, ProcessGroup, free_ports, http_json, wait_until
+from mqha.cluster.nodes import LocalEndpoint
+from tests.helpers.processes import (
+    LOCALHOST,
+    ManagedProcess,
+    ProcessGroup,
+    free_ports,
+    http_json,
+    wait_healthy,
+    wait_until,
+)
 
 RAFT_NODE = Path(__file__).with_name("raft_node.py")
 
 
 @dataclass
-class Member:
+class Member(LocalEndpoint):
     """One raft_node.py process of a test cluster and its HTTP calls."""
 
     index: int
     raft_address: str
-    http_port: int
+    port: int  # its HTTP API
     store: Path
     log_path: Path
     proc: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{LOCALHOST}:{self.http_port}"
 
     def get(self, path: str, timeout: float = 2.0) -> Any:
         status, body = http_json("GET", self.url + path, timeout=timeout)
@@ -61,7 +66,7 @@ class RaftCluster:
             Member(
                 index=i,
                 raft_address=f"{LOCALHOST}:{raft_ports[i]}",
-                http_port=http_ports[i],
+                port=http_ports[i],
                 store=base_dir / f"n{i}",
                 log_path=base_dir / f"n{i}.log",
             )
@@ -83,15 +88,13 @@ class RaftCluster:
                     "--store",
                     str(m.store),
                     "--http-port",
-                    str(m.http_port),
+                    str(m.port),
                     *self.extra_args,
                 ],
                 log_path=m.log_path,
                 name=f"raft-n{m.index}",
             )
-        for m in chosen:
-            assert m.proc is not None
-            m.proc.wait_http(m.url + "/healthz", timeout=timeout)
+        wait_healthy([(m.proc, m.url) for m in chosen], timeout)
 
     def alive(self) -> list[Member]:
         return [m for m in self.members if m.proc is not None and m.proc.is_running() and not m.proc.paused]

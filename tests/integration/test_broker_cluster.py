@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import itertools
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,110 +25,21 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.processes import ManagedProcess, ProcessGroup, free_port, wait_until
+from tests.helpers.processes import ProcessGroup, wait_until
+from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
 from tests.integration.controller_cluster import ControllerCluster, request
 
 pytestmark = pytest.mark.integration
 
-BROKER_NAME = "bs1"
-CLUSTER_NAME = "c1"
-
 # Fast timings: failures are noticed within a few seconds instead of the reference's 10-20 s.
 BROKER_SETTINGS = {
-    "brokerClusterName": CLUSTER_NAME,
-    "brokerName": BROKER_NAME,
-    "brokerIP1": "127.0.0.1",
-    "enableControllerMode": "true",
-    "mappedFileSizeCommitLog": str(1024 * 1024),
-    "maxMessageSize": str(64 * 1024),
-    "allAckInSyncStateSet": "true",
+    **BROKER_TEST_SETTINGS,
     "slaveTimeout": "1000",
-    "haSendHeartbeatInterval": "500",
-    "haHousekeepingInterval": "5000",
-    "haMaxTimeSlaveNotCatchup": "3000",
-    "checkSyncStateSetPeriod": "500",
-    "syncBrokerMetadataPeriod": "500",
-    "syncControllerMetadataPeriod": "1000",
-    "brokerHeartbeatInterval": "200",
     # Longer than the freezes below: a frozen slave must still count as alive for the election that
     # follows the master's death (its departure is the HA layer's business, docs/reference-behaviour.md
     # §10.4).
     "controllerHeartBeatTimeoutMills": "6000",
 }
-
-
-def mqbroker_command() -> list[str]:
-    script = Path(sys.executable).with_name("mqbroker")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.broker"]
-
-
-@dataclass
-class Broker:
-    name: str
-    base: Path
-    port: int = field(default_factory=free_port)
-    ha_port: int = field(default_factory=free_port)
-    proc: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def write_config(self, controllers: str) -> Path:
-        self.base.mkdir(parents=True, exist_ok=True)
-        values = {
-            **BROKER_SETTINGS,
-            "listenPort": str(self.port),
-            "haListenPort": str(self.ha_port),
-            "controllerAddr": controllers,
-            "storePathRootDir": str(self.base / "store"),
-        }
-        conf = self.base / "broker.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-        return conf
-
-    def start(self, group: ProcessGroup, controllers: str) -> None:
-        conf = self.write_config(controllers)
-        self.proc = group.start(
-            [*mqbroker_command(), "-c", str(conf)],
-            log_path=self.base / "broker.log",
-            name=f"mqbroker-{self.name}",
-        )
-        self.proc.wait_http(self.url + "/healthz", timeout=20)
-
-    def status(self) -> dict[str, Any]:
-        code, body = request("GET", self.url + "/v1/status", timeout=2.0)
-        assert code == 200, body
-        return body
-
-    def try_status(self) -> dict[str, Any] | None:
-        if self.proc is None or not self.proc.is_running() or self.proc.paused:
-            return None
-        try:
-            return self.status()
-        except (OSError, AssertionError):
-            return None
-
-    def put(self, bodies: list[str]) -> tuple[int, dict[str, Any]]:
-        payload = {"messages": [{"topic": "orders", "body": b} for b in bodies]}
-        return request("POST", self.url + "/v1/messages", payload, timeout=10.0)
-
-    def read_all(self) -> list[tuple[int, str, str]]:
-        """Every message this broker serves (up to its confirm offset): (offset, msgId, body)."""
-        out, offset = [], 0
-        while True:
-            code, body = request(
-                "GET", f"{self.url}/v1/messages?offset={offset}&maxMessages=1024", timeout=5.0
-            )
-            assert code == 200, body
-            out += [(m["offset"], m["msgId"], m["body"]) for m in body["messages"]]
-            if not body["messages"]:
-                return out
-            offset = body["nextOffset"]
 
 
 @dataclass
@@ -182,7 +92,7 @@ class BrokerCluster:
     brokers: list[Broker] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.brokers = [Broker(f"b{i}", self.base / f"b{i}") for i in range(3)]
+        self.brokers = [Broker(f"b{i}", self.base / f"b{i}", BROKER_SETTINGS) for i in range(3)]
 
     @property
     def controller_addr(self) -> str:

@@ -7,7 +7,6 @@ process is stopped by pid (ProcessGroup); every wait is bounded.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,9 @@ import pytest
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.integration.controller_cluster import (
     ControllerCluster,
-    HeartbeatSender,
     Node,
+    beating_replicas,
     groups_of,
-    heartbeat,
     register_broker,
 )
 
@@ -27,9 +25,11 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def group() -> Iterator[ProcessGroup]:
-    with ProcessGroup() as g:
-        yield g
+def cluster(group: ProcessGroup, tmp_path: Path) -> ControllerCluster:
+    """Three started controllers."""
+    started = ControllerCluster(group, tmp_path)
+    started.start()
+    return started
 
 
 def _replica_info(node: Node, name: str = "b1") -> dict[str, Any]:
@@ -46,23 +46,13 @@ def _all_alive(node: Node, name: str = "b1") -> bool:
     return all(r["alive"] for r in info["inSyncReplicas"] + info["notInSyncReplicas"])
 
 
-def test_register_elect_alter_then_failover_fencing_and_full_restart(
-    group: ProcessGroup, tmp_path: Path
-) -> None:
-    cluster = ControllerCluster(group, tmp_path)
-    cluster.start()
+def test_register_elect_alter_then_failover_fencing_and_full_restart(cluster: ControllerCluster) -> None:
     leader = cluster.leader(timeout=5)
 
     # docs/reference-behaviour.md §9.3 registration of three replicas: next-id -> apply-id -> register.
-    assert [register_broker(leader, "b1") for _ in range(3)] == [1, 2, 3]
-    with HeartbeatSender(cluster, interval=0.15) as beats:
-        for broker_id in (1, 2, 3):
-            beats.set(heartbeat("b1", broker_id, timeout_ms=60_000))
-        beats.send_once()
-
+    with beating_replicas(cluster, "b1", 3):
         # First election (docs/reference-behaviour.md §5.4 step 3): the registered requester wins.
-        status, body = leader.post("/v1/groups/b1/elect", {"clusterName": "c1", "brokerId": 1})
-        assert status == 200, body
+        body = leader.post_ok("/v1/groups/b1/elect", {"clusterName": "c1", "brokerId": 1})
         assert (body["masterBrokerId"], body["masterEpoch"], body["syncStateSet"]) == (1, 1, [1])
         assert body["masterHaAddress"] == "127.0.0.1:20901"
         assert body["brokerMemberGroup"]["brokerAddrs"] == {
@@ -73,8 +63,7 @@ def test_register_elect_alter_then_failover_fencing_and_full_restart(
 
         # The master grows the SyncStateSet (docs/reference-behaviour.md §5.5).
         alter = {"masterBrokerId": 1, "masterEpoch": 1, "syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1}
-        status, body = leader.post("/v1/groups/b1/sync-state-set", alter)
-        assert status == 200, body
+        body = leader.post_ok("/v1/groups/b1/sync-state-set", alter)
         assert (body["newSyncStateSetEpoch"], body["syncStateSet"]) == (2, [1, 2, 3])
 
         before = groups_of(cluster.wait_same_state(cluster.nodes, timeout=3))
@@ -127,11 +116,7 @@ def test_register_elect_alter_then_failover_fencing_and_full_restart(
         assert (status, body["code"]) == (409, 2011), body
 
 
-def test_minority_partitioned_leader_stops_serving_and_cannot_commit(
-    group: ProcessGroup, tmp_path: Path
-) -> None:
-    cluster = ControllerCluster(group, tmp_path)
-    cluster.start()
+def test_minority_partitioned_leader_stops_serving_and_cannot_commit(cluster: ControllerCluster) -> None:
     leader = cluster.leader(timeout=5)
     assert register_broker(leader, "b1") == 1
     followers = cluster.followers(leader)

@@ -30,12 +30,7 @@ from mqha.history.recorder import (
     history_path,
 )
 from tests.helpers.processes import ManagedProcess, ProcessGroup, wait_until
-from tests.integration.controller_cluster import (
-    ControllerCluster,
-    HeartbeatSender,
-    heartbeat,
-    register_broker,
-)
+from tests.integration.controller_cluster import ControllerCluster, beating_replicas
 
 pytestmark = pytest.mark.integration
 
@@ -165,16 +160,10 @@ def test_three_controllers_record_identical_event_sequences(tmp_path: Path) -> N
         cluster = ControllerCluster(group, tmp_path / "run", args=("--log-level", "WARNING"))
         cluster.start()
         leader = cluster.leader(timeout=10)
-        assert [register_broker(leader, "b1") for _ in range(3)] == [1, 2, 3]
-        with HeartbeatSender(cluster, interval=0.15) as beats:
-            for broker_id in (1, 2, 3):
-                beats.set(heartbeat("b1", broker_id, timeout_ms=60_000))
-            beats.send_once()
-            status, body = leader.post("/v1/groups/b1/elect", {"clusterName": "c1", "brokerId": 1})
-            assert status == 200, body
+        with beating_replicas(cluster, "b1", 3):
+            leader.post_ok("/v1/groups/b1/elect", {"clusterName": "c1", "brokerId": 1})
             alter = {"masterBrokerId": 1, "masterEpoch": 1, "syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1}
-            status, body = leader.post("/v1/groups/b1/sync-state-set", alter)
-            assert status == 200, body
+            leader.post_ok("/v1/groups/b1/sync-state-set", alter)
             cluster.wait_same_state(cluster.nodes, timeout=5)
         group.stop_all()  # SIGTERM: each node closes its recorder after the Raft member stops
         for node in cluster.nodes:

@@ -263,24 +263,9 @@ def test_elect_master_prints_epochs_and_members(env: Setup) -> None:
     )
     assert "Authorization: Bearer" in refused
     assert env.state() == before  # nothing changed
-    fails(
-        "electMaster",
-        "-a",
-        env.all,
-        "-b",
-        "2",
-        "-bn",
-        "b2",
-        "-c",
-        "c1",
-        "--token",
-        "wrong",
-        code=16,
-        mentions="wrong admin token",
-    )
-    lines = ok(
-        "electMaster", "-a", env.follower().address, "-b", "2", "-bn", "b2", "-c", "c1", "--token", TOKEN
-    )
+    elect_b2 = ("electMaster", "-b", "2", "-bn", "b2", "-c", "c1")
+    fails(*elect_b2, "-a", env.all, "--token", "wrong", code=16, mentions="wrong admin token")
+    lines = ok(*elect_b2, "-a", env.follower().address, "--token", TOKEN)
     assert lines == [
         "",
         "#ClusterName\tc1",
@@ -298,21 +283,7 @@ def test_elect_master_prints_epochs_and_members(env: Setup) -> None:
         "#MasterEpoch\t2",
     ]
     # Electing the current master again: 2011, the command fails.
-    fails(
-        "electMaster",
-        "-a",
-        env.all,
-        "-b",
-        "2",
-        "-bn",
-        "b2",
-        "-c",
-        "c1",
-        "--token",
-        TOKEN,
-        code=2011,
-        mentions="still alive",
-    )
+    fails(*elect_b2, "-a", env.all, "--token", TOKEN, code=2011, mentions="still alive")
     # The token from the environment works as well; --json gives the reply fields.
     done = mqadmin(
         "electMaster", "-a", env.all, "-b", "1", "-bn", "b2", "-c", "c1", "--json", env={TOKEN_ENV: TOKEN}

@@ -11,70 +11,21 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers.processes import ManagedProcess, ProcessGroup, free_port, wait_until
+from tests.helpers.processes import ProcessGroup, free_port, wait_healthy, wait_until
+from tests.integration.broker_processes import BROKER_NAME, BROKER_TEST_SETTINGS, CLUSTER_NAME, Broker
 from tests.integration.controller_cluster import ControllerCluster, request
 from tests.integration.test_mqadmin import fails, mqadmin, ok
 
 pytestmark = pytest.mark.integration
 
-CLUSTER = "c1"
-BROKER_NAME = "bs1"
 # Fast timings so the set forms in about a second on a loaded machine.
-BROKER_SETTINGS = {
-    "brokerClusterName": CLUSTER,
-    "brokerName": BROKER_NAME,
-    "brokerIP1": "127.0.0.1",
-    "enableControllerMode": "true",
-    "mappedFileSizeCommitLog": str(1024 * 1024),
-    "maxMessageSize": str(64 * 1024),
-    "allAckInSyncStateSet": "true",
-    "haSendHeartbeatInterval": "500",
-    "checkSyncStateSetPeriod": "500",
-    "syncBrokerMetadataPeriod": "500",
-    "syncControllerMetadataPeriod": "1000",
-    "brokerHeartbeatInterval": "200",
-    "controllerHeartBeatTimeoutMills": "2000",
-}
-
-
-def mqbroker_command() -> list[str]:
-    script = Path(sys.executable).with_name("mqbroker")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mqha.broker"]
-
-
-@dataclass
-class Broker:
-    name: str
-    base: Path
-    port: int = field(default_factory=free_port)
-    ha_port: int = field(default_factory=free_port)
-    proc: ManagedProcess | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
-
-    def get(self, path: str) -> dict[str, Any]:
-        status, body = request("GET", self.url + path, timeout=3.0)
-        assert status == 200, body
-        return body
-
-    def metrics_text(self) -> str:
-        status, body = request("GET", self.url + "/metrics", timeout=3.0)
-        assert status == 200 and isinstance(body, str), body
-        return body
+BROKER_SETTINGS = {**BROKER_TEST_SETTINGS, "controllerHeartBeatTimeoutMills": "2000"}
 
 
 @dataclass
@@ -94,26 +45,10 @@ class BrokerSet:
         controllers.start()
         controllers.leader(timeout=10)
         addresses = ";".join(n.address for n in controllers.nodes)
-        brokers = [Broker(f"r{i}", base / f"r{i}") for i in range(replicas)]
+        brokers = [Broker(f"r{i}", base / f"r{i}", BROKER_SETTINGS) for i in range(replicas)]
         for broker in brokers:
-            broker.base.mkdir(parents=True, exist_ok=True)
-            values = {
-                **BROKER_SETTINGS,
-                "listenPort": str(broker.port),
-                "haListenPort": str(broker.ha_port),
-                "controllerAddr": addresses,
-                "storePathRootDir": str(broker.base / "store"),
-            }
-            conf = broker.base / "broker.conf"
-            conf.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-            broker.proc = group.start(
-                [*mqbroker_command(), "-c", str(conf)],
-                log_path=broker.base / "broker.log",
-                name=f"mqbroker-{broker.name}",
-            )
-        for broker in brokers:
-            assert broker.proc is not None
-            broker.proc.wait_http(broker.url + "/healthz", timeout=20)
+            broker.launch(group, addresses)
+        wait_healthy([(broker.proc, broker.url) for broker in brokers])
         return cls(controllers, brokers)
 
     def master(self) -> Broker:
@@ -163,7 +98,7 @@ def test_get_broker_epoch_of_every_replica(brokers: BrokerSet) -> None:
         status = broker.get("/v1/status")
         expected += [
             "",
-            f"#clusterName\t{CLUSTER}",
+            f"#clusterName\t{CLUSTER_NAME}",
             f"#brokerName\t{BROKER_NAME}",
             f"#brokerAddr\t{broker.address}",
             f"#brokerId\t{0 if broker is master else status['controllerBrokerId']}",
@@ -171,7 +106,7 @@ def test_get_broker_epoch_of_every_replica(brokers: BrokerSet) -> None:
         ]
     expected.append("")
     assert ok("getBrokerEpoch", "-a", brokers.controller_addresses, "-b", BROKER_NAME) == expected
-    assert ok("getBrokerEpoch", "-a", brokers.controllers.nodes[2].address, "-c", CLUSTER) == expected
+    assert ok("getBrokerEpoch", "-a", brokers.controllers.nodes[2].address, "-c", CLUSTER_NAME) == expected
     doc = json.loads(ok("getBrokerEpoch", "-a", brokers.controller_addresses, "-b", BROKER_NAME, "--json")[0])
     assert [b["brokerAddr"] for b in doc["brokers"]] == [master.address, slave.address]
     assert doc["brokers"][0]["epochList"][0]["epoch"] == 1
@@ -211,7 +146,7 @@ def test_ha_status_of_the_master_and_of_a_slave(brokers: BrokerSet) -> None:
     assert row[:3] == [conn["addr"], str(top), "0"] and re.fullmatch(r"\d+\.\d\d", row[3]) and row[4] == "OK"
     assert lines[7:] == [""]
     # -c: the masters of the cluster, found through the controller.
-    by_cluster = ok("haStatus", "-a", brokers.controller_addresses, "-c", CLUSTER)
+    by_cluster = ok("haStatus", "-a", brokers.controller_addresses, "-c", CLUSTER_NAME)
     assert by_cluster[:5] == lines[:5] and len(by_cluster) == len(lines)
 
     status = slave.get("/v1/status")
@@ -229,8 +164,8 @@ def test_ha_status_of_the_master_and_of_a_slave(brokers: BrokerSet) -> None:
 def test_ha_status_errors(brokers: BrokerSet) -> None:
     fails("haStatus", "-b", f"127.0.0.1:{free_port()}", exit_code=3, code=10001, mentions="cannot connect")
     fails("haStatus", "-a", brokers.controller_addresses, "-c", "nope", code=2008, mentions="cluster 'nope'")
-    fails("haStatus", "-a", f"127.0.0.1:{free_port()}", "-c", CLUSTER, exit_code=3, code=10001)
-    fails("haStatus", "-c", CLUSTER, exit_code=2, mentions="-c needs -a")
+    fails("haStatus", "-a", f"127.0.0.1:{free_port()}", "-c", CLUSTER_NAME, exit_code=3, code=10001)
+    fails("haStatus", "-c", CLUSTER_NAME, exit_code=2, mentions="-c needs -a")
     fails("haStatus", exit_code=2, mentions="one of -b brokerAddr or -c clusterName")
     fails("haStatus", "-b", "not-an-address", exit_code=2, mentions="expected host:port")
 

@@ -11,7 +11,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,12 +33,6 @@ from tests.integration.raft_cluster import RaftCluster
 from tests.integration.raft_node import NOOP_RECORD, KVApplier
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def group() -> Iterator[ProcessGroup]:
-    with ProcessGroup() as g:
-        yield g
 
 
 def test_commit_applies_on_all_members_and_follower_names_the_leader(
