@@ -166,7 +166,7 @@ class ReplicasManager(SyncStateSetReporter):
         return self.client.leader
 
     def sessions(self) -> dict[str, dict[str, Any]]:
-        return self.client.sessions()
+        return self.client.heartbeats.sessions()
 
     def status(self) -> dict[str, Any]:
         """JSON-friendly view for the broker's ``/v1/status`` and metrics."""
@@ -183,7 +183,7 @@ class ReplicasManager(SyncStateSetReporter):
             "syncStateSet": sorted(planner.sync_state_set),
             "syncStateSetEpoch": planner.sync_state_set_epoch,
             "controllerLeader": self.client.leader,
-            "controllerSessions": self.client.sessions(),
+            "controllerSessions": self.client.heartbeats.sessions(),
             "lastFailure": planner.last_failure,
         }
 
@@ -315,11 +315,11 @@ class ReplicasManager(SyncStateSetReporter):
     async def _heartbeat(self, action: act.SendHeartbeat) -> None:
         body = action.request.to_json()
         if not action.confirm:
-            await self.client.send_heartbeat(body)
+            await self.client.heartbeats.send_heartbeat(body)
             return
         delivered = 0
         try:
-            delivered = await self.client.post_heartbeat_all(body)
+            delivered = await self.client.heartbeats.post_heartbeat_all(body)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -318,14 +318,16 @@ async def test_client_follows_a_redirect_and_survives_a_dead_controller(cluster:
 
         # Every reachable controller gets a session; the dead one keeps retrying.
         await eventually(
-            lambda: all(client.sessions()[node.address]["state"] == "open" for node in cluster.nodes),
+            lambda: all(
+                client.heartbeats.sessions()[node.address]["state"] == "open" for node in cluster.nodes
+            ),
             message="sessions open",
         )
-        dead_session = client.sessions()[dead]
+        dead_session = client.heartbeats.sessions()[dead]
         assert dead_session["state"] != "open" and "connect" in (dead_session["lastError"] or "")
         body = {"clusterName": "c1", "brokerName": "zz", "brokerAddr": "127.0.0.1:1", "brokerId": 1}
-        assert await client.send_heartbeat(body) == 3
-        assert await client.post_heartbeat_all(body) == 3
+        assert await client.heartbeats.send_heartbeat(body) == 3
+        assert await client.heartbeats.post_heartbeat_all(body) == 3
     finally:
         await client.close()
-    assert all(session["state"] == "closed" for session in client.sessions().values())
+    assert all(session["state"] == "closed" for session in client.heartbeats.sessions().values())
