@@ -204,7 +204,7 @@ class BrokerHttpServer:
         )
 
     async def get_ha_status(self, request: web.Request) -> web.Response:
-        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.runtime_info()))
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.status.runtime_info()))
 
     async def get_status(self, request: web.Request) -> web.Response:
         rt, role, keeper = self.runtime, self.role, self.ha.keeper
