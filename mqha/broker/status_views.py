@@ -21,43 +21,41 @@ class BrokerStatusViews:
         *,
         replicas_status: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
-        self.config = config
-        self.runtime = runtime
-        self.role = runtime.role
-        self.store = runtime.store
-        self.ha = runtime.ha
-        self.replicas_status = replicas_status
-        self.ack_mode = ack_mode(runtime.ha.gate.policy)
+        self._config = config
+        self._runtime = runtime
+        self._replicas_status = replicas_status
+        self._ack_mode = ack_mode(runtime.ha.gate.policy)
 
     def epochs(self) -> dict[str, Any]:
         """``GET /v1/epochs``: the epoch file, the open last entry ending at the log's top."""
-        role = self.role
-        top = self.store.max_offset
+        role, store, config = self._runtime.role, self._runtime.store, self._config
+        top = store.max_offset
         entries = [
             {
                 "epoch": e.epoch,
                 "startOffset": e.start_offset,
                 "endOffset": top if e.end_offset == MAX_OFFSET else e.end_offset,
             }
-            for e in self.store.epochs
+            for e in store.epochs
         ]
         return {
-            "clusterName": self.config["brokerClusterName"],
-            "brokerName": self.config["brokerName"],
+            "clusterName": config["brokerClusterName"],
+            "brokerName": config["brokerName"],
             "brokerId": role.role_broker_id,
             "controllerBrokerId": role.broker_id,
             "epochList": entries,
             "maxOffset": top,
-            "confirmOffset": self.ha.gate.confirm_offset(),
+            "confirmOffset": self._runtime.ha.gate.confirm_offset(),
         }
 
     def status(self) -> dict[str, Any]:
         """``GET /v1/status``: role, offsets, SyncStateSet and the replicas manager's own view."""
-        rt, role, keeper = self.runtime, self.role, self.ha.keeper
+        rt, config = self._runtime, self._config
+        role, store, ha = rt.role, rt.store, rt.ha
         master = role.master
         body: dict[str, Any] = {
-            "clusterName": self.config["brokerClusterName"],
-            "brokerName": self.config["brokerName"],
+            "clusterName": config["brokerClusterName"],
+            "brokerName": config["brokerName"],
             "brokerAddress": rt.address,
             "haAddress": rt.ha_address,
             "role": role.role.value,
@@ -69,19 +67,19 @@ class BrokerStatusViews:
             "masterAddress": master.address if master is not None else None,
             "masterHaAddress": master.ha_address if master is not None else None,
             "masterEpoch": role.master_epoch,
-            "lastEpoch": self.store.epochs.last_epoch(),
-            "syncStateSet": sorted(keeper.sync_state_set()),
-            "localSyncStateSet": sorted(keeper.local_set()),
+            "lastEpoch": store.epochs.last_epoch(),
+            "syncStateSet": sorted(ha.keeper.sync_state_set()),
+            "localSyncStateSet": sorted(ha.keeper.local_set()),
             "syncStateSetEpoch": role.sync_state_set_epoch,
-            "minOffset": self.store.min_offset,
-            "maxOffset": self.store.max_offset,
-            "confirmOffset": self.ha.gate.confirm_offset(),
-            "flushedOffset": self.store.log.flushed_offset,
-            "ackMode": self.ack_mode,
+            "minOffset": store.min_offset,
+            "maxOffset": store.max_offset,
+            "confirmOffset": ha.gate.confirm_offset(),
+            "flushedOffset": store.log.flushed_offset,
+            "ackMode": self._ack_mode,
         }
-        if self.replicas_status is not None:
+        if self._replicas_status is not None:
             try:
-                body["replicasManager"] = dict(self.replicas_status())
+                body["replicasManager"] = dict(self._replicas_status())
             except Exception as exc:  # status must not fail because a sub-part does
                 body["replicasManager"] = {"error": str(exc)}
         return body
