@@ -43,8 +43,6 @@ less than another send (and another TCP segment); larger batches are written as 
 class MasterSide(Protocol):
     """The HA service as the master links see it."""
 
-    def log_view(self) -> LogView: ...
-
     def accept_slave(self, link: MasterLink, request: HandshakeRequest) -> str | None:
         """None to accept; else why the slave is refused (the connection closes)."""
 
@@ -63,6 +61,8 @@ class LinkSettings:
     clock: Callable[[], int]
     read_log: Callable[[int, int, int], list[bytes | memoryview]]
     """The store's ``read_batches(offset, batch_bytes, max_bytes)``."""
+    log_view: Callable[[], LogView]
+    """The log as a new link starts from (``AckGate.log_view``)."""
     flow_limit_bytes_per_s: int | None = None  # haFlowControlEnable / maxHaTransferByteInSecond
     on_bytes: Callable[[int, int], None] | None = None  # metrics: (sent, received)
 
@@ -105,7 +105,7 @@ class MasterLink:
         self._writer = writer
         self._clock = clock = settings.clock
         self.peer = _peer(writer)
-        self.conn = MasterConnection(side.log_view(), clock(), settings.config)
+        self.conn = MasterConnection(settings.log_view(), clock(), settings.config)
         self.sent = RateMeter()
         self.received = RateMeter()
         self._wake = asyncio.Event()

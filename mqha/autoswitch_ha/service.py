@@ -13,8 +13,12 @@ Its parts, each with one job:
   :class:`~mqha.autoswitch_ha.client.HAClient` (the slave's connection, which writes to the store
   itself).
 
-This class routes the master links' events to those parts in the order the ``master.py`` docstring
-lists, and runs the tasks (server, client, the confirm-offset checkpoint):
+* :class:`~mqha.autoswitch_ha.checkpoint.ConfirmCheckpoint` — saves the confirm offset periodically;
+* :class:`~mqha.autoswitch_ha.status.HAStatus` (``status``) — ``GET /v1/ha/status`` and the metrics'
+  ack lags; :class:`~mqha.autoswitch_ha.status.ByteCounter` (``traffic``) — the bytes moved.
+
+This class builds them, starts and stops them, and routes the master links' events (and the
+controller's SyncStateSet decisions) to them in the order the ``master.py`` docstring lists:
 
     SlaveAck(id, o)   → if id ∈ local set: stored confirm = compute_confirm_offset; else maybe_expand →
                         report the proposal; wake the waiting puts; push the new confirm offset
@@ -26,32 +30,28 @@ Everything runs on one event loop, so a role change never interleaves with an ap
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from mqha.autoswitch_ha import status
+from mqha.autoswitch_ha.checkpoint import ConfirmCheckpoint
 from mqha.autoswitch_ha.client import HAClient
 from mqha.autoswitch_ha.config import HAConfig
 from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, SlaveAck
 from mqha.autoswitch_ha.gate import AckGate
 from mqha.autoswitch_ha.keeper import Reporter, SyncStateSetKeeper
 from mqha.autoswitch_ha.links import SlaveLinks
-from mqha.autoswitch_ha.master import LogView
 from mqha.autoswitch_ha.replica import ReplicaStore
 from mqha.autoswitch_ha.roles import HARoleSwitch
-from mqha.autoswitch_ha.server import HAServer, LinkSettings, MasterLink, cancel_and_wait
+from mqha.autoswitch_ha.server import HAServer, LinkSettings, MasterLink
+from mqha.autoswitch_ha.status import ByteCounter, HAStatus
 from mqha.clock import MonotonicClock
 from mqha.role import BrokerRole
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_INTERVAL_S = 0.2
-
 
 class AutoSwitchHAService:
-    """Routes the HA links' events to the HA parts and runs the HA tasks; implements ``MasterSide``."""
+    """Routes the HA links' and the controller's events to the HA parts; implements ``MasterSide``."""
 
     def __init__(
         self,
@@ -79,8 +79,7 @@ class AutoSwitchHAService:
             policy=config.ack_policy,
             slave_timeout_ms=config.slave_timeout_ms,
         )
-        self.bytes_sent = 0
-        self.bytes_received = 0
+        self.traffic = ByteCounter()
         self.server = HAServer(
             self,
             config.listen_host,
@@ -89,8 +88,9 @@ class AutoSwitchHAService:
                 config=config.master_config,
                 clock=self.clock,
                 read_log=store.read_batches,
+                log_view=self.gate.log_view,
                 flow_limit_bytes_per_s=config.max_transfer_bytes_per_s if config.flow_control else None,
-                on_bytes=self._count_bytes,
+                on_bytes=self.traffic.count,
             ),
         )
         self.client = HAClient(
@@ -99,19 +99,20 @@ class AutoSwitchHAService:
             config.slave_config,
             self.clock,
             reconnect_delay_ms=config.reconnect_delay_ms,
-            on_bytes=self._count_bytes,
+            on_bytes=self.traffic.count,
         )
         self.roles = HARoleSwitch(
             store, role, self.client, links=self.links, keeper=self.keeper, gate=self.gate
         )
-        self._checkpointer: asyncio.Task[None] | None = None
+        self.checkpoint = ConfirmCheckpoint(store, self.gate)
+        self.status = HAStatus(role, store, self.links, self.keeper, self.client, traffic=self.traffic)
         self._stopping = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         await self.server.start()
-        self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="confirm-checkpoint")
+        self.checkpoint.start()
 
     async def stop(self) -> None:
         # links closing now are no reason to shrink (docs/reference-behaviour.md §10.4 removeConnection)
@@ -119,22 +120,7 @@ class AutoSwitchHAService:
         self.gate.fail_waiters()
         await self.client.stop()
         await self.server.stop()
-        if self._checkpointer is not None:
-            await cancel_and_wait(self._checkpointer)
-            self._checkpointer = None
-        self.store.save_confirm_offset(self.gate.confirm_offset())
-
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
-            try:
-                self.store.save_confirm_offset(self.gate.confirm_offset())
-            except Exception:
-                log.exception("persisting the confirm offset failed; will retry")
-
-    def _count_bytes(self, sent: int, received: int) -> None:
-        self.bytes_sent += sent
-        self.bytes_received += received
+        await self.checkpoint.stop()
 
     # -- SyncStateSet (docs/reference-behaviour.md §10.4) ----------------------------------------------
 
@@ -156,9 +142,6 @@ class AutoSwitchHAService:
         return wanted
 
     # -- MasterSide (server.py) ------------------------------------------------------------------
-
-    def log_view(self) -> LogView:
-        return self.gate.log_view()
 
     def accept_slave(self, link: MasterLink, request: HandshakeRequest) -> str | None:
         role, slave_id = self.role, request.slave_id
@@ -205,13 +188,3 @@ class AutoSwitchHAService:
         if self.keeper.in_sync is not None and self.role.is_master and not self._stopping:
             self.keeper.connection_lost(slave_id)
         self.gate.check_waiters()
-
-    # -- status (docs/reference-behaviour.md §10.7) --------------------------------------------------
-
-    def runtime_info(self) -> dict[str, Any]:
-        """HARuntimeInfo as ``GET /v1/ha/status`` returns it."""
-        return status.runtime_info(self.role, self.store, self.links, self.keeper, self.client)
-
-    def ack_lags(self) -> dict[int, int]:
-        """Slave id → bytes the slave has not acked (metrics)."""
-        return status.ack_lags(self.store, self.links)

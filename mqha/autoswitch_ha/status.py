@@ -1,5 +1,5 @@
-"""``GET /v1/ha/status`` (HARuntimeInfo, docs/reference-behaviour.md §10.7) and the ack lags of the
-metrics, read from the HA parts."""
+"""``GET /v1/ha/status`` (HARuntimeInfo, docs/reference-behaviour.md §10.7), the ack lags and byte counts
+of the metrics, read from the HA parts."""
 
 from __future__ import annotations
 
@@ -65,3 +65,44 @@ def ack_lags(store: ReplicaStore, links: SlaveLinks) -> dict[int, int]:
     """Slave id → bytes the slave has not acked (metrics)."""
     top = store.max_offset
     return {sid: max(0, top - max(ack, 0)) for sid, ack in links.acks().items()}
+
+
+class ByteCounter:
+    """Counts the HA bytes sent and received in both roles (metrics)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.received = 0
+
+    def count(self, sent: int, received: int) -> None:
+        self.sent += sent
+        self.received += received
+
+
+class HAStatus:
+    """Reads the HA parts into the ``GET /v1/ha/status`` document and the metrics' ack lags."""
+
+    def __init__(
+        self,
+        role: BrokerRole,
+        store: ReplicaStore,
+        links: SlaveLinks,
+        keeper: SyncStateSetKeeper,
+        client: HAClient,
+        *,
+        traffic: ByteCounter,
+    ) -> None:
+        self._role = role
+        self._store = store
+        self._links = links
+        self._keeper = keeper
+        self._client = client
+        self.traffic = traffic
+
+    def runtime_info(self) -> dict[str, Any]:
+        """HARuntimeInfo as ``GET /v1/ha/status`` returns it."""
+        return runtime_info(self._role, self._store, self._links, self._keeper, self._client)
+
+    def ack_lags(self) -> dict[int, int]:
+        """Slave id → bytes the slave has not acked (metrics)."""
+        return ack_lags(self._store, self._links)

@@ -28,6 +28,7 @@ from typing import Any
 
 from mqha.bench.report import Outcome, Target, fmt, format_table, summarize
 from mqha.cluster.local import LocalCluster
+from mqha.cluster.recovery import RecoveryMeter
 from mqha.cluster.workload import ProduceWorkload
 from mqha.history.recorder import history_path
 
@@ -129,7 +130,7 @@ def _fault_cycle(cluster: LocalCluster, workload: ProduceWorkload, group: str, k
         cluster.kill(old)
     else:
         cluster.pause(old)
-    sample = workload.wait_recovery(fault_at, old_epoch, timeout=30)
+    sample = RecoveryMeter(workload).wait(fault_at, old_epoch, timeout=30)
     if kind == KILL:
         cluster.start_node(old, timeout=30)
     else:

@@ -106,8 +106,8 @@ class Broker:
             config,
             self.runtime,
             self.access,
-            BrokerMetrics(config, self.runtime, sessions=self.manager.sessions),
-            replicas_status=self.manager.status,
+            BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions),
+            replicas_status=self.manager.status.document,
         )
 
     def report_sync_state_set(self, proposed: frozenset[int]) -> None:

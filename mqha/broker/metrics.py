@@ -84,12 +84,12 @@ class _StateCollector(Collector):
             "bytes the slave has not acknowledged (master only)",
             labels=["broker_name", "slave_broker_id"],
         )
-        for slave, behind in sorted(ha.ack_lags().items()):
+        for slave, behind in sorted(ha.status.ack_lags().items()):
             lag.add_metric([name, str(slave)], float(behind))
         yield lag
         for metric, doc, value in (
-            ("mqha_broker_ha_sent_bytes", "HA bytes sent (both roles)", ha.bytes_sent),
-            ("mqha_broker_ha_received_bytes", "HA bytes received (both roles)", ha.bytes_received),
+            ("mqha_broker_ha_sent_bytes", "HA bytes sent (both roles)", ha.traffic.sent),
+            ("mqha_broker_ha_received_bytes", "HA bytes received (both roles)", ha.traffic.received),
         ):
             counter = CounterMetricFamily(metric, doc, labels=["broker_name"])
             counter.add_metric([name], float(value))

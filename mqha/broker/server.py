@@ -1,7 +1,8 @@
 """The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
 
 Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
-``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``. Request bodies go through
+``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``; the status documents
+are assembled by ``mqha.broker.status_views``. Request bodies go through
 ``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
 paths are ``BrokerAccess.put`` / ``read``.
 Errors are translated once, here: ``RequestError`` → its code's HTTP status, a body over
@@ -33,8 +34,8 @@ from mqha.broker.protocol import (
     put_reply,
     read_reply,
 )
+from mqha.broker.status_views import BrokerStatusViews
 from mqha.errors import RequestError
-from mqha.ids import MAX_OFFSET
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class BrokerHttpServer:
         self.port = port if port is not None else config["listenPort"]
         self.max_body = config["maxRequestBodyBytes"]
         self.max_message_size = config["maxMessageSize"]
-        self.replicas_status = replicas_status
+        self.views = BrokerStatusViews(config, runtime, replicas_status=replicas_status)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
 
@@ -178,67 +179,13 @@ class BrokerHttpServer:
     # -- admin -----------------------------------------------------------------------------------
 
     async def get_epochs(self, request: web.Request) -> web.Response:
-        role = self.role
-        top = self.store.max_offset
-        entries = [
-            {
-                "epoch": e.epoch,
-                "startOffset": e.start_offset,
-                "endOffset": top if e.end_offset == MAX_OFFSET else e.end_offset,
-            }
-            for e in self.store.epochs
-        ]
-        return _json(
-            200,
-            envelope(
-                BrokerCode.SUCCESS,
-                "",
-                clusterName=self.config["brokerClusterName"],
-                brokerName=self.config["brokerName"],
-                brokerId=role.role_broker_id,
-                controllerBrokerId=role.broker_id,
-                epochList=entries,
-                maxOffset=top,
-                confirmOffset=self.ha.gate.confirm_offset(),
-            ),
-        )
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.views.epochs()))
 
     async def get_ha_status(self, request: web.Request) -> web.Response:
-        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.runtime_info()))
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.status.runtime_info()))
 
     async def get_status(self, request: web.Request) -> web.Response:
-        rt, role, keeper = self.runtime, self.role, self.ha.keeper
-        master = role.master
-        body: dict[str, Any] = {
-            "clusterName": self.config["brokerClusterName"],
-            "brokerName": self.config["brokerName"],
-            "brokerAddress": rt.address,
-            "haAddress": rt.ha_address,
-            "role": role.role.value,
-            "brokerRole": role.rocketmq_role,
-            "brokerId": role.role_broker_id,
-            "controllerBrokerId": role.broker_id,
-            "fenced": role.fenced,
-            "masterBrokerId": master.broker_id if master is not None else None,
-            "masterAddress": master.address if master is not None else None,
-            "masterHaAddress": master.ha_address if master is not None else None,
-            "masterEpoch": role.master_epoch,
-            "lastEpoch": self.store.epochs.last_epoch(),
-            "syncStateSet": sorted(keeper.sync_state_set()),
-            "localSyncStateSet": sorted(keeper.local_set()),
-            "syncStateSetEpoch": role.sync_state_set_epoch,
-            "minOffset": self.store.min_offset,
-            "maxOffset": self.store.max_offset,
-            "confirmOffset": self.ha.gate.confirm_offset(),
-            "flushedOffset": self.store.log.flushed_offset,
-            "ackMode": self.metrics.ack_mode,
-        }
-        if self.replicas_status is not None:
-            try:
-                body["replicasManager"] = dict(self.replicas_status())
-            except Exception as exc:  # status must not fail because a sub-part does
-                body["replicasManager"] = {"error": str(exc)}
-        return _json(200, envelope(BrokerCode.SUCCESS, "", **body))
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.views.status()))
 
     async def get_metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import ClusterError, Node
-from mqha.cluster.workload import ProduceWorkload, RecoverySample
+from mqha.cluster.recovery import RecoveryMeter, RecoverySample
+from mqha.cluster.workload import ProduceWorkload
 
 _TRUNCATED = re.compile(rb"truncated the commit log from (\d+) to (\d+)")
 
@@ -74,7 +75,7 @@ def kill_master(
         else:
             time.sleep(0.01)
     election = time.monotonic() - killed_at
-    sample = workload.wait_recovery(killed_at, old_epoch, timeout=timeout)
+    sample = RecoveryMeter(workload).wait(killed_at, old_epoch, timeout=timeout)
     status = cluster.broker_status(new) or {}
     return FailoverReport(
         group=group,

@@ -2,7 +2,8 @@
 
 Used by the demo, the recovery benchmark and tests: the caller's thread stays free for blocking cluster
 operations (kill, restart, status), while the workload keeps sending through a real :class:`Producer`.
-Every :class:`SendResult` is kept (a demo or a test run holds tens of thousands at most).
+Every :class:`SendResult` is kept (a demo or a test run holds tens of thousands at most); a
+failover's gap is measured from them by :class:`~mqha.cluster.recovery.RecoveryMeter`.
 """
 
 from __future__ import annotations
@@ -13,32 +14,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from mqha.client.producer import Producer
 from mqha.client.recording import RecordTarget
 from mqha.client.results import SendResult, SendStatus
-
-
-@dataclass(frozen=True)
-class RecoverySample:
-    """One failover as the client saw it (seconds, ``time.monotonic`` clock).
-
-    ``recovery``: first failed send attempt → first send acknowledged by the new master.
-    """
-
-    killed_at: float
-    first_failure_at: float
-    first_new_ack_at: float
-    new_epoch: int
-
-    @property
-    def recovery(self) -> float:
-        return self.first_new_ack_at - self.first_failure_at
-
-    @property
-    def kill_to_ack(self) -> float:
-        return self.first_new_ack_at - self.killed_at
 
 
 class ProduceWorkload:
@@ -168,44 +147,6 @@ class ProduceWorkload:
                 if result.ok:
                     return result
         return None
-
-    def recovery(self, killed_at: float, old_epoch: int) -> RecoverySample | None:
-        """The failover gap after a master kill at ``killed_at`` (monotonic), once the new master
-        (epoch > ``old_epoch``) has acknowledged a send; None before that."""
-        with self._lock:
-            tail = [r for r in self.results if r.completed_at >= killed_at]
-        acks = [r for r in tail if r.ok and r.epoch is not None and r.epoch > old_epoch]
-        if not acks:
-            return None
-        first_ack = min(acks, key=lambda r: r.completed_at)
-        failures = [
-            r.first_error_at for r in tail if r.first_error_at is not None and r.first_error_at >= killed_at
-        ]
-        # With sends in flight the kill always fails one; if none did, count from the kill itself.
-        first_failure = min(failures) if failures else killed_at
-        return RecoverySample(killed_at, first_failure, first_ack.completed_at, int(first_ack.epoch or 0))
-
-    def wait_recovery(self, killed_at: float, old_epoch: int, timeout: float = 30.0) -> RecoverySample:
-        deadline = time.monotonic() + timeout
-        while True:
-            sample = self.recovery(killed_at, old_epoch)
-            if sample is not None:
-                break
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"no send acknowledged by a master of epoch > {old_epoch} within {timeout:g} s"
-                )
-            time.sleep(0.01)
-        # Sends that failed earlier may still be completing: let every loop finish one send started
-        # after the first new ack (bounded), then measure again.
-        settle = time.monotonic() + 3.0
-        while time.monotonic() < settle:
-            with self._lock:
-                later = sum(r.started_at > sample.first_new_ack_at for r in self.results)
-            if later >= self.concurrency:
-                break
-            time.sleep(0.01)
-        return self.recovery(killed_at, old_epoch) or sample
 
     def wait_acked(self, count: int, timeout: float = 30.0) -> None:
         """Wait until at least ``count`` sends in total were acknowledged."""

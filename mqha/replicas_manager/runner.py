@@ -39,7 +39,8 @@ from mqha.replicas_manager import identity as identity_files
 from mqha.replicas_manager.client import ControllerClient, parse_addresses
 from mqha.replicas_manager.hooks import BrokerHooks, SyncStateSetReporter
 from mqha.replicas_manager.planner import ReplicasPlanner
-from mqha.replicas_manager.planner_states import PlannerConfig, RegisterState, State
+from mqha.replicas_manager.planner_states import PlannerConfig, State
+from mqha.replicas_manager.status import ReplicasStatus
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class ReplicasManager(SyncStateSetReporter):
             on_push=self._on_push,
             heartbeat_timeout_s=config["sendHeartbeatTimeoutMillis"] / 1000,
         )
+        self.status = ReplicasStatus(self.planner, self.client)
+        """What the agent knows now, read-only (``/v1/status``, metrics, tests)."""
         self._queue: asyncio.Queue[Input] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop_task: asyncio.Task[None] | None = None
@@ -122,70 +125,6 @@ class ReplicasManager(SyncStateSetReporter):
         except TimeoutError:
             return False
         return True
-
-    # ------------------------------------------------------------------------------ status
-
-    @property
-    def state(self) -> State:
-        return self.planner.state
-
-    @property
-    def register_state(self) -> RegisterState:
-        return self.planner.register_state
-
-    @property
-    def role(self) -> str:
-        return self.planner.role
-
-    @property
-    def broker_controller_id(self) -> int | None:
-        return self.planner.broker_id
-
-    @property
-    def master_broker_id(self) -> int | None:
-        return self.planner.master_broker_id
-
-    @property
-    def master_address(self) -> str | None:
-        return self.planner.master_address
-
-    @property
-    def master_epoch(self) -> int:
-        return self.planner.master_epoch
-
-    @property
-    def sync_state_set(self) -> frozenset[int]:
-        return self.planner.sync_state_set
-
-    @property
-    def sync_state_set_epoch(self) -> int:
-        return self.planner.sync_state_set_epoch
-
-    @property
-    def controller_leader(self) -> str | None:
-        return self.client.leader
-
-    def sessions(self) -> dict[str, dict[str, Any]]:
-        return self.client.sessions()
-
-    def status(self) -> dict[str, Any]:
-        """JSON-friendly view for the broker's ``/v1/status`` and metrics."""
-        planner = self.planner
-        return {
-            "state": planner.state.value,
-            "registerState": planner.register_state.value,
-            "role": planner.role,
-            "brokerControllerId": planner.broker_id,
-            "masterBrokerId": planner.master_broker_id,
-            "masterAddress": planner.master_address,
-            "masterHaAddress": planner.master_ha_address,
-            "masterEpoch": planner.master_epoch,
-            "syncStateSet": sorted(planner.sync_state_set),
-            "syncStateSetEpoch": planner.sync_state_set_epoch,
-            "controllerLeader": self.client.leader,
-            "controllerSessions": self.client.sessions(),
-            "lastFailure": planner.last_failure,
-        }
 
     # ------------------------------------------------------------------ SyncStateSetReporter
 
@@ -315,11 +254,11 @@ class ReplicasManager(SyncStateSetReporter):
     async def _heartbeat(self, action: act.SendHeartbeat) -> None:
         body = action.request.to_json()
         if not action.confirm:
-            await self.client.send_heartbeat(body)
+            await self.client.heartbeats.send_heartbeat(body)
             return
         delivered = 0
         try:
-            delivered = await self.client.post_heartbeat_all(body)
+            delivered = await self.client.heartbeats.post_heartbeat_all(body)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -77,10 +77,10 @@ async def test_slave_replicates_byte_identically_and_joins_the_sync_state_set(tm
         )
         assert same_log(a, b)
         assert b.store.epochs.pairs() == a.store.epochs.pairs() == [(1, 0)]
-        status = a.ha.runtime_info()
+        status = a.ha.status.runtime_info()
         assert status["master"] and status["inSyncSlaveNums"] == 1
         assert status["haConnectionInfo"][0]["slaveAckOffset"] == a.store.max_offset
-        assert b.ha.runtime_info()["haClientRuntimeInfo"]["isActivated"]
+        assert b.ha.status.runtime_info()["haClientRuntimeInfo"]["isActivated"]
     finally:
         await stop(a, b)
     # Same files on disk after a clean close, epoch files included.
@@ -100,7 +100,7 @@ async def test_catch_up_writes_many_batches_per_receive_across_segments(tmp_path
         await eventually(lambda: b.store.max_offset == a.store.max_offset, message="slave catches up")
         assert len(a.segment_bytes()) >= 6 and same_log(a, b)
         await eventually(
-            lambda: a.ha.runtime_info()["haConnectionInfo"][0]["slaveAckOffset"] == a.store.max_offset,
+            lambda: a.ha.status.runtime_info()["haConnectionInfo"][0]["slaveAckOffset"] == a.store.max_offset,
             message="the master has the slave's ack of everything",
         )
     finally:
@@ -183,7 +183,7 @@ async def test_handshakes_from_unknown_or_impossible_broker_ids_are_refused(tmp_
         assert await b.follow(a, 1)  # a registered slave is still welcome
         await a.put(3)
         await eventually(lambda: same_log(a, b))
-        assert a.ha.runtime_info()["haConnectionInfo"][0]["slaveBrokerId"] == 2
+        assert a.ha.status.runtime_info()["haConnectionInfo"][0]["slaveBrokerId"] == 2
     finally:
         await stop(a, b)
 
@@ -327,9 +327,9 @@ async def test_a_slave_that_stops_reading_is_dropped_after_the_housekeeping_inte
         sock = socket.create_connection((host, int(port)), timeout=5)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         sock.sendall(encode_frame(HandshakeRequest(slave_id=2)) + struct.pack(">iq", 2, 0))
-        await eventually(lambda: a.ha.runtime_info()["haConnectionInfo"], message="link up")
+        await eventually(lambda: a.ha.status.runtime_info()["haConnectionInfo"], message="link up")
         await eventually(
-            lambda: not a.ha.runtime_info()["haConnectionInfo"], timeout=8, message="link dropped"
+            lambda: not a.ha.status.runtime_info()["haConnectionInfo"], timeout=8, message="link dropped"
         )
         assert (await a.put(1)).status is PutStatus.PUT_OK
         sock.close()

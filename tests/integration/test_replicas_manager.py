@@ -157,9 +157,14 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
         managers.append(m1)
         assert h1.calls[0] == ("set_fenced", True)
         assert await m1.wait_running(TIMEOUT)
-        assert (m1.broker_controller_id, m1.master_broker_id, m1.master_epoch, m1.role) == (1, 1, 1, "MASTER")
+        assert (
+            m1.status.broker_controller_id,
+            m1.status.master_broker_id,
+            m1.status.master_epoch,
+            m1.status.role,
+        ) == (1, 1, 1, "MASTER")
         assert h1.named("change_to_master") == [("change_to_master", 1, 1, frozenset({1}))]
-        assert h1.fenced is False and m1.state is State.RUNNING
+        assert h1.fenced is False and m1.status.state is State.RUNNING
         assert Path(configs[0]["storePathBrokerIdentity"]).read_text() == "c1#b1#1"
         assert not Path(configs[0]["storePathBrokerIdentity"] + "-temp").exists()
 
@@ -170,21 +175,23 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
         assert await m2.wait_running(TIMEOUT) and await m3.wait_running(TIMEOUT)
         # Started together, they race for the next id: the loser's apply-id fails (2014) and it
         # starts over with a new id (docs/reference-behaviour.md §9.3 step 4), so either may end up with 2.
-        assert {m2.broker_controller_id, m3.broker_controller_id} == {2, 3}
+        assert {m2.status.broker_controller_id, m3.status.broker_controller_id} == {2, 3}
         for manager, hooks in ((m2, h2), (m3, h3)):
-            assert (manager.role, manager.master_epoch) == ("SLAVE", 1)
+            assert (manager.status.role, manager.status.master_epoch) == ("SLAVE", 1)
             assert hooks.master == MasterInfo(1, "127.0.0.1:30911", "127.0.0.1:30912")
             assert not hooks.named("change_to_master")
         await eventually(
-            lambda: all(s["state"] == "open" for m in managers for s in m.sessions().values()),
+            lambda: all(s["state"] == "open" for m in managers for s in m.status.sessions().values()),
             message="a session to every controller",
         )
-        assert m1.controller_leader == (await asyncio.to_thread(cluster.leader, 5)).address
+        assert m1.status.controller_leader == (await asyncio.to_thread(cluster.leader, 5)).address
 
         # The master's SyncStateSet check asks for the replicas its HA layer has in sync
         # (docs/reference-behaviour.md §9.5).
         h1.wanted_sync_state_set = frozenset({1, 2, 3})
-        await eventually(lambda: m1.sync_state_set == {1, 2, 3}, message="SyncStateSet grows to {1,2,3}")
+        await eventually(
+            lambda: m1.status.sync_state_set == {1, 2, 3}, message="SyncStateSet grows to {1,2,3}"
+        )
         assert h1.named("apply_sync_state_set")[-1] == ("apply_sync_state_set", frozenset({1, 2, 3}), 2)
         info = await leader_get(cluster, "/v1/groups/b1/replica-info")
         assert info["syncStateSet"] == [1, 2, 3] and info["syncStateSetEpoch"] == 2
@@ -194,14 +201,20 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
         managers.remove(m1)
         assert h1.calls[-1] == ("set_fenced", True)
         winner = await eventually(
-            lambda: next((m for m in (m2, m3) if m.role == "MASTER"), None), message="a slave becomes master"
+            lambda: next((m for m in (m2, m3) if m.status.role == "MASTER"), None),
+            message="a slave becomes master",
         )
         other = m3 if winner is m2 else m2
-        assert winner.master_epoch == 2
+        assert winner.status.master_epoch == 2
         await eventually(
-            lambda: other.master_epoch == 2 and other.master_broker_id == winner.broker_controller_id
+            lambda: (
+                other.status.master_epoch == 2
+                and other.status.master_broker_id == winner.status.broker_controller_id
+            )
         )
-        assert sum(s["pushes"] for m in (m2, m3) for s in m.sessions().values()) >= 1  # by push, not by sync
+        assert (
+            sum(s["pushes"] for m in (m2, m3) for s in m.status.sessions().values()) >= 1
+        )  # by push, not by sync
         winner_hooks = h2 if winner is m2 else h3
         assert winner_hooks.named("change_to_master")[-1][1] == 2
         assert winner_hooks.fenced is False  # never fenced again after RUNNING
@@ -210,10 +223,13 @@ async def test_register_elect_follow_failover_by_push_and_restart_from_files(
         m1b, h1b = await start_manager(configs[0])
         managers.append(m1b)
         assert h1b.calls[:2] == [("set_fenced", True), ("set_broker_controller_id", 1)]
-        assert m1b.register_state in (RegisterState.CREATE_METADATA_FILE_DONE, RegisterState.REGISTERED)
+        assert m1b.status.register_state in (
+            RegisterState.CREATE_METADATA_FILE_DONE,
+            RegisterState.REGISTERED,
+        )
         assert await m1b.wait_running(TIMEOUT)
-        assert (m1b.broker_controller_id, m1b.role, m1b.master_epoch) == (1, "SLAVE", 2)
-        assert h1b.master is not None and h1b.master.broker_id == winner.broker_controller_id
+        assert (m1b.status.broker_controller_id, m1b.status.role, m1b.status.master_epoch) == (1, "SLAVE", 2)
+        assert h1b.master is not None and h1b.master.broker_id == winner.status.broker_controller_id
         assert not Path(configs[0]["storePathBrokerIdentity"] + "-temp").exists()
         next_id = await leader_get(cluster, "/v1/brokers/next-id?clusterName=c1&brokerName=b1")
         assert next_id["nextBrokerId"] == 4  # no fourth id was handed out
@@ -231,18 +247,23 @@ async def test_controller_outage_after_running_fences_nobody(
     m2, h2 = await start_manager(broker_config(tmp_path, 1, cluster))
     try:
         assert await m2.wait_running(TIMEOUT)
-        assert (m1.role, m2.role) == ("MASTER", "SLAVE")
+        assert (m1.status.role, m2.status.role) == ("MASTER", "SLAVE")
         await asyncio.to_thread(cluster.group.stop_all)  # every controller down
         await eventually(
-            lambda: all(s["state"] != "open" for m in (m1, m2) for s in m.sessions().values()),
+            lambda: all(s["state"] != "open" for m in (m1, m2) for s in m.status.sessions().values()),
             message="sessions lost",
         )
         await asyncio.sleep(2.0)  # several heartbeat, sync and check periods without a controller
         for manager, hooks in ((m1, h1), (m2, h2)):
-            assert manager.state is State.RUNNING
+            assert manager.status.state is State.RUNNING
             assert hooks.fenced is False
             assert hooks.named("set_fenced") == [("set_fenced", True), ("set_fenced", False)]
-        assert (m1.role, m1.master_epoch, m2.role, m2.master_epoch) == ("MASTER", 1, "SLAVE", 1)
+        assert (m1.status.role, m1.status.master_epoch, m2.status.role, m2.status.master_epoch) == (
+            "MASTER",
+            1,
+            "SLAVE",
+            1,
+        )
     finally:
         await m1.stop()
         await m2.stop()
@@ -318,14 +339,16 @@ async def test_client_follows_a_redirect_and_survives_a_dead_controller(cluster:
 
         # Every reachable controller gets a session; the dead one keeps retrying.
         await eventually(
-            lambda: all(client.sessions()[node.address]["state"] == "open" for node in cluster.nodes),
+            lambda: all(
+                client.heartbeats.sessions()[node.address]["state"] == "open" for node in cluster.nodes
+            ),
             message="sessions open",
         )
-        dead_session = client.sessions()[dead]
+        dead_session = client.heartbeats.sessions()[dead]
         assert dead_session["state"] != "open" and "connect" in (dead_session["lastError"] or "")
         body = {"clusterName": "c1", "brokerName": "zz", "brokerAddr": "127.0.0.1:1", "brokerId": 1}
-        assert await client.send_heartbeat(body) == 3
-        assert await client.post_heartbeat_all(body) == 3
+        assert await client.heartbeats.send_heartbeat(body) == 3
+        assert await client.heartbeats.post_heartbeat_all(body) == 3
     finally:
         await client.close()
-    assert all(session["state"] == "closed" for session in client.sessions().values())
+    assert all(session["state"] == "closed" for session in client.heartbeats.sessions().values())

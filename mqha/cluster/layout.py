@@ -1,0 +1,212 @@
+"""A local cluster's run directory: its nodes and ports, their config files, ``cluster.json`` (shell, files).
+
+See ``mqha.cluster.local`` for the directory's shape. Nothing here starts a process or asks a node.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+from mqha.cluster.nodes import (
+    BROKER,
+    BROKER_DEFAULTS,
+    CONTROLLER,
+    CONTROLLER_DEFAULTS,
+    DEFAULT_CLUSTER_NAME,
+    ClusterError,
+    Node,
+    group_names,
+)
+from mqha.cluster.processes import NodeProcess, free_port_pair
+
+STATE_FILE = "cluster.json"
+
+
+class ClusterLayout:
+    """Plans a local cluster's nodes and writes its files: the node configs and ``cluster.json``."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        cluster_name: str,
+        controller_settings: dict[str, str],
+        broker_settings: dict[str, str],
+        replicas: int,
+        nodes: dict[str, Node],
+        node_settings: dict[str, dict[str, str]] | None = None,
+        env: dict[str, str] | None = None,
+        log_level: str = "INFO",
+    ) -> None:
+        self.run_dir = run_dir
+        self.cluster_name = cluster_name
+        self.controller_settings = controller_settings
+        self.broker_settings = broker_settings
+        # Per-node keys over everything else, set before ``start`` (node ports are known from here on);
+        # chaos gives each broker a controllerAddr through its own links.
+        self.node_settings: dict[str, dict[str, str]] = node_settings if node_settings is not None else {}
+        self.env: dict[str, str] = env if env is not None else {}  # extra environment of every node process
+        self.log_level = log_level
+        self.replicas = replicas
+        self.nodes = nodes
+
+    @classmethod
+    def plan(
+        cls,
+        run_dir: str | Path,
+        *,
+        controllers: int,
+        groups: int,
+        replicas: int,
+        cluster_name: str = DEFAULT_CLUSTER_NAME,
+        controller_settings: Mapping[str, str] | None = None,
+        broker_settings: Mapping[str, str] | None = None,
+        log_level: str = "INFO",
+    ) -> ClusterLayout:
+        """A new cluster's nodes, each with a free port pair under ``run_dir``."""
+        if controllers < 1 or groups < 1 or replicas < 1:
+            raise ValueError("a cluster needs at least one controller, one group and one replica")
+        root = Path(run_dir).resolve()
+        nodes: dict[str, Node] = {}
+        for i in range(controllers):
+            name = f"n{i}"
+            nodes[name] = Node(name, CONTROLLER, free_port_pair(), str(root / "controllers" / name))
+        for group in group_names(groups):
+            for r in range(replicas):
+                name = f"{group}-{r}"
+                base = root / "brokers" / name
+                nodes[name] = Node(name, BROKER, free_port_pair(), str(base), group=group)
+        return cls(
+            root,
+            cluster_name=cluster_name,
+            controller_settings={**CONTROLLER_DEFAULTS, **(controller_settings or {})},
+            broker_settings={**BROKER_DEFAULTS, **(broker_settings or {})},
+            replicas=replicas,
+            nodes=nodes,
+            log_level=log_level,
+        )
+
+    # -- cluster.json ------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> ClusterLayout:
+        """The cluster recorded in ``run_dir/cluster.json`` (started by any process)."""
+        path = Path(run_dir).resolve() / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster recorded in {path.parent} (missing {STATE_FILE})") from None
+        return cls(
+            path.parent,
+            cluster_name=data["clusterName"],
+            controller_settings=data["controllerSettings"],
+            broker_settings=data["brokerSettings"],
+            replicas=data["replicas"],
+            nodes={n["name"]: Node(**n) for n in data["nodes"]},
+            node_settings=data.get("nodeSettings", {}),
+            env=data.get("env", {}),
+            log_level=data.get("logLevel", "INFO"),
+        )
+
+    def save(self, procs: Mapping[str, NodeProcess]) -> None:
+        """Write ``cluster.json`` with the running processes' pids, atomically (never half a file)."""
+        for name, node in self.nodes.items():
+            proc = procs.get(name)
+            node.pid = proc.pid if proc is not None and proc.is_running() else None
+            node.start_time = proc.start_time if node.pid is not None and proc is not None else None
+        data = {
+            "clusterName": self.cluster_name,
+            "replicas": self.replicas,
+            "controllerSettings": self.controller_settings,
+            "brokerSettings": self.broker_settings,
+            "nodeSettings": self.node_settings,
+            "env": self.env,
+            "logLevel": self.log_level,
+            "nodes": [asdict(n) for n in self.nodes.values()],
+        }
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        temp = self.run_dir / (STATE_FILE + ".tmp")
+        temp.write_text(json.dumps(data, indent=2) + "\n")
+        temp.replace(self.run_dir / STATE_FILE)
+
+    def recorded_processes(self) -> dict[str, NodeProcess]:
+        """The processes ``cluster.json`` names (checked against their start time before any signal)."""
+        return {
+            name: NodeProcess(node.pid, node.start_time)
+            for name, node in self.nodes.items()
+            if node.pid is not None
+        }
+
+    def remove(self) -> None:
+        """Delete the run directory."""
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    # -- topology ----------------------------------------------------------------------------------
+
+    @property
+    def controllers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind == CONTROLLER]
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind == BROKER]
+
+    @property
+    def groups(self) -> list[str]:
+        return list(dict.fromkeys(n.group for n in self.brokers if n.group is not None))
+
+    def group_brokers(self, group: str) -> list[Node]:
+        return [n for n in self.brokers if n.group == group]
+
+    @property
+    def controller_addresses(self) -> list[str]:
+        """API addresses of the controllers (what clients and ``controllerAddr`` take)."""
+        return [n.address for n in self.controllers]
+
+    def node(self, name_or_node: str | Node) -> Node:
+        name = name_or_node.name if isinstance(name_or_node, Node) else name_or_node
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise KeyError(f"no node {name!r}; nodes: {', '.join(self.nodes)}") from None
+
+    # -- node files --------------------------------------------------------------------------------
+
+    def write_config(self, node: Node) -> None:
+        Path(node.base).mkdir(parents=True, exist_ok=True)
+        if node.kind == CONTROLLER:
+            peers = ";".join(f"{c.name}-{c.address}" for c in self.controllers)
+            values = {
+                **self.controller_settings,
+                "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": node.name,
+                "controllerStorePath": str(node.store),
+                "configStorePath": str(Path(node.base) / "controller.properties"),
+            }
+        else:
+            values = {
+                **self.broker_settings,
+                "brokerClusterName": self.cluster_name,
+                "brokerName": node.group or "",
+                "listenPort": str(node.port),
+                "haListenPort": str(node.port + 1),
+                "controllerAddr": ";".join(self.controller_addresses),
+                "storePathRootDir": str(node.store),
+                "totalReplicas": str(self.replicas),
+            }
+        values.update(self.node_settings.get(node.name, {}))
+        node.conf.write_text(
+            f"# written by mqha cluster for {node.name}\n" + "".join(f"{k}={v}\n" for k, v in values.items())
+        )
+
+    def log_tail(self, node: str | Node, max_bytes: int = 3000) -> str:
+        path = self.node(node).log
+        try:
+            data = path.read_bytes()[-max_bytes:]
+        except OSError:
+            return f"(no log at {path})"
+        return f"--- last {len(data)} bytes of {path} ---\n{data.decode(errors='replace')}"
