@@ -186,7 +186,7 @@ def _run(tree: Path, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="checkout of the older commit")
+    parser.add_argument("--before", type=Path, help="checkout of the older commit (required)")
     parser.add_argument("--after", type=Path, default=HERE)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -194,6 +194,8 @@ def main() -> None:
     if args.child:
         _child(args.repeat)
         return
+    if args.before is None:
+        parser.error("--before DIR is required")
     before, after = _run(args.before, args.repeat), _run(args.after, args.repeat)
     width = max(len(name) for name in after)
     print(f"{'ns/op':<{width}}  {'before':>9}  {'after':>9}  {'after/before':>12}")

@@ -126,8 +126,13 @@ class HeartbeatSessions:
     # ------------------------------------------------------------------------------ heartbeats
 
     async def post_heartbeat_all(self, body: Mapping[str, Any]) -> int:
-        """The heartbeat by HTTP to every controller, awaited; how many recorded it."""
-        self._last_heartbeat = json.dumps(body, separators=(",", ":"))
+        """The heartbeat by HTTP to every controller, awaited; how many recorded it.
+
+        It also goes over the sessions already open: a controller binds a session to a broker only
+        when a heartbeat arrives on it, and until then a roleChanged push cannot reach this broker
+        (a broker elected right after it registered would otherwise wait for its next poll).
+        """
+        text = self._last_heartbeat = json.dumps(body, separators=(",", ":"))
 
         async def post(address: str) -> bool:
             try:
@@ -139,8 +144,11 @@ class HeartbeatSessions:
                 return False
             return answer.reply.ok
 
-        results = await asyncio.gather(*(post(address) for address in self.addresses))
-        return sum(results)
+        results = await asyncio.gather(
+            *(post(address) for address in self.addresses),
+            *(link.send_text(text, self.heartbeat_timeout_s) for link in self._links.values()),
+        )
+        return sum(results[: len(self.addresses)])
 
     async def send_heartbeat(self, body: Mapping[str, Any]) -> int:
         """The heartbeat over every open session (one-way); how many sessions took it."""
