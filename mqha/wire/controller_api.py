@@ -430,7 +430,9 @@ class Reply(msgspec.Struct, frozen=True, eq=False):
         """The payload as a ``payload_type`` (checked; ``RemoteProtocolError`` when it is not one)."""
         if isinstance(self.payload, payload_type):
             return self.payload
-        return payload_type.from_json(dict(self.payload) if isinstance(self.payload, Mapping) else {})
+        # A struct of another type goes through its JSON too: decoding ``{}`` instead would hand back a
+        # payload of defaults for types whose fields are all optional.
+        return payload_type.from_json(self.payload_json())
 
     def to_json(self) -> dict[str, Any]:
         return {
