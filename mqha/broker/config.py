@@ -13,6 +13,7 @@ from typing import Any
 
 from mqha.config import REQUIRED, ConfigSpec, Key
 from mqha.errors import ConfigError
+from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS, TLS_KEYS, check_security_keys
 
 _INT_MAX = 2**31 - 1
 _MIB = 1024 * 1024
@@ -72,7 +73,9 @@ BROKER_CONFIG = ConfigSpec(
         Key("syncMasterFlushOffsetWhenStartup", bool, False),
         Key("maxSlaveResendLength", int, 256 * _MIB),
         # mqha's own keys
-        Key("adminAuthToken", str, "", "bearer token required by mutating admin calls when set"),
+        *AUTHENTICATION_KEYS,
+        *BROKER_USER_KEYS,
+        *TLS_KEYS,
         Key("maxRequestBodyBytes", int, 8 * _MIB, "larger HTTP bodies are refused with 413"),
     ]
 )
@@ -86,6 +89,7 @@ def check_broker_config(values: Mapping[str, Any]) -> None:
         raise ConfigError("controllerAddr", "required in controller mode (host:port;host:port)")
     if values["mappedFileSizeCommitLog"] <= values["maxMessageSize"] + 64:
         raise ConfigError("mappedFileSizeCommitLog", "must be larger than maxMessageSize")
+    check_security_keys(values, ("innerClientAuthenticationCredentials", "initAuthenticationUser"))
     if values["haListenPort"] == values["listenPort"]:
         raise ConfigError("haListenPort", "must differ from listenPort")
 

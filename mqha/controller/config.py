@@ -12,6 +12,8 @@ from typing import Any
 
 from mqha.config import REQUIRED, ConfigSpec, Key
 from mqha.errors import ConfigError
+from mqha.security.credentials import SECRET_KEYS
+from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
 
 _INT_MAX = 2**31 - 1
 
@@ -59,7 +61,8 @@ CONTROLLER_CONFIG = ConfigSpec(
         # mqha's own keys
         Key("controllerRaftPortOffset", int, 1, "Raft transport port = API port + this"),
         Key("controllerRaftPassword", str, "", "encrypts and authenticates Raft traffic when set"),
-        Key("adminAuthToken", str, "", "bearer token required by mutating admin calls when set"),
+        *AUTHENTICATION_KEYS,
+        *TLS_KEYS,
         Key("controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound"),
         Key("controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound"),
         Key("controllerJournalFsync", bool, True, "fsync the Raft journal before a write is acknowledged"),
@@ -74,7 +77,8 @@ CONTROLLER_CONFIG = ConfigSpec(
     ]
 )
 
-ALWAYS_BLACKLISTED = ("configBlackList", "configStorePath", "rocketmqHome")
+ALWAYS_BLACKLISTED = ("configBlackList", "configStorePath", "rocketmqHome", *sorted(SECRET_KEYS))
+"""Never changed through the config API; secrets are neither read nor written there (docs §12)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ def load_controller_config(path: str) -> dict[str, Any]:
     self_id = values["controllerDLegerSelfId"]
     if self_id not in {p.node_id for p in peers}:
         raise ConfigError("controllerDLegerSelfId", f"{self_id!r} is not in controllerDLegerPeers")
+    check_security_keys(values, ("innerClientAuthenticationCredentials", "adminAuthToken"))
     if values["controllerRaftPortOffset"] == 0:
         raise ConfigError("controllerRaftPortOffset", "must not be 0: Raft and the API cannot share a port")
     return values

@@ -2,8 +2,8 @@
 
 ``config`` is replaced as a whole on an update (after the blacklist check, typing, validation and
 persisting to ``configStorePath``); every job reads it at each use. Keys in ``LIVE_KEYS`` take effect at
-once; the others are persisted and take effect at the next start. ``adminAuthToken`` and
-``controllerRaftPassword`` are masked in ``GET`` answers.
+once; the others are persisted and take effect at the next start. Secrets
+(``mqha.security.credentials.SECRET_KEYS``) are masked in ``GET`` answers and blacklisted for updates.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from mqha.config import render_properties
 from mqha.controller.config import CONTROLLER_CONFIG, blacklisted_keys, parse_peers
 from mqha.durable import write_atomically
 from mqha.errors import ConfigError
+from mqha.security.credentials import masked
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
@@ -31,13 +32,11 @@ LIVE_KEYS = frozenset(
         "enableElectUncleanMaster",
         "processReadEvent",
         "notifyBrokerRoleChanged",
-        "adminAuthToken",
         "maxRequestBodyBytes",
         "brokerSessionPingMills",
         "consoleAnalysisReportDir",
     }
 )
-SECRET_KEYS = ("adminAuthToken", "controllerRaftPassword")
 _POSITIVE_KEYS = (
     "scanNotActiveBrokerInterval",
     "scanInactiveMasterInterval",
@@ -45,7 +44,6 @@ _POSITIVE_KEYS = (
     "maxRequestBodyBytes",
     "controllerRaftPortOffset",
 )
-_MASK = "******"
 
 
 def check_config(values: Mapping[str, Any]) -> None:
@@ -70,10 +68,7 @@ class ConfigStore:
         self.config: Mapping[str, Any] = dict(config)
 
     def get_config(self) -> Reply:
-        shown = {
-            key: (_MASK if key in SECRET_KEYS and value else value) for key, value in self.config.items()
-        }
-        return Reply(Code.SUCCESS, "", {"config": shown})
+        return Reply(Code.SUCCESS, "", {"config": masked(self.config)})
 
     def update_config(self, body: Any) -> Reply:
         """docs/reference-behaviour.md §5.11 with a JSON body ``{key: value}``; any node, this node only."""

@@ -55,4 +55,8 @@ def test_5_11_blacklist_always_has_the_fixed_keys() -> None:
         "configBlackList",
         "configStorePath",
         "rocketmqHome",
+        "adminAuthToken",
+        "controllerRaftPassword",
+        "innerClientAuthenticationCredentials",
+        "initAuthenticationUser",
     }
