@@ -8,11 +8,15 @@ broker id, then acks what it is sent without storing it. With the real slave fro
 * ``authenticationEnabled=true`` with the same credentials on both brokers: the pair replicates and
   acks as before; a spoofing slave with no proof, a wrong proof, or a proof replayed from an earlier
   connection receives the 36-byte challenge and nothing else, is never listed by the master's HA
-  status, and its acks never make a put succeed.
+  status, and its acks never make a put succeed;
+* a fake master (in-process slave node, raw asyncio server) that cannot prove the credentials writes
+  nothing to the slave: the slave closes after the wrong proof and never sends its HANDSHAKE.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import socket
 import struct
@@ -28,21 +32,29 @@ import pytest
 from mqha.autoswitch_ha.events import EpochHistoryOffer, TransferBatch
 from mqha.autoswitch_ha.frames import (
     AUTH_CHALLENGE,
+    AUTH_HELLO_HEADER,
     AUTH_PROOF,
     AuthHello,
     FrameReader,
+    auth_hello_size,
     decode_auth_challenge,
+    decode_auth_hello,
     encode_auth_challenge,
     encode_auth_hello,
+    encode_auth_proof,
+    encode_frame,
 )
 from mqha.autoswitch_ha.state import Role
 from mqha.errors import ProtocolError
+from mqha.replicas_manager.hooks import MasterInfo
 from mqha.security.basic import basic_header
 from mqha.security.credentials import InnerCredentials, User
 from mqha.security.ha_proof import slave_proof
 from tests.helpers.processes import ProcessGroup, wait_until
+from tests.helpers.run_async import run_async
 from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
 from tests.integration.controller_cluster import ControllerCluster, request
+from tests.integration.ha_nodes import Node, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -127,7 +139,7 @@ class FakeSlave:
 
     def __post_init__(self) -> None:
         self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        self.local = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.local = f"127.0.0.1:{self.sock.getsockname()[1]}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fake-slave")
         self._thread.start()
@@ -254,3 +266,40 @@ def test_authenticated_pair_replicates_and_spoofing_slaves_get_nothing(authentic
             pair.slave.proc.resume()
         # The real slave (still connected) catches up, and acks count again.
         wait_until(lambda: pair.put("after")["status"] == "PUT_OK", 20, interval=0.2, message="real acks")
+
+
+@run_async()
+async def test_a_master_that_cannot_prove_the_credentials_feeds_the_slave_nothing(tmp_path: Path) -> None:
+    keys = ("authenticationEnabled", "innerClientAuthenticationCredentials", "initAuthenticationUser")
+    slave = await Node.start(tmp_path / "slave", 2, **{k: AUTH_SETTINGS[k] for k in keys})
+    hellos: list[AuthHello] = []
+    after_hello: list[bytes] = []
+
+    async def fake_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(encode_auth_challenge(bytes(range(32))))
+        header = await reader.readexactly(AUTH_HELLO_HEADER.size)
+        size = auth_hello_size(header)
+        assert size is not None
+        hellos.append(decode_auth_hello(header + await reader.readexactly(size - len(header))))
+        offer = EpochHistoryOffer(max_offset=4096, last_epoch=1, entries=((1, 0),))
+        data = TransferBatch(offset=0, epoch=1, epoch_start_offset=0, confirm_offset=4096, data=b"x" * 4096)
+        writer.write(encode_auth_proof(bytes(32)) + encode_frame(offer) + encode_frame(data))  # a guess
+        sent = b""  # what the slave sends after the proof, up to its close (an abort: a reset)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := await reader.read(65536):
+                sent += chunk
+        after_hello.append(sent)
+        writer.close()
+
+    server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        await slave.runtime.change_to_slave(MasterInfo(1, "127.0.0.1:1", f"127.0.0.1:{port}"), 1)
+        await eventually(lambda: len(after_hello) >= 2, timeout=10, message="two refused connections")
+        assert hellos[0].slave_id == 2 and hellos[0].access_key == CREDENTIALS.access_key
+        assert after_hello[:2] == [b"", b""]  # no HANDSHAKE, no ACK: the slave closed at the proof
+        assert slave.store.max_offset == 0  # and wrote nothing
+        assert slave.ha.client.sessions == 0
+    finally:
+        server.close()
+        await slave.stop()
