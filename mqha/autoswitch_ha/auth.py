@@ -1,4 +1,4 @@
-"""The HA port's authenticated handshake: what each side checks (core; docs/architecture.md §4.5). No
+"""The HA port's authenticated handshake: what each side checks (core; docs/architecture.md §4.1). No
 sockets, clocks, randomness or files: the shell passes the challenges in and moves the frames.
 
 With ``authenticationEnabled`` a connection starts with this exchange, before any HA frame:

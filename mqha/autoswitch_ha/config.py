@@ -1,5 +1,5 @@
 """The HA layer's settings (docs/reference-behaviour.md §16.3 keys, plus the listen address and, with
-``authenticationEnabled``, the credentials of the authenticated handshake, docs/architecture.md §4.5)."""
+``authenticationEnabled``, the credentials of the authenticated handshake, docs/architecture.md §4.1)."""
 
 from __future__ import annotations
 

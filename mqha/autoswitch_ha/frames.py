@@ -11,7 +11,7 @@ Layouts (offset: size field), as named ``struct`` formats below:
                               | 20:8 epoch start offset | 28:8 confirm offset | then n data bytes
 
 With ``authenticationEnabled`` three authentication frames come first (:func:`encode_auth_challenge`
-and the others below; docs/architecture.md §4.5); without it nothing else changes.
+and the others below; docs/architecture.md §4.1); without it nothing else changes.
 
 The wire carries no version field (docs/architecture.md §4 fixes the layouts), so :data:`PROTOCOL_VERSION`
 only names the layout generation in logs. State codes are the explicit numbers of the reference's
@@ -395,7 +395,7 @@ class FrameReader:
         return frame
 
 
-# -- the authenticated handshake (authenticationEnabled; docs/architecture.md §4.5) -------------
+# -- the authenticated handshake (authenticationEnabled; docs/architecture.md §4.1) -------------
 #
 # * master AUTH_CHALLENGE, 36 bytes:  0:4 code "MQA1" | 4:32 master challenge
 # * slave AUTH_HELLO, 78 + k bytes:   0:4 code "MQA2" | 4:8 slave id | 12:32 slave challenge

@@ -1,4 +1,4 @@
-"""Issue 23, the HA port (docs/architecture.md §4.5) with real processes: 1 mqcontroller + 2 mqbroker.
+"""Issue 23, the HA port (docs/architecture.md §4.1) with real processes: 1 mqcontroller + 2 mqbroker.
 
 The attack: a raw TCP client on the master's HA port sends the slave HANDSHAKE with the real slave's
 broker id, then acks what it is sent without storing it. With the real slave frozen and

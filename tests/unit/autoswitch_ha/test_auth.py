@@ -1,4 +1,4 @@
-"""The HA port's authenticated handshake (docs/architecture.md §4.5): the auth frames' exact layouts and
+"""The HA port's authenticated handshake (docs/architecture.md §4.1): the auth frames' exact layouts and
 bounds, and both sides' decisions (pure: challenges are passed in)."""
 
 import contextlib
