@@ -215,3 +215,28 @@ def test_with_authentication_off_the_admin_token_still_guards_final_log(tmp_path
             await node.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_the_cluster_tools_use_the_brokers_user(tmp_path: Path) -> None:
+    """A local cluster whose brokers require a user: the workloads and the final-log dump read the
+    user from the cluster's broker settings and keep working."""
+    from mqha.cluster.checking import dump_final_logs
+    from mqha.cluster.client_auth import broker_user
+    from mqha.cluster.local import LocalCluster
+    from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
+
+    secrets = {k: AUTH_SETTINGS[k] for k in ("authenticationEnabled", "innerClientAuthenticationCredentials")}
+    settings = {**secrets, "initAuthenticationUser": AUTH_SETTINGS["initAuthenticationUser"]}
+    with LocalCluster(
+        tmp_path / "run", controllers=1, groups=1, replicas=1, broker_settings=settings, log_level="WARNING"
+    ) as cluster:
+        group = cluster.groups[0]
+        user = broker_user(cluster.broker_settings)
+        assert user == USER
+        consumer = ConsumeWorkload(cluster.controller_addresses, group, user=user).start()
+        with ProduceWorkload(cluster.controller_addresses, group, concurrency=1, user=user) as workload:
+            workload.wait_acked(20, timeout=30)
+        assert consumer.catch_up(1, timeout=20) and consumer.errors == 0
+        consumer.stop()
+        dumped = dump_final_logs(cluster, tmp_path / "dump.db")
+        assert sum(len(rows) for rows in dumped.values()) >= 20
