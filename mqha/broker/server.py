@@ -70,6 +70,7 @@ def _error(code: BrokerCode, remark: str, status: int | None = None, **extra: An
 
 
 def _refused(denial: Denial, challenge: str) -> web.Response:
+    """401/403 with the NO_PERMISSION envelope; a 401 names the scheme that would be accepted."""
     response = _json(denial.status, envelope(ResponseCode.NO_PERMISSION, denial.remark))
     if denial.status == 401:
         response.headers["WWW-Authenticate"] = challenge
@@ -163,6 +164,7 @@ class BrokerHttpServer:
         started = time.perf_counter()
         denial = self.auth.check_client(request.headers.get("Authorization"))
         if denial is not None:
+            self.metrics.observe_refused("put", denial.status)
             return _refused(denial, BASIC_CHALLENGE)
         length = request.content_length
         if length is not None and length > self.max_body:
@@ -188,6 +190,7 @@ class BrokerHttpServer:
     async def get_messages(self, request: web.Request) -> web.Response:
         denial = self.auth.check_client(request.headers.get("Authorization"))
         if denial is not None:
+            self.metrics.observe_refused("read", denial.status)
             return _refused(denial, BASIC_CHALLENGE)
         if self.role.fenced:
             return _error(
@@ -217,6 +220,7 @@ class BrokerHttpServer:
         An admin call: needs the ``adminAuthToken`` bearer when one is set."""
         denial = self.auth.check_admin(request.headers.get("Authorization"))
         if denial is not None:
+            self.metrics.observe_refused("final-log", denial.status)
             return _refused(denial, BEARER_CHALLENGE)
         if self.store.history is None or self.store.history.broker_id is None:
             return _error(BrokerCode.SERVICE_NOT_AVAILABLE, "no history yet: the broker is not registered")

@@ -134,6 +134,8 @@ def test_puts_and_reads_without_the_right_user_are_refused_and_change_nothing(cl
     assert max_offset(master) == before
     metrics = call("GET", master.url + "/metrics")[1]
     assert "intruder" not in metrics
+    refused = 'mqha_broker_refused_requests_total{broker_name="bs1",http_status="401",route="put"}'
+    assert f"{refused} {len(wrong) + 1}.0" in metrics
 
 
 def test_the_right_user_puts_and_reads(cluster: AuthCluster) -> None:
