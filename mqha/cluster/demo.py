@@ -255,7 +255,7 @@ class Demo:
         self.screen = Screen(out)
         self.run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="mqha-demo-")).resolve()
         self.result = DemoResult(ok=False, run_dir=self.run_dir)
-        self.cluster = LocalCluster(self.run_dir, controllers=3, groups=1, replicas=3)
+        self.cluster = LocalCluster(self.run_dir, controllers=3, groups=1, replicas=3, secure=True)
         self.workload: ProduceWorkload | None = None
         self.child = ToolChild()
         self.reports: list[FailoverReport] = []
