@@ -8,14 +8,17 @@ and its event stream (``/v1/console/events``, server-sent events of ``mqha.contr
 HTTP status from the code (``mqha.codes.http_status_for``): 200 success; 400 invalid request (2005);
 404 unknown broker set (2008, 2010); 409 fenced or rejected; 421 not leader (2007, with
 ``leaderAddress``); 503 no quorum (14); 500 system error (1). The HTTP layer adds: 401/403 (code 16)
-for admin calls without / with a wrong bearer token, 413 (code 2005) for a body over
-``maxRequestBodyBytes``, 404/405 (code 3) for unknown routes and methods.
+for a request without / with the wrong proof (``mqha.controller.access``), 413 (code 2005) for a body
+over ``maxRequestBodyBytes``, 404/405 (code 3) for unknown routes and methods.
 
-Order of checks per request: body size -> JSON syntax and fields in one pass (``mqha.wire``: the
-body's bytes decode straight into the request struct; strict: types, ranges, required, unknown -> 400
-naming the field) -> path parameter -> admin token -> leadership -> the decision. A bad request is bad
-on any node, so validation comes before the leader check; nothing is decided or changed before the
-last step. Replies stay typed until ``respond`` encodes them (``Reply.encode``).
+Order of checks per request: body size -> with ``authenticationEnabled``, the caller's proof for the
+route (``_authenticate``: a signature covers the raw body, which is read once and kept) -> JSON syntax
+and fields in one pass (``mqha.wire``: the body's bytes decode straight into the request struct;
+strict: types, ranges, required, unknown -> 400 naming the field) -> path parameter -> admin token
+(a designated elect; without ``authenticationEnabled`` every admin call is checked here, as before)
+-> leadership -> the decision. A bad request is bad on any node, so validation comes before the
+leader check; nothing is decided or changed before the last step. Replies stay typed until
+``respond`` encodes them (``Reply.encode``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from mqha.security.signing import sign
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.integration.broker_processes import BROKER_NAME, BROKER_TEST_SETTINGS, CLUSTER_NAME, Broker
 from tests.integration.controller_cluster import ControllerCluster, Node, request
+from tests.integration.test_mqadmin import TOKEN_ENV, fails, ok
 
 pytestmark = pytest.mark.integration
 
@@ -279,6 +280,28 @@ def test_admin_calls_need_the_admin_token_not_broker_credentials(cluster: AuthCl
     # The admin token is accepted on the admin calls and on broker paths.
     status, body = leader.call("PUT", "/v1/controller/config", {"electMasterMaxRetryCount": 3}, headers=ADMIN)
     assert status == 200, body
+
+
+def test_mqadmin_works_with_the_admin_token(cluster: AuthCluster) -> None:
+    """Every controller command of mqadmin with --token (or $MQHA_ADMIN_TOKEN); the mutating ones
+    are refused without it. The mutating calls here are refused by the decision, not by auth."""
+    before = cluster.snapshot()
+    addr = cluster.controller_addr
+    master_id = str(before[1]["masterBrokerId"])
+    token = ("--token", ADMIN_TOKEN)
+    set_args = ("-bn", BROKER_NAME, "-c", CLUSTER_NAME)
+    assert ok("getControllerMetaData", "-a", addr)
+    assert ok("getSyncStateSet", "-a", addr, "-b", BROKER_NAME)
+    assert ok("getControllerConfig", "-a", addr)
+    update = ("updateControllerConfig", "-a", addr, "-k", "electMasterMaxRetryCount", "-v", "3")
+    assert ok(*update, *token)
+    assert ok(*update, env={TOKEN_ENV: ADMIN_TOKEN})
+    fails(*update, code=16, mentions="--token")
+    fails("electMaster", "-a", addr, "-b", master_id, *set_args, code=16, mentions="--token")
+    fails("electMaster", "-a", addr, "-b", "9", *set_args, *token, code=2012)  # not a replica: past auth
+    fails("cleanBrokerMetadata", "-a", addr, "-b", master_id, *set_args, code=16, mentions="--token")
+    fails("cleanBrokerMetadata", "-a", addr, "-b", master_id, *set_args, *token, code=2009)  # alive
+    assert cluster.snapshot() == before
 
 
 def test_the_authenticated_cluster_fails_over_by_itself(cluster: AuthCluster) -> None:

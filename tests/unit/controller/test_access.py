@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.controller import access
+from mqha.controller import access, openapi
 from mqha.controller.access import Access, Principal, identify, permit, route_access
 from mqha.controller.http_api import ROUTES
 from mqha.security.credentials import InnerCredentials
@@ -107,3 +107,17 @@ def test_a_real_signature_end_to_end_through_identify() -> None:
     assert who("/v1/brokers/register", now_ms=1_000_000 + 61_000).status == 401  # type: ignore[attr-defined]
     assert who("/v1/brokers/register") is Principal.BROKER
     assert who("/v1/brokers/register").remark.endswith("(replay)")  # type: ignore[attr-defined]
+
+
+def test_openapi_states_the_access_the_server_enforces() -> None:
+    doc = openapi.document()
+    for method, path, name, _ in ROUTES:
+        operation = doc["paths"][path][method.lower()]
+        schemes = {next(iter(item)) for item in operation.get("security", [])}
+        expected = {
+            Access.OPEN: set(),
+            Access.BROKER: {"innerSignature", "adminToken"},
+            Access.ADMIN: {"adminToken"},
+        }[route_access(method, name)]
+        assert schemes == expected, name
+        assert ({"401", "403"} <= set(operation["responses"])) == bool(expected), name
