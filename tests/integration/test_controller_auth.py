@@ -37,7 +37,7 @@ ADMIN_TOKEN = "admin-token-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 AUTH_SETTINGS = {
     "authenticationEnabled": "true",
-    "innerClientAuthenticationCredentials": render_inner_credentials(CREDENTIALS),
+    "innerClientAuthenticationCredentials": render_inner_credentials(WRONG),
 }
 BROKER_SETTINGS = {
     **BROKER_TEST_SETTINGS,
@@ -85,6 +85,7 @@ class AuthCluster:
 
     def __init__(self, group: ProcessGroup, base: Path) -> None:
         self.group = group
+        self.base = base
         self.controllers = ControllerCluster(
             group, base / "controllers", settings={**AUTH_SETTINGS, "adminAuthToken": ADMIN_TOKEN}
         )
@@ -274,6 +275,9 @@ def test_admin_calls_need_the_admin_token_not_broker_credentials(cluster: AuthCl
     status, config = leader.get("/v1/controller/config")
     assert status == 200 and config["config"]["electMasterMaxRetryCount"] != 7
     assert config["config"]["innerClientAuthenticationCredentials"] == "******"
+    # Unknown routes are the router's 404/405 whoever asks.
+    assert leader.post("/v1/nope", {})[0] == 404
+    assert leader.call("DELETE", "/v1/brokers/apply-id")[0] == 405
     # Public state stays readable without credentials.
     for path in ("/v1/controller/metadata", "/v1/controller/status", "/healthz", "/metrics", "/openapi.json"):
         assert leader.get(path)[0] == 200, path
@@ -302,6 +306,24 @@ def test_mqadmin_works_with_the_admin_token(cluster: AuthCluster) -> None:
     fails("cleanBrokerMetadata", "-a", addr, "-b", master_id, *set_args, code=16, mentions="--token")
     fails("cleanBrokerMetadata", "-a", addr, "-b", master_id, *set_args, *token, code=2009)  # alive
     assert cluster.snapshot() == before
+
+
+def test_a_broker_with_the_wrong_secret_never_joins(cluster: AuthCluster) -> None:
+    settings = {
+        **BROKER_SETTINGS,
+        "brokerName": "intruder",
+        "innerClientAuthenticationCredentials": render_inner_credentials(WRONG),
+    }
+    intruder = Broker("intruder", cluster.base / "intruder", settings)
+    intruder.start(cluster.group, cluster.controller_addr)
+    try:
+        time.sleep(3)  # a broker with the right secret registers within a second
+        status, groups = cluster.leader().get("/v1/groups")
+        assert status == 200 and "intruder" not in json.dumps(groups), groups
+        assert intruder.status()["role"] != "MASTER"
+    finally:
+        assert intruder.proc is not None
+        intruder.proc.kill()
 
 
 def test_the_authenticated_cluster_fails_over_by_itself(cluster: AuthCluster) -> None:
