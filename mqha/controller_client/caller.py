@@ -88,6 +88,16 @@ Signer = Callable[[str, str, bytes], Mapping[str, str]]
 Called once per request sent (each gets a fresh nonce and timestamp)."""
 
 
+def signed_headers(
+    headers: Mapping[str, str] | None, signer: Signer | None, method: str, target: str, body: bytes
+) -> dict[str, str]:
+    """``headers`` plus, with a ``signer``, the proof of this one request."""
+    sent = dict(headers or {})
+    if signer is not None:
+        sent.update(signer(method, target, body))
+    return sent
+
+
 async def fetch(
     session: aiohttp.ClientSession,
     address: str,
@@ -107,11 +117,9 @@ async def fetch(
     # The URL and body bytes are made here, so a signature covers exactly what goes on the wire.
     url = URL(f"http://{address.removeprefix('http://')}{path}").extend_query(params or {})
     data = None if body is None else json.dumps(body).encode()
-    sent = dict(headers or {})
+    sent = signed_headers(headers, signer, method, url.raw_path_qs, data or b"")
     if data is not None:
         sent["Content-Type"] = "application/json"
-    if signer is not None:
-        sent.update(signer(method, url.raw_path_qs, data or b""))
     try:
         async with session.request(method, url, data=data, timeout=timeout, headers=sent) as response:
             status, raw = response.status, await response.read()
@@ -173,10 +181,7 @@ class LeaderCaller:
 
     def headers_for(self, method: str, target: str, body: bytes = b"") -> dict[str, str]:
         """The headers of one request sent outside ``ask`` (the session upgrade): ours, signed."""
-        headers = dict(self.headers)
-        if self.signer is not None:
-            headers.update(self.signer(method, target, body))
-        return headers
+        return signed_headers(self.headers, self.signer, method, target, body)
 
     # ------------------------------------------------------------------------------ one exchange
 
