@@ -37,7 +37,7 @@ ADMIN_TOKEN = "admin-token-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 AUTH_SETTINGS = {
     "authenticationEnabled": "true",
-    "innerClientAuthenticationCredentials": render_inner_credentials(WRONG),
+    "innerClientAuthenticationCredentials": render_inner_credentials(CREDENTIALS),
 }
 BROKER_SETTINGS = {
     **BROKER_TEST_SETTINGS,
