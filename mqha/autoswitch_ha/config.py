@@ -1,4 +1,5 @@
-"""The HA layer's settings (docs/reference-behaviour.md §16.3 keys, plus the listen address)."""
+"""The HA layer's settings (docs/reference-behaviour.md §16.3 keys, plus the listen address and, with
+``authenticationEnabled``, the credentials of the authenticated handshake, docs/architecture.md §4.1)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from mqha.autoswitch_ha.ack import AckPolicy
 from mqha.autoswitch_ha.master import MasterConfig
 from mqha.autoswitch_ha.slave import SlaveConfig
+from mqha.security.credentials import InnerCredentials, parse_inner_credentials
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class HAConfig:
     sync_from_last_file: bool = False
     async_learner: bool = False
     reconnect_delay_ms: int = 1000
+    credentials: InnerCredentials | None = None
+    """``innerClientAuthenticationCredentials`` when ``authenticationEnabled``: both ends of every HA
+    connection prove them before any log data moves. None: the handshake of today, byte for byte."""
+    auth_timeout_ms: int = 5000
+    """How long the authentication exchange may take before the connection is closed."""
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> HAConfig:
@@ -50,6 +57,11 @@ class HAConfig:
             min_in_sync_replicas=config["minInSyncReplicas"],
             sync_from_last_file=config["syncFromLastFile"],
             async_learner=config["asyncLearner"],
+            credentials=(
+                parse_inner_credentials(config["innerClientAuthenticationCredentials"])
+                if config.get("authenticationEnabled")
+                else None
+            ),
         )
 
     @property

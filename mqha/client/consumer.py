@@ -26,6 +26,7 @@ import aiohttp
 from mqha.client.recording import ClientRecorder, RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
 from mqha.client.route import RoutedClient, RouteResolver
+from mqha.security.credentials import User
 
 _PAUSE_MIN = 0.005
 _PAUSE_MAX = 0.1
@@ -44,6 +45,8 @@ class Consumer(RoutedClient):
         record_to: record every delivered message as a ``reads`` row.
         client_id: the ``client`` column of recorded rows.
         session: an aiohttp session to share (not closed by the consumer).
+        user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
+            every read; needed when the brokers run with ``authenticationEnabled=true``.
     """
 
     def __init__(
@@ -58,8 +61,10 @@ class Consumer(RoutedClient):
         record_to: RecordTarget | None = None,
         client_id: str | None = None,
         session: aiohttp.ClientSession | None = None,
+        user: User | None = None,
     ) -> None:
         self.broker_name = broker_name
+        self._user = user
         self.max_messages = max_messages
         self.request_timeout = request_timeout
         self.poll_timeout = poll_timeout
@@ -112,7 +117,9 @@ class Consumer(RoutedClient):
                 url = f"http://{route.master_address}/v1/messages?offset={self._offset}&maxMessages={limit}"
                 try:
                     async with self._session.get(
-                        url, timeout=aiohttp.ClientTimeout(total=self.request_timeout)
+                        url,
+                        headers=self._auth_headers(),
+                        timeout=aiohttp.ClientTimeout(total=self.request_timeout),
                     ) as response:
                         status = response.status
                         body = await response.json(content_type=None)
@@ -122,6 +129,8 @@ class Consumer(RoutedClient):
                     return self._deliver(route, body)
                 if status == 400:
                     raise ReadError(f"offset {self._offset} refused: {json_field(body, 'remark')}")
+                if status in {401, 403}:  # a retry elsewhere cannot fix missing or wrong credentials
+                    raise ReadError(f"{route.master_address} refused the read: {json_field(body, 'remark')}")
                 if status:
                     problem = f"{route.master_address}: HTTP {status} {json_field(body, 'remark') or ''}"
                 self._route = None  # a fenced/dead/slow master: ask the controllers again

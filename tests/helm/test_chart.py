@@ -26,9 +26,9 @@ kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (tes
 yaml = pytest.importorskip("yaml")
 
 from mqha.broker.config import BROKER_CONFIG, load_broker_config  # noqa: E402
+from mqha.config import parse_properties  # noqa: E402
 from mqha.controller.config import CONTROLLER_CONFIG, load_controller_config, parse_peers  # noqa: E402
 from mqha.controller.config_store import check_config  # noqa: E402
-from mqha.config import parse_properties  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "mqha"
@@ -48,8 +48,10 @@ CONTROLLER_MANAGED = frozenset(
         "configStorePath",
         "controllerRaftPortOffset",
         "controllerDLegerGroup",
+        "authenticationEnabled",
         "adminAuthToken",
         "controllerRaftPassword",
+        "innerClientAuthenticationCredentials",
     }
 )
 BROKER_MANAGED = frozenset(
@@ -65,10 +67,27 @@ BROKER_MANAGED = frozenset(
         "storePathCommitLog",
         "storePathEpochFile",
         "storePathBrokerIdentity",
+        "authenticationEnabled",
         "adminAuthToken",
+        "innerClientAuthenticationCredentials",
+        "initAuthenticationUser",
         "brokerId",
     }
 )
+# Keys the chart does not offer yet (it mounts no certificates): values.schema.json refuses them too.
+NOT_OFFERED = frozenset(
+    {"tlsEnable", "tls.server.certPath", "tls.server.keyPath", "tls.client.trustCertPath"}
+)
+# The secrets the chart manages: config key -> (env var run.sh reads, on controllers, on brokers).
+AUTH_ITEMS = {
+    "adminAuthToken": ("MQHA_ADMIN_TOKEN", True, True),
+    "controllerRaftPassword": ("MQHA_RAFT_PASSWORD", True, False),
+    "innerClientAuthenticationCredentials": ("MQHA_INNER_CREDENTIALS", True, True),
+    "initAuthenticationUser": ("MQHA_INIT_USER", False, True),
+}
+# A secret with a quote and a backslash: run.sh must hand it over unchanged (Java-properties escapes).
+OPS_CREDENTIALS = '{"accessKey": "ops", "secretKey": "q\\"uo\\\\te-12345"}'
+
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -109,15 +128,26 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "existing-secret-pod-dns-no-persistence": {
         "clusterDomain": "cluster.local",
-        "auth": {"adminAuthToken": {"enabled": True, "existingSecret": "ops-mqha", "secretKey": "token"}},
+        "auth": {
+            "adminAuthToken": {"enabled": True, "existingSecret": "ops-mqha", "secretKey": "token"},
+            "innerClientAuthenticationCredentials": {"existingSecret": "ops-mqha", "secretKey": "inner"},
+        },
         "controller": {"persistence": {"enabled": False}, "antiAffinity": "none"},
         "broker": {"address": "podDNS", "antiAffinity": "hard", "persistence": {"storageClass": "-"}},
         "brokerGroups": [{"name": "orders", "replicas": 3, "persistence": {"enabled": False}}],
         "metrics": {"grafanaDashboard": {"enabled": False}},
     },
+    "auth-off": {"auth": {"enabled": False}},
+    "no-secrets-at-all": {
+        "auth": {
+            "enabled": False,
+            "adminAuthToken": {"enabled": False},
+            "controllerRaftPassword": {"enabled": False},
+        }
+    },
 }
 # Secrets that exist in the cluster already (existingSecret): (name, key) -> value.
-EXISTING_SECRETS = {("ops-mqha", "token"): "token-from-ops"}
+EXISTING_SECRETS = {("ops-mqha", "token"): "token-from-ops", ("ops-mqha", "inner"): OPS_CREDENTIALS}
 
 
 # ----------------------------------------------------------------------------------------- rendering
@@ -201,6 +231,19 @@ def container(sts: dict[str, Any]) -> dict[str, Any]:
 def svc_suffix(r: Rendered) -> str:
     domain = r.values["clusterDomain"]
     return f"{NAMESPACE}.svc" + (f".{domain}" if domain else "")
+
+
+def expected_secrets(r: Rendered, component: str) -> dict[str, str]:
+    """The secret config keys a controller or broker pod must end up with, and their values."""
+    auth = r.values["auth"]
+    secrets = r.secrets()
+    out = {}
+    for key, (_, on_controller, on_broker) in AUTH_ITEMS.items():
+        item = auth[key]
+        in_use = item["enabled"] if "enabled" in item else auth["enabled"]
+        if in_use and (on_controller if component == "controller" else on_broker):
+            out[key] = secrets[(item["existingSecret"] or f"{RELEASE}-auth", item["secretKey"])]
+    return out
 
 
 # ------------------------------------------------------------------------------- replaying a pod start
@@ -307,6 +350,7 @@ def test_expected_objects_for_default_values() -> None:
             "ConfigMap/demo-controller-config",
             "ConfigMap/demo-grafana-dashboard",
             "ConfigMap/demo-scripts",
+            "Secret/demo-auth",
             "PodDisruptionBudget/demo-broker-a",
             "PodDisruptionBudget/demo-controller",
             "Service/demo-broker-a-headless",
@@ -411,10 +455,10 @@ def test_every_controller_pod_config_is_accepted(variant: str, tmp_path: Path) -
         f"{RELEASE}-controller-{i}.{headless}.{svc_suffix(r)}" for i in range(sts["spec"]["replicas"])
     ]
     configmap_text = r.get("ConfigMap", f"{RELEASE}-controller-config")["data"]["controller.conf"]
-    assert not {"controllerDLegerSelfId", "adminAuthToken", "controllerRaftPassword"} & set(
-        parse_properties(configmap_text)
-    ), "per-pod keys and secrets are appended at start, never in the ConfigMap"
-    secrets = r.secrets()
+    assert not {"controllerDLegerSelfId", *AUTH_ITEMS} & set(parse_properties(configmap_text)), (
+        "per-pod keys and secrets are appended at start, never in the ConfigMap"
+    )
+    secrets = expected_secrets(r, "controller")
     for ordinal in range(sts["spec"]["replicas"]):
         path, _, env = start_pod(r, sts, ordinal, tmp_path)
         config = load_controller_config(str(path))  # CONTROLLER_CONFIG.parse + the cross-key checks
@@ -431,14 +475,9 @@ def test_every_controller_pod_config_is_accepted(variant: str, tmp_path: Path) -
         assert config["configStorePath"].startswith(DATA_MOUNT + "/")
         for key, value in values["controller"]["config"].items():
             assert config[key] == value, key
-        token, password = values["auth"]["adminAuthToken"], values["auth"]["controllerRaftPassword"]
-        expected_token = (
-            secrets[(token["existingSecret"] or f"{RELEASE}-auth", token["secretKey"])]
-            if token["enabled"]
-            else ""
-        )
-        assert config["adminAuthToken"] == expected_token
-        assert config["controllerRaftPassword"] == (password["value"] if password["enabled"] else "")
+        assert config["authenticationEnabled"] is values["auth"]["enabled"]
+        for key in ("adminAuthToken", "controllerRaftPassword", "innerClientAuthenticationCredentials"):
+            assert config[key] == secrets.get(key, ""), key
         assert oct(path.stat().st_mode & 0o777) == oct(0o600)
 
 
@@ -454,11 +493,11 @@ def test_every_broker_pod_config_is_accepted(variant: str, tmp_path: Path) -> No
             ]
         )
     )
-    token = values["auth"]["adminAuthToken"]
+    secrets = expected_secrets(r, "broker")
     for group in values["brokerGroups"]:
         sts = r.get("StatefulSet", f"{RELEASE}-{group['name']}")
         configmap_text = r.get("ConfigMap", f"{RELEASE}-{group['name']}-config")["data"]["broker.conf"]
-        assert not {"brokerIP1", "adminAuthToken"} & set(parse_properties(configmap_text))
+        assert not {"brokerIP1", *AUTH_ITEMS} & set(parse_properties(configmap_text))
         for ordinal in range(group["replicas"]):
             path, _, env = start_pod(r, sts, ordinal, tmp_path)
             config = load_broker_config(str(path))  # BROKER_CONFIG.parse + check_broker_config
@@ -490,11 +529,11 @@ def test_every_broker_pod_config_is_accepted(variant: str, tmp_path: Path) -> No
             }
             for key, value in expected.items():
                 assert config[key] == value, key
-            assert config["adminAuthToken"] == (
-                r.secrets()[(token["existingSecret"] or f"{RELEASE}-auth", token["secretKey"])]
-                if token["enabled"]
-                else ""
-            )
+            assert config["authenticationEnabled"] is values["auth"]["enabled"]
+            for key in ("adminAuthToken", "innerClientAuthenticationCredentials", "initAuthenticationUser"):
+                assert config[key] == secrets.get(key, ""), key
+            assert "controllerRaftPassword" not in secrets
+            assert oct(path.stat().st_mode & 0o777) == oct(0o600)
 
 
 def _console_script(name: str) -> str:
@@ -528,12 +567,12 @@ def test_every_accepted_config_key_renders_and_loads(tmp_path: Path) -> None:
         for k, v in _defaults(
             CONTROLLER_CONFIG, {"controllerDLegerPeers": "n0-h:1", "controllerDLegerSelfId": "n0"}
         ).items()
-        if k not in CONTROLLER_MANAGED
+        if k not in CONTROLLER_MANAGED and k not in NOT_OFFERED
     }
     broker_values = {
         k: v
         for k, v in _defaults(BROKER_CONFIG, {"brokerName": "x"}).items()
-        if k not in BROKER_MANAGED and k != "totalReplicas"
+        if k not in BROKER_MANAGED and k not in NOT_OFFERED and k != "totalReplicas"
     }
     values = {"controller": {"config": controller_values}, "broker": {"config": broker_values}}
     with helm.Chart.load(str(CHART)) as chart:
@@ -575,8 +614,12 @@ def test_schema_config_keys_follow_the_loaders(definition: str, spec: Any, manag
     schema = json.loads((CHART / "values.schema.json").read_text())
     allowed = schema["definitions"][definition]["properties"]
     assert schema["definitions"][definition]["additionalProperties"] is False
-    assert managed <= set(spec.keys), "a chart-managed key is not a config key any more"
-    expected = {name: _schema_type(key) for name, key in spec.keys.items() if name not in managed}
+    assert managed | NOT_OFFERED <= set(spec.keys), "a chart-managed key is not a config key any more"
+    expected = {
+        name: _schema_type(key)
+        for name, key in spec.keys.items()
+        if name not in managed and name not in NOT_OFFERED
+    }
     missing = sorted(set(expected) - set(allowed))
     unknown = sorted(set(allowed) - set(expected))
     assert not unknown, (
@@ -635,9 +678,53 @@ INVALID_VALUES = {
         'the name "controller" is reserved',
     ),
     "same-ports": ({"broker": {"haListenPort": 10911}}, "broker.haListenPort (10911) must differ"),
-    "token-without-source": (
-        {"auth": {"adminAuthToken": {"enabled": True}}},
-        "auth.adminAuthToken.enabled is true: set auth.adminAuthToken.existingSecret",
+    "auth-without-admin-token": (
+        {"auth": {"adminAuthToken": {"enabled": False}}},
+        "auth.enabled is true: controllers then require adminAuthToken",
+    ),
+    "short-admin-token": (
+        {"auth": {"adminAuthToken": {"value": "short"}}},
+        "auth.adminAuthToken.value must be at least 8 characters",
+    ),
+    "short-raft-password": (
+        {"auth": {"controllerRaftPassword": {"value": "1234567"}}},
+        "auth.controllerRaftPassword.value must be at least 8 characters",
+    ),
+    "credentials-not-json": (
+        {"auth": {"innerClientAuthenticationCredentials": {"value": "ak:sk"}}},
+        "auth.innerClientAuthenticationCredentials.value must be one line of JSON",
+    ),
+    "credentials-wrong-fields": (
+        {
+            "auth": {
+                "innerClientAuthenticationCredentials": {"value": '{"accessKey": "a", "secret": "12345678"}'}
+            }
+        },
+        "with exactly these fields",
+    ),
+    "credentials-short-secret": (
+        {
+            "auth": {
+                "innerClientAuthenticationCredentials": {"value": '{"accessKey": "a", "secretKey": "1234"}'}
+            }
+        },
+        'field "secretKey" must be a string of 8+ characters',
+    ),
+    "user-colon-in-name": (
+        {"auth": {"initAuthenticationUser": {"value": '{"username": "a:b", "password": "12345678"}'}}},
+        "field \"username\" must be a non-empty string without ':'",
+    ),
+    "user-not-an-object": (
+        {"auth": {"initAuthenticationUser": {"value": '["mqha", "12345678"]'}}},
+        "auth.initAuthenticationUser.value must be one line of JSON",
+    ),
+    "secret-with-newline": (
+        {"auth": {"adminAuthToken": {"value": "abcdefgh\nbrokerIP1=evil"}}},
+        "/auth/adminAuthToken/value'",
+    ),
+    "secret-with-trailing-space": (
+        {"auth": {"adminAuthToken": {"value": "abcdefgh "}}},
+        "/auth/adminAuthToken/value'",
     ),
     "raft-port-overflow": ({"controller": {"port": 65535}}, "the Raft port) is 65536, above 65535"),
 }
@@ -697,28 +784,50 @@ def test_chart_dashboard_is_a_copy_of_the_repository_one() -> None:
     ).read_bytes(), "cp deploy/grafana/mqha-dashboard.json helm/mqha/dashboards/"
 
 
-def test_secrets_stay_out_of_configmaps() -> None:
-    r = rendered("auth-and-metrics")
-    (secret,) = r.of_kind("Secret")
-    assert secret["metadata"]["name"] == f"{RELEASE}-auth"
-    assert r.secrets()[(f"{RELEASE}-auth", "adminAuthToken")] == "s3cret-token"
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_secrets_stay_out_of_configmaps(variant: str) -> None:
+    """Secrets reach the pods only as secretKeyRef env vars; no ConfigMap or plain env value holds one."""
+    r = rendered(variant)
+    secret_values = set(r.secrets().values())
     for configmap in r.of_kind("ConfigMap"):
         for text in configmap["data"].values():
-            assert "s3cret-token" not in text and "raft-pass" not in text
+            leaked = [value for value in secret_values if value in text]
+            assert not leaked, f"ConfigMap {configmap['metadata']['name']} holds a secret"
+    auth = r.values["auth"]
     for sts in r.of_kind("StatefulSet"):
+        component = sts["metadata"]["labels"]["app.kubernetes.io/component"]
+        expected = expected_secrets(r, component)
         env = {e["name"]: e for e in container(sts)["env"]}
-        assert env["MQHA_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {
-            "name": f"{RELEASE}-auth",
-            "key": "adminAuthToken",
-        }
-        is_controller = sts["metadata"]["name"] == f"{RELEASE}-controller"
-        assert ("MQHA_RAFT_PASSWORD" in env) == is_controller
-    # an existing Secret: the chart creates none and refers to it
-    r = rendered("existing-secret-pod-dns-no-persistence")
-    assert not r.of_kind("Secret")
-    for sts in r.of_kind("StatefulSet"):
-        env = {e["name"]: e for e in container(sts)["env"]}
-        assert env["MQHA_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "ops-mqha", "key": "token"}
+        for key, (variable, _, _) in AUTH_ITEMS.items():
+            if key not in expected:
+                assert variable not in env, (sts["metadata"]["name"], variable)
+                continue
+            item = auth[key]
+            assert env[variable] == {
+                "name": variable,
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": item["existingSecret"] or f"{RELEASE}-auth",
+                        "key": item["secretKey"],
+                    }
+                },
+            }
+        for entry in env.values():
+            assert entry.get("value") not in secret_values, entry["name"]
+    # the chart's Secret holds exactly the secrets in use that no existingSecret provides
+    stored = {
+        auth[key]["secretKey"]
+        for key in {*expected_secrets(r, "controller"), *expected_secrets(r, "broker")}
+        if not auth[key]["existingSecret"]
+    }
+    secrets = r.of_kind("Secret")
+    if not stored:
+        assert not secrets
+        return
+    (secret,) = secrets
+    assert secret["metadata"]["name"] == f"{RELEASE}-auth"
+    assert secret["type"] == "Opaque"
+    assert set(secret["data"]) == stored
 
 
 def test_config_changes_roll_the_pods() -> None:
@@ -765,7 +874,9 @@ def _run_script(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.C
     ("env", "message"),
     [
         ({"MQHA_ADMIN_TOKEN": "abc\nbrokerIP1=evil"}, "adminAuthToken must be one line"),
-        ({"MQHA_ADMIN_TOKEN": "abc\\"}, "must not end with a backslash"),
+        ({"MQHA_INIT_USER": "abc\n"}, "initAuthenticationUser must be one line"),
+        ({"MQHA_RAFT_PASSWORD": " abcdefgh"}, "controllerRaftPassword must not start or end with whitespace"),
+        ({"MQHA_INNER_CREDENTIALS": "abcdefgh\t"}, "must not start or end with whitespace"),
         ({"MQHA_NODE_ID_PREFIX": "n", "POD_NAME": "controller"}, "does not end in -<ordinal>"),
         ({"MQHA_NODE_ID_PREFIX": "n"}, "POD_NAME"),
         ({"MQHA_WAIT_FOR_HOST": "no-such-host.invalid", "MQHA_RESOLVE_TIMEOUT": "0"}, "does not resolve"),
@@ -777,6 +888,20 @@ def test_run_sh_refuses_what_would_break_the_config(
     done = _run_script(tmp_path, env)
     assert done.returncode != 0
     assert message in done.stderr
+
+
+def test_run_sh_hands_secrets_over_unchanged(tmp_path: Path) -> None:
+    """Java-properties would eat a backslash: run.sh escapes it, so quotes and backslashes survive."""
+    token = 'a\\b\\"c=d:e#f!g\\'
+    done = _run_script(tmp_path, {"MQHA_ADMIN_TOKEN": token, "MQHA_INNER_CREDENTIALS": OPS_CREDENTIALS})
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "rt" / "controller.conf"
+    config = parse_properties(path.read_text())
+    assert config["adminAuthToken"] == token
+    assert config["innerClientAuthenticationCredentials"] == OPS_CREDENTIALS
+    assert json.loads(config["innerClientAuthenticationCredentials"])["secretKey"] == 'q"uo\\te-12345'
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+    assert oct((tmp_path / "rt").stat().st_mode & 0o777) == oct(0o700)
 
 
 def test_run_sh_waits_for_a_resolvable_host(tmp_path: Path) -> None:

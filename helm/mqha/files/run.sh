@@ -14,6 +14,8 @@
 #   MQHA_BROKER_IP        set: brokerIP1=<value> (the pod IP, or its DNS name under the headless Service)
 #   MQHA_ADMIN_TOKEN      set: adminAuthToken=<value>
 #   MQHA_RAFT_PASSWORD    set: controllerRaftPassword=<value>
+#   MQHA_INNER_CREDENTIALS set: innerClientAuthenticationCredentials=<value> (JSON)
+#   MQHA_INIT_USER        set: initAuthenticationUser=<value> (JSON)
 #   MQHA_WAIT_FOR_HOST    set: wait until it resolves, for up to MQHA_RESOLVE_TIMEOUT seconds (120)
 set -eu
 
@@ -30,12 +32,15 @@ shift 2
 
 newline='
 '
-# A Java-properties value is the rest of its line; a trailing backslash would continue it.
+# A Java-properties value is the rest of its line, without its leading (and, for mqha, trailing)
+# blanks, and a backslash starts an escape: refuse what cannot be one line as given, double every
+# backslash so that a secret (e.g. JSON with \") reaches the process unchanged.
 append() {
     case "$2" in
-        *"$newline"* | *\\) fail "the value of $1 must be one line and must not end with a backslash" ;;
+        *"$newline"*) fail "the value of $1 must be one line" ;;
+        [[:space:]]* | *[[:space:]]) fail "the value of $1 must not start or end with whitespace" ;;
     esac
-    printf '%s=%s\n' "$1" "$2" >>"$conf"
+    printf '%s=%s\n' "$1" "$(printf '%s' "$2" | sed 's/\\/\\\\/g')" >>"$conf"
 }
 
 umask 077
@@ -43,6 +48,7 @@ dir=${MQHA_RUNTIME_DIR:-/tmp/mqha}
 mkdir -p "$dir"
 conf="$dir/$(basename "$template")"
 cp "$template" "$conf"
+chmod 600 "$conf"  # also when an earlier start of the container left it
 printf '\n# appended by run.sh\n' >>"$conf"
 
 if [ -n "${MQHA_NODE_ID_PREFIX:-}" ]; then
@@ -61,6 +67,12 @@ if [ -n "${MQHA_ADMIN_TOKEN:-}" ]; then
 fi
 if [ -n "${MQHA_RAFT_PASSWORD:-}" ]; then
     append controllerRaftPassword "$MQHA_RAFT_PASSWORD"
+fi
+if [ -n "${MQHA_INNER_CREDENTIALS:-}" ]; then
+    append innerClientAuthenticationCredentials "$MQHA_INNER_CREDENTIALS"
+fi
+if [ -n "${MQHA_INIT_USER:-}" ]; then
+    append initAuthenticationUser "$MQHA_INIT_USER"
 fi
 
 # The controller binds its API and Raft ports to its name in controllerDLegerPeers (a broker in

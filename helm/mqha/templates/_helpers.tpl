@@ -114,13 +114,15 @@ printed as integers (1073741824, not 1.073741824e+09); the schema admits no frac
 {{/* The rendered controller.conf (without controllerDLegerSelfId and secrets: run.sh appends them). */}}
 {{- define "mqha.controllerConf" -}}
 # mqha controller config, rendered by the chart. At start run.sh appends controllerDLegerSelfId
-# (n<pod ordinal>) and, when enabled, adminAuthToken / controllerRaftPassword from the Secret.
+# (n<pod ordinal>) and the secrets in use (adminAuthToken, controllerRaftPassword,
+# innerClientAuthenticationCredentials) from the Secret.
 {{- $managed := dict
     "controllerDLegerGroup" .Values.controller.group
     "controllerDLegerPeers" (include "mqha.controllerPeers" .)
     "controllerRaftPortOffset" .Values.controller.raftPortOffset
     "controllerStorePath" "/var/lib/mqha/controller"
     "configStorePath" "/var/lib/mqha/controller/controller.properties"
+    "authenticationEnabled" .Values.auth.enabled
 }}
 {{- include "mqha.properties" $managed }}
 {{- with .Values.controller.config }}
@@ -129,12 +131,13 @@ printed as integers (1073741824, not 1.073741824e+09); the schema admits no frac
 {{- end }}
 {{ end -}}
 
-{{/* The rendered broker.conf of a group (brokerIP1 and the token are appended by run.sh). */}}
+{{/* The rendered broker.conf of a group (brokerIP1 and the secrets are appended by run.sh). */}}
 {{- define "mqha.brokerConf" -}}
 {{- $root := .root -}}
 {{- $group := .group -}}
 # mqha broker config of group {{ $group.name }}, rendered by the chart. At start run.sh appends
-# brokerIP1 (the pod's address) and, when enabled, adminAuthToken from the Secret.
+# brokerIP1 (the pod's address) and the secrets in use (adminAuthToken,
+# innerClientAuthenticationCredentials, initAuthenticationUser) from the Secret.
 {{- $managed := dict
     "brokerClusterName" $root.Values.broker.clusterName
     "brokerName" $group.name
@@ -143,6 +146,7 @@ printed as integers (1073741824, not 1.073741824e+09); the schema admits no frac
     "enableControllerMode" true
     "controllerAddr" (include "mqha.controllerAddr" $root)
     "storePathRootDir" "/var/lib/mqha/store"
+    "authenticationEnabled" $root.Values.auth.enabled
 }}
 {{- include "mqha.properties" $managed }}
 {{- $config := dict "totalReplicas" (int $group.replicas) }}
@@ -156,22 +160,97 @@ printed as integers (1073741824, not 1.073741824e+09); the schema admits no frac
 {{- printf "%s-auth" (include "mqha.fullname" .) -}}
 {{- end -}}
 
-{{/* Env entries for the secrets: dict "root" $ "controller" bool */}}
+{{/*
+The secrets in use, as JSON: config key -> {"env": variable run.sh reads, "controller"/"broker": which
+pods get it, "json": its two JSON fields or absent}. adminAuthToken and controllerRaftPassword follow
+their own `enabled`; the credentials and the user exist only with auth.enabled (authenticationEnabled).
+*/}}
+{{- define "mqha.authItems" -}}
+{{- $auth := .Values.auth -}}
+{{- $items := dict -}}
+{{- if $auth.adminAuthToken.enabled -}}
+{{- $_ := set $items "adminAuthToken" (dict "env" "MQHA_ADMIN_TOKEN" "controller" true "broker" true) -}}
+{{- end -}}
+{{- if $auth.controllerRaftPassword.enabled -}}
+{{- $_ := set $items "controllerRaftPassword" (dict "env" "MQHA_RAFT_PASSWORD" "controller" true "broker" false) -}}
+{{- end -}}
+{{- if $auth.enabled -}}
+{{- if not $auth.adminAuthToken.enabled -}}
+{{- fail "auth.enabled is true: controllers then require adminAuthToken, so auth.adminAuthToken.enabled must be true too" -}}
+{{- end -}}
+{{- $_ := set $items "innerClientAuthenticationCredentials" (dict "env" "MQHA_INNER_CREDENTIALS" "controller" true "broker" true "json" (list "accessKey" "secretKey") "generatedName" "mqha-inner") -}}
+{{- $_ := set $items "initAuthenticationUser" (dict "env" "MQHA_INIT_USER" "controller" false "broker" true "json" (list "username" "password") "generatedName" "mqha") -}}
+{{- end -}}
+{{- toJson $items -}}
+{{- end -}}
+
+{{/*
+The value given for secret `name` checked as mqha checks it at start (mqha/security/credentials.py),
+so a bad value stops `helm install` instead of crash-looping the pods: dict "name" .. "value" .. "item" ..
+*/}}
+{{- define "mqha.checkSecretValue" -}}
+{{- $where := printf "auth.%s.value" .name -}}
+{{- if .item.json -}}
+{{- $public := index .item.json 0 -}}
+{{- $secret := index .item.json 1 -}}
+{{- $parsed := fromJson .value -}}
+{{- if or (hasKey $parsed "Error") (ne (keys $parsed | sortAlpha | toJson) (list $public $secret | sortAlpha | toJson)) -}}
+{{- fail (printf "%s must be one line of JSON {\"%s\": ..., \"%s\": ...} with exactly these fields" $where $public $secret) -}}
+{{- end -}}
+{{- $p := get $parsed $public -}}
+{{- if or (not (kindIs "string" $p)) (not $p) (contains ":" $p) -}}
+{{- fail (printf "%s: field %q must be a non-empty string without ':'" $where $public) -}}
+{{- end -}}
+{{- $s := get $parsed $secret -}}
+{{- if or (not (kindIs "string" $s)) (lt (len $s) 8) -}}
+{{- fail (printf "%s: field %q must be a string of 8+ characters" $where $secret) -}}
+{{- end -}}
+{{- else if lt (len .value) 8 -}}
+{{- fail (printf "%s must be at least 8 characters (a guessable secret protects nothing)" $where) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The data of Secret <fullname>-auth: each secret in use without an existingSecret, base64, from its
+value, else from the Secret as the cluster has it now (`lookup`: upgrades keep generated values), else
+generated. `lookup` is empty in `helm template` and dry runs: they show fresh values.
+*/}}
+{{- define "mqha.secretData" -}}
+{{- $auth := .Values.auth -}}
+{{- $current := (lookup "v1" "Secret" .Release.Namespace (include "mqha.secretName" .)).data | default dict -}}
+{{- $data := dict -}}
+{{- range $name, $item := include "mqha.authItems" . | fromJson -}}
+{{- $values := get $auth $name -}}
+{{- if not $values.existingSecret -}}
+{{- if $values.value -}}
+{{- include "mqha.checkSecretValue" (dict "name" $name "value" $values.value "item" $item) -}}
+{{- $_ := set $data $values.secretKey ($values.value | b64enc) -}}
+{{- else if hasKey $current $values.secretKey -}}
+{{- $_ := set $data $values.secretKey (get $current $values.secretKey) -}}
+{{- else if $item.json -}}
+{{- $generated := dict (index $item.json 0) $item.generatedName (index $item.json 1) (randAlphaNum 32) -}}
+{{- $_ := set $data $values.secretKey ($generated | toJson | b64enc) -}}
+{{- else -}}
+{{- $_ := set $data $values.secretKey (randAlphaNum 32 | b64enc) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $data -}}
+{{- end -}}
+
+{{/* Env entries for the secrets: dict "root" $ "component" "controller"|"broker" */}}
 {{- define "mqha.secretEnv" -}}
 {{- $auth := .root.Values.auth -}}
-{{- if $auth.adminAuthToken.enabled }}
-- name: MQHA_ADMIN_TOKEN
+{{- $component := .component -}}
+{{- range $name, $item := include "mqha.authItems" .root | fromJson }}
+{{- if get $item $component }}
+{{- $values := get $auth $name }}
+- name: {{ $item.env }}
   valueFrom:
     secretKeyRef:
-      name: {{ $auth.adminAuthToken.existingSecret | default (include "mqha.secretName" .root) }}
-      key: {{ $auth.adminAuthToken.secretKey }}
+      name: {{ $values.existingSecret | default (include "mqha.secretName" $.root) }}
+      key: {{ $values.secretKey }}
 {{- end }}
-{{- if and .controller $auth.controllerRaftPassword.enabled }}
-- name: MQHA_RAFT_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ $auth.controllerRaftPassword.existingSecret | default (include "mqha.secretName" .root) }}
-      key: {{ $auth.controllerRaftPassword.secretKey }}
 {{- end }}
 {{- end -}}
 
