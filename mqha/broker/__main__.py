@@ -69,6 +69,7 @@ class Broker:
         from mqha.broker.server import BrokerHttpServer
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
+        from mqha.replicas_manager.client import request_signer
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
         from mqha.testing.planted_bugs import maybe_plant
@@ -89,7 +90,9 @@ class Broker:
             raise StartError(f"cannot open the store under {config['storePathRootDir']}: {exc}") from None
         self.recorder = recorder
         self.role = BrokerRole()  # the one owner of the role facts; the runtime (hooks) writes it
-        self.members = BrokerSetMembers(config["controllerAddr"].split(";"), config["brokerName"])
+        self.members = BrokerSetMembers(
+            config["controllerAddr"].split(";"), config["brokerName"], signer=request_signer(config)
+        )
         self.ha = AutoSwitchHAService(
             self.store,
             self.role,

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 
 from mqha.autoswitch_ha.server import cancel_and_wait
-from mqha.controller_client.caller import LeaderCaller
+from mqha.controller_client.caller import LeaderCaller, Signer
 from mqha.controller_client.policy import Policy, parse_addresses
 from mqha.wire.controller_api import SyncStateDataPayload
 
@@ -36,7 +36,11 @@ class BrokerSetMembers:
     """Caches the broker ids the controller registered in this broker set."""
 
     def __init__(
-        self, controller_addresses: Iterable[str], broker_name: str, refresh_interval_s: float = 5.0
+        self,
+        controller_addresses: Iterable[str],
+        broker_name: str,
+        refresh_interval_s: float = 5.0,
+        signer: Signer | None = None,
     ):
         self.addresses = parse_addresses(controller_addresses)
         self.broker_name = broker_name
@@ -46,7 +50,7 @@ class BrokerSetMembers:
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._caller = LeaderCaller(
-            self.addresses, POLICY, call_timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S
+            self.addresses, POLICY, call_timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S, signer=signer
         )
 
     def is_known(self, broker_id: int) -> bool:
