@@ -1,9 +1,12 @@
-"""``mqha bench {controller,failover,replication,put,scale,all} [--quick] [--out FILE]`` (shell).
+"""``mqha bench {controller,failover,replication,put,scale,auth,all} [--quick] [--out FILE]`` (shell).
 
 Each benchmark prints its tables and writes its figures as JSON (default
 ``bench-results/<name>.json``; ``all`` writes one file holding every benchmark). Scratch data (run
 directories, commit logs) goes to a temporary directory under ``$MQHA_BENCH_DIR`` (default /tmp),
 removed afterwards unless the run failed (then its logs are kept and the path printed).
+
+``auth`` measures what authentication costs: the controller workloads, puts and a slave's catch-up
+with authentication off and on, side by side in one run (``mqha.bench.auth``; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from mqha.bench.report import Outcome
 
-NAMES = ("controller", "failover", "replication", "put", "scale")
+NAMES = ("controller", "failover", "replication", "put", "scale", "auth")
 RESULTS_DIR = Path("bench-results")
 
 
@@ -52,7 +55,7 @@ def machine() -> dict[str, Any]:
 
 def _benchmark_module(name: str) -> Any:
     """The module of benchmark ``name`` (imported here, not at ``mqha`` start-up: they are heavy)."""
-    from mqha.bench import controller, failover, put, replication, scale
+    from mqha.bench import auth, controller, failover, put, replication, scale
 
     modules = {
         "controller": controller,
@@ -60,6 +63,7 @@ def _benchmark_module(name: str) -> Any:
         "replication": replication,
         "put": put,
         "scale": scale,
+        "auth": auth,
     }
     return modules[name]
 

@@ -40,6 +40,7 @@ from mqha.bench.loadgen import (
 )
 from mqha.bench.report import Outcome, median
 from mqha.cluster.local import LocalCluster
+from mqha.controller_client.caller import Signer
 
 CLUSTER = "bench"
 PROBE_TIMEOUT = 0.2  # per request while a leader is being replaced (as in docs/performance.md)
@@ -55,17 +56,20 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 class AlterClient:
-    """One client's alter-SyncStateSet loop on its own broker set ({m} <-> {m, o})."""
+    """One client's alter-SyncStateSet loop on its own broker set ({m} <-> {m, o}).
 
-    def __init__(self, http: Http, url: str, name: str) -> None:
-        self.http, self.url, self.name = http, url, name
+    ``signer``: a broker's proof of each request (authentication on), as a broker sends it.
+    """
+
+    def __init__(self, http: Http, url: str, name: str, signer: Signer | None = None) -> None:
+        self.http, self.url, self.name, self.signer = http, url, name, signer
         self.master, self.other, self.master_epoch, self.sss_epoch = 1, 2, 0, 0
         self.expanded = False
         self.timeout: float | None = None
 
     async def sync(self) -> None:
         status, info = await get_json(
-            self.http, f"{self.url}/v1/groups/{self.name}/replica-info", self.timeout
+            self.http, f"{self.url}/v1/groups/{self.name}/replica-info", self.timeout, self.signer
         )
         if status == 200:
             self.master, self.master_epoch = info["masterBrokerId"], info["masterEpoch"]
@@ -83,7 +87,7 @@ class AlterClient:
 
     async def __call__(self) -> None:
         url = f"{self.url}/v1/groups/{self.name}/sync-state-set"
-        status, reply = await post_json(self.http, url, self.body(), self.timeout)
+        status, reply = await post_json(self.http, url, self.body(), self.timeout, self.signer)
         if status != 200:
             await self.sync()
             raise OpFailed(str(reply.get("codeName") if isinstance(reply, dict) else status))
@@ -93,22 +97,25 @@ class AlterClient:
 class ElectClient:
     """Runs one client's designated-electMaster loop on its own broker set.
 
-    The master moves to the other replica at each call.
+    The master moves to the other replica at each call. ``signer``: the admin's proof (a designated
+    election is an admin call; authentication on).
     """
 
-    def __init__(self, http: Http, url: str, name: str) -> None:
-        self.http, self.url, self.name = http, url, name
+    def __init__(self, http: Http, url: str, name: str, signer: Signer | None = None) -> None:
+        self.http, self.url, self.name, self.signer = http, url, name, signer
         self.master = 1
 
     async def sync(self) -> None:
-        status, info = await get_json(self.http, f"{self.url}/v1/groups/{self.name}/replica-info")
+        url = f"{self.url}/v1/groups/{self.name}/replica-info"
+        status, info = await get_json(self.http, url, signer=self.signer)
         if status == 200:
             self.master = info["masterBrokerId"]
 
     async def __call__(self) -> None:
         target = 2 if self.master == 1 else 1
         body = {"clusterName": CLUSTER, "brokerId": target, "designateElect": True}
-        status, reply = await post_json(self.http, f"{self.url}/v1/groups/{self.name}/elect", body)
+        url = f"{self.url}/v1/groups/{self.name}/elect"
+        status, reply = await post_json(self.http, url, body, signer=self.signer)
         if status != 200:
             await self.sync()
             raise OpFailed(str(reply.get("codeName") if isinstance(reply, dict) else status))
@@ -147,11 +154,13 @@ def heartbeat_body(name: str, broker_id: int, address: str, timeout_ms: int) -> 
     }
 
 
-async def register_replica(http: aiohttp.ClientSession, leader: str, name: str, port: int) -> tuple[int, str]:
-    """One replica of ``name`` registered as a broker does it (next-id, apply-id, register);
-    returns its id and (never connected) address."""
+async def register_replica(
+    http: aiohttp.ClientSession, leader: str, name: str, port: int, signer: Signer | None = None
+) -> tuple[int, str]:
+    """One replica of ``name`` registered as a broker does it (next-id, apply-id, register, each
+    signed by ``signer`` when given); returns its id and (never connected) address."""
     query = f"{leader}/v1/brokers/next-id?clusterName={CLUSTER}&brokerName={name}"
-    broker_id = (await _checked(get_json(http, query), "next-id"))["nextBrokerId"]
+    broker_id = (await _checked(get_json(http, query, signer=signer), "next-id"))["nextBrokerId"]
     address = f"127.0.0.1:{port}"
     apply = {
         "clusterName": CLUSTER,
@@ -159,7 +168,7 @@ async def register_replica(http: aiohttp.ClientSession, leader: str, name: str, 
         "appliedBrokerId": broker_id,
         "registerCheckCode": f"{address};{time.time_ns() // 1_000_000}",
     }
-    await _checked(post_json(http, f"{leader}/v1/brokers/apply-id", apply), "apply-id")
+    await _checked(post_json(http, f"{leader}/v1/brokers/apply-id", apply, signer=signer), "apply-id")
     register = {
         "clusterName": CLUSTER,
         "brokerName": name,
@@ -167,15 +176,17 @@ async def register_replica(http: aiohttp.ClientSession, leader: str, name: str, 
         "brokerAddress": address,
         "haAddress": f"127.0.0.1:{port + 1}",
     }
-    await _checked(post_json(http, f"{leader}/v1/brokers/register", register), "register")
+    await _checked(post_json(http, f"{leader}/v1/brokers/register", register, signer=signer), "register")
     return broker_id, address
 
 
-async def elect(http: aiohttp.ClientSession, leader: str, name: str, broker_id: int) -> dict[str, Any]:
+async def elect(
+    http: aiohttp.ClientSession, leader: str, name: str, broker_id: int, signer: Signer | None = None
+) -> dict[str, Any]:
     """Ask the controller to make ``broker_id`` the master of ``name`` (a broker's own request)."""
     body = {"clusterName": CLUSTER, "brokerId": broker_id}
     result: dict[str, Any] = await _checked(
-        post_json(http, f"{leader}/v1/groups/{name}/elect", body), "elect"
+        post_json(http, f"{leader}/v1/groups/{name}/elect", body, signer=signer), "elect"
     )
     return result
 
@@ -183,22 +194,26 @@ async def elect(http: aiohttp.ClientSession, leader: str, name: str, broker_id: 
 SET_PORTS = (10901, 10903)  # the (never connected) addresses of a set's replicas 1 and 2
 
 
-async def heartbeat_set(http: aiohttp.ClientSession, urls: list[str], name: str) -> None:
+async def heartbeat_set(
+    http: aiohttp.ClientSession, urls: list[str], name: str, signer: Signer | None = None
+) -> None:
     """Both replicas of ``name`` alive on every controller in ``urls`` (liveness is soft state per
     node: a restarted controller needs them again)."""
     for broker_id, port in enumerate(SET_PORTS, start=1):
         beat = heartbeat_body(name, broker_id, f"127.0.0.1:{port}", HEARTBEAT_TIMEOUT_MS)
         for url in urls:
-            await _checked(post_json(http, f"{url}/v1/brokers/heartbeat", beat), "heartbeat")
+            await _checked(post_json(http, f"{url}/v1/brokers/heartbeat", beat, signer=signer), "heartbeat")
 
 
-async def register_set(http: aiohttp.ClientSession, leader: str, urls: list[str], name: str) -> None:
+async def register_set(
+    http: aiohttp.ClientSession, leader: str, urls: list[str], name: str, signer: Signer | None = None
+) -> None:
     """Two replicas of ``name``, alive on every controller (heartbeats with a long timeout),
-    replica 1 elected master."""
+    replica 1 elected master; every call signed by ``signer`` when given."""
     for port in SET_PORTS:
-        await register_replica(http, leader, name, port)
-    await heartbeat_set(http, urls, name)
-    await elect(http, leader, name, 1)
+        await register_replica(http, leader, name, port, signer)
+    await heartbeat_set(http, urls, name, signer)
+    await elect(http, leader, name, 1, signer)
 
 
 async def kill_to_commit(
@@ -229,10 +244,16 @@ async def kill_to_commit(
 class Controllers:
     """3 ``mqcontroller`` processes of a :class:`LocalCluster`, no brokers."""
 
-    def __init__(self, base: Path, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, base: Path, settings: dict[str, str] | None = None, secure: bool = False) -> None:
         # One group of one replica is declared but never started: only the controllers run.
         self.cluster = LocalCluster(
-            base, controllers=3, groups=1, replicas=1, controller_settings=settings, log_level="WARNING"
+            base,
+            controllers=3,
+            groups=1,
+            replicas=1,
+            controller_settings=settings,
+            log_level="WARNING",
+            secure=secure,  # authentication on, with fresh secrets (mqha.cluster.secrets)
         )
 
     def start(self) -> None:
@@ -301,7 +322,7 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
             if cas:
                 await closed_loop(cas[:4], 0.5)
             workloads = {"ours": alters, "ours_elect": elects, "etcd": cas}
-            for side, figures in (await _interleaved_rounds(cfg, workloads)).items():
+            for side, figures in (await interleaved_rounds(cfg, workloads)).items():
                 data[side].update(figures)
             data["ours"]["leader_kill_s"] = await _kills_ours(ours, http, alters[0], cfg["kills"])
             if etcd is not None:
@@ -315,13 +336,20 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
     return data
 
 
-async def _interleaved_rounds(cfg: dict[str, Any], workloads: dict[str, list[Any]]) -> dict[str, Any]:
+async def interleaved_rounds(
+    cfg: dict[str, Any], workloads: dict[str, list[Any]], alternate: bool = False
+) -> dict[str, Any]:
     """Per workload and client count, the median figures of ``cfg["rounds"]`` rounds; within a round
-    every workload runs at one client count before the next count (an empty workload is skipped)."""
+    every workload runs at one client count before the next count (an empty workload is skipped).
+    ``alternate``: every other round runs the workloads in reverse order, so that a drift within a
+    round does not always favour the same one."""
     rounds: dict[str, dict[int, list[LoadResult]]] = {side: {} for side, ops in workloads.items() if ops}
-    for _ in range(cfg["rounds"]):
+    for number in range(cfg["rounds"]):
+        order = list(rounds.items())
+        if alternate and number % 2:
+            order.reverse()
         for clients in cfg["clients"]:
-            for side, by_clients in rounds.items():
+            for side, by_clients in order:
                 result = await closed_loop(workloads[side][:clients], cfg["window"])
                 by_clients.setdefault(clients, []).append(result)
     return {

@@ -8,6 +8,7 @@ under test, not the client.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from mqha.bench.lean_http import LeanHttp
 from mqha.bench.report import summarize
+from mqha.controller_client.caller import Signer
 
 Op = Callable[[], Awaitable[None]]
 """One request of one client; raises :class:`OpFailed` (or any exception) when it did not succeed."""
@@ -92,25 +95,45 @@ def http_session(connections: int, timeout: float = 10.0) -> aiohttp.ClientSessi
     )
 
 
-async def post_json(http: Http, url: str, body: Any, timeout: float | None = None) -> tuple[int, Any]:
-    """POST JSON, return (status, decoded body); transport errors raise."""
+async def post_json(
+    http: Http, url: str, body: Any, timeout: float | None = None, signer: Signer | None = None
+) -> tuple[int, Any]:
+    """POST JSON, return (status, decoded body); transport errors raise. ``signer``: the headers that
+    prove who sends it (authentication on), computed per request."""
     if isinstance(http, LeanHttp):
-        return await http.request("POST", url, body, timeout)
-    kwargs: dict[str, Any] = {"json": body}
-    if timeout is not None:
-        kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
-    async with http.post(url, **kwargs) as response:
-        return response.status, await response.json(content_type=None)
+        return await http.request("POST", url, body, timeout, signer)
+    return await _aiohttp_json(http, "POST", url, body, timeout, signer=signer)
 
 
-async def get_json(http: Http, url: str, timeout: float | None = None) -> tuple[int, Any]:
+async def get_json(
+    http: Http, url: str, timeout: float | None = None, signer: Signer | None = None
+) -> tuple[int, Any]:
     """GET JSON, return (status, decoded body); transport errors raise."""
     if isinstance(http, LeanHttp):
-        return await http.request("GET", url, None, timeout)
+        return await http.request("GET", url, None, timeout, signer)
+    return await _aiohttp_json(http, "GET", url, None, timeout, signer=signer)
+
+
+async def _aiohttp_json(
+    http: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    body: Any,
+    timeout: float | None,
+    *,
+    signer: Signer | None,
+) -> tuple[int, Any]:
     kwargs: dict[str, Any] = {}
     if timeout is not None:
         kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
-    async with http.get(url, **kwargs) as response:
+    if signer is None:
+        if body is not None:
+            kwargs["json"] = body
+    else:  # the signature covers the exact bytes and target sent, so both are made here
+        data = b"" if body is None else json.dumps(body).encode()
+        proof = signer(method, URL(url).raw_path_qs, data)
+        kwargs.update(data=data, headers={"Content-Type": "application/json", **proof})
+    async with http.request(method, url, **kwargs) as response:
         return response.status, await response.json(content_type=None)
 
 

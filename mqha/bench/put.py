@@ -83,7 +83,7 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
     payload = message_payload(BODY)
     data: dict[str, Any] = {"settings": {**cfg, "body_bytes": BODY, "modes": MODES}, "modes": {}}
     with contextlib.ExitStack() as stack:
-        urls, headers = {}, {}
+        targets: dict[str, tuple[str, dict[str, str]]] = {}
         for index, (mode, extra) in enumerate(MODES.items()):
             cluster = LocalCluster(
                 base / f"mode{index}",
@@ -97,23 +97,32 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
             master = cluster.master(timeout=30)
             if master is None:
                 raise RuntimeError(f"{mode}: no master\n{cluster.status_table()}")
-            urls[mode] = master.url + "/v1/messages"
-            headers[mode] = client_headers(cluster.broker_settings)
-        for mode, url in urls.items():
-            asyncio.run(put_load(url, payload, cfg["clients"], 0.5, headers[mode]))  # warm-up
-        runs: dict[str, list[LoadResult]] = {mode: [] for mode in MODES}
-        for _ in range(cfg["rounds"]):
-            for mode, url in urls.items():
-                load = put_load(url, payload, cfg["clients"], cfg["window"], headers[mode])
-                runs[mode].append(asyncio.run(load))
-    for mode, results in runs.items():
+            targets[mode] = (master.url + "/v1/messages", client_headers(cluster.broker_settings))
+        data["modes"] = interleaved_puts(targets, payload, cfg)
+    return data
+
+
+def interleaved_puts(
+    targets: Mapping[str, tuple[str, Mapping[str, str]]], payload: bytes, cfg: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Per target (name -> put URL and headers): after a warm-up, ``cfg["rounds"]`` rounds of
+    ``cfg["window"]`` s of ``cfg["clients"]`` clients, the targets in turn within a round; the median
+    figures of the rounds, the error count and the rounds themselves."""
+    for url, headers in targets.values():
+        asyncio.run(put_load(url, payload, cfg["clients"], 0.5, headers))  # warm-up
+    runs: dict[str, list[LoadResult]] = {name: [] for name in targets}
+    for _ in range(cfg["rounds"]):
+        for name, (url, headers) in targets.items():
+            runs[name].append(asyncio.run(put_load(url, payload, cfg["clients"], cfg["window"], headers)))
+    figures = {}
+    for name, results in runs.items():
         rounds = [r.as_json() for r in results]
-        data["modes"][mode] = {
+        figures[name] = {
             **{k: median([r[k] for r in rounds]) for k in ("ops_per_s", "p50_ms", "p99_ms")},
             "errors": sum(sum(r["errors"].values()) for r in rounds),
             "rounds": rounds,
         }
-    return data
+    return figures
 
 
 def _report(data: dict[str, Any]) -> Outcome:

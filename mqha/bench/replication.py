@@ -128,39 +128,48 @@ def _offset(cluster: LocalCluster, node: Any) -> int:
     return int((cluster.broker_status(node, timeout=5) or {}).get("maxOffset") or 0)
 
 
-def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -> dict[str, Any]:
+def replication_cluster(base: Path, batch: int = DEFAULT_BATCH, secure: bool = False) -> LocalCluster:
+    """One controller and one group of 2 replicas with async acks (not started); ``secure``:
+    authentication on everywhere, with fresh secrets."""
     broker = {**BROKER, "haTransferBatchSize": str(batch)}
-    cluster = LocalCluster(
-        base, controllers=1, groups=1, replicas=2, broker_settings=broker, log_level="WARNING"
+    return LocalCluster(
+        base, controllers=1, groups=1, replicas=2, broker_settings=broker, log_level="WARNING", secure=secure
     )
-    with cluster:
-        master = cluster.master(timeout=30)
-        if master is None:
-            raise RuntimeError(f"no master\n{cluster.status_table()}")
-        slave = next(n for n in cluster.brokers if n.name != master.name)
-        cluster.stop_node(slave)
-        asyncio.run(
-            _write_backlog(
-                master.url + "/v1/messages",
-                body,
-                backlog,
-                lambda: _offset(cluster, master),
-                client_headers(cluster.broker_settings),
-            )
-        )
-        top = _offset(cluster, master)
+
+
+def backlog_behind(cluster: LocalCluster, body: int, backlog: int) -> tuple[Any, Any, int]:
+    """Stop the slave of a running ``cluster`` and put ``backlog`` bytes of ``body``-byte messages on
+    the master (as the cluster's user when authentication is on); (master, slave, master's log end)."""
+    master = cluster.master(timeout=30)
+    if master is None:
+        raise RuntimeError(f"no master\n{cluster.status_table()}")
+    slave = next(n for n in cluster.brokers if n.name != master.name)
+    cluster.stop_node(slave)
+    url, headers = master.url + "/v1/messages", client_headers(cluster.broker_settings)
+    asyncio.run(_write_backlog(url, body, backlog, lambda: _offset(cluster, master), headers))
+    return master, slave, _offset(cluster, master)
+
+
+def empty_slave(cluster: LocalCluster, slave: Any) -> None:
+    """Stop ``slave`` and empty its store, so that it copies the whole backlog again."""
+    cluster.stop_node(slave)
+    shutil.rmtree(slave.store / "commitlog")
+    for epoch_file in slave.store.glob("epochFileCheckpoint*"):
+        epoch_file.unlink()
+
+
+def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -> dict[str, Any]:
+    with replication_cluster(base, batch) as cluster:
+        master, slave, top = backlog_behind(cluster, body, backlog)
         files = sorted((master.store / "commitlog").glob("0*"))
         raw, catch_ups = [], []
         for attempt in range(REPEATS):
             settle(base, top)
             raw.append(raw_copy(files, base / "raw-copy.bin", top))
             if attempt:  # the slave copies the whole backlog again, from an empty store
-                cluster.stop_node(slave)
-                shutil.rmtree(slave.store / "commitlog")
-                for epoch_file in slave.store.glob("epochFileCheckpoint*"):
-                    epoch_file.unlink()
+                empty_slave(cluster, slave)
             settle(base, top)
-            catch_ups.append(_catch_up(cluster, slave, top))
+            catch_ups.append(catch_up(cluster, slave, top))
         settle(base, top)
         raw.append(raw_copy(files, base / "raw-copy.bin", top))
         (base / "raw-copy.bin").unlink()
@@ -184,7 +193,7 @@ def settle(base: Path, nbytes: int) -> None:
     warm_page_cache(base / "warm-up.bin", nbytes)
 
 
-def _catch_up(cluster: LocalCluster, slave: Any, top: int) -> dict[str, Any]:
+def catch_up(cluster: LocalCluster, slave: Any, top: int) -> dict[str, Any]:
     """Start the stopped ``slave`` and time its catch-up to ``top``: the transfer from its first
     replicated byte (polled every 50 ms), the catch-up from its process start."""
     started = time.monotonic()

@@ -1,0 +1,326 @@
+"""``mqha bench auth``: what authentication costs, off and on side by side in one run (issue 23: at
+most 5 %).
+
+Controllers: two 3-node controller clusters run side by side, the same except that one has
+authentication on (``LocalCluster(secure=True)``: fresh inner credentials, admin token and Raft
+password). The alter-SyncStateSet and designated-elect workloads of ``mqha bench controller`` run on
+both at 1, 8 and 32 clients in interleaved rounds (the order reversed every other round). With
+authentication on, every alter carries an ``MQHA-HMAC-SHA256`` signature the client makes for that
+request (fresh nonce and timestamp, SHA-256 of the body), so the signing, the controller's check and
+its replay cache are all in the figure; every designated elect carries the admin token (Bearer); the
+controllers' Raft traffic is encrypted with the Raft password. The set-up calls (register, heartbeat,
+elect) are signed too. A third cluster, authentication on but no Raft password, runs in the same
+rounds: it splits the cost between the HTTP checks and the Raft encryption (no target of its own).
+
+Brokers: two clusters (one controller, one group of 2 mqbroker replicas, async acks), off and on.
+Puts: single 1 KiB messages from 8 clients to the master in interleaved rounds (HTTP Basic on every
+put when on). Catch-up: the slave stopped, a backlog put on the master, the slave started and its
+copy timed as in ``mqha bench replication`` (with authentication on it proves itself on the HA port
+once per connection); then its store is emptied and the copy repeated, the two sides in turn; the
+best copy of each side counts (``mqha.bench.replication.REPEATS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mqha.bench.controller import (
+    CONTROLLER_SETTINGS,
+    AlterClient,
+    Controllers,
+    ElectClient,
+    interleaved_rounds,
+    register_set,
+)
+from mqha.bench.lean_http import LeanHttp
+from mqha.bench.loadgen import closed_loop, http_session
+from mqha.bench.put import interleaved_puts, message_payload
+from mqha.bench.replication import (
+    KIB,
+    MIB,
+    backlog_behind,
+    catch_up,
+    empty_slave,
+    replication_cluster,
+    settle,
+)
+from mqha.bench.report import Outcome, Target, fmt, format_table, ratio
+from mqha.cluster.client_auth import client_headers
+from mqha.controller_client.caller import Signer
+from mqha.replicas_manager.client import signer_of
+from mqha.security.credentials import parse_inner_credentials
+
+SIDES = ("off", "on")
+RAFT_OPEN = "on, Raft unencrypted"
+CONTROLLER_SIDES: dict[str, tuple[bool, dict[str, str]]] = {
+    "off": (False, {}),
+    "on": (True, {}),
+    # Where the controllers' cost lies: the HTTP checks without the Raft password's encryption.
+    RAFT_OPEN: (True, {"controllerRaftPassword": ""}),
+}
+"""Controller clusters: (authentication on, settings over the secure ones)."""
+WORKLOADS = ("alter", "elect")
+PUT_BODY = KIB
+CATCH_UP_BODY = 16 * KIB  # the catch-up figure's message size in ``mqha bench replication``
+MAX_COST = 0.05  # issue 23: authentication costs at most 5 % of any figure
+
+
+def settings(quick: bool) -> dict[str, Any]:
+    """Sizes: ``--quick`` is a smoke test (one short round each), the full run gives stable medians."""
+    if quick:
+        return {
+            "clients": (1, 8, 32),
+            "window": 0.5,
+            "rounds": 1,
+            "put": {"clients": 8, "window": 0.5, "rounds": 1},
+            "backlog_bytes": 32 * MIB,
+            "repeats": 1,
+        }
+    return {
+        "clients": (1, 8, 32),
+        "window": 3.0,
+        "rounds": 5,
+        "put": {"clients": 8, "window": 3.0, "rounds": 5},
+        "backlog_bytes": 1024 * MIB,
+        "repeats": 3,
+    }
+
+
+def bearer(token: str) -> Signer:
+    """The admin's proof: the same ``Authorization: Bearer <adminAuthToken>`` on every request."""
+    headers = {"Authorization": f"Bearer {token}"}
+    return lambda method, target, body: headers
+
+
+def proofs(controller_settings: Mapping[str, str]) -> tuple[Signer | None, Signer | None]:
+    """(a broker's signer, the admin's) for a cluster's controllers; (None, None) when its
+    authentication is off."""
+    if controller_settings.get("authenticationEnabled") != "true":
+        return None, None
+    inner = parse_inner_credentials(controller_settings["innerClientAuthenticationCredentials"])
+    return signer_of(inner), bearer(controller_settings["adminAuthToken"])
+
+
+async def _controllers(base: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The two workloads' figures per side and client count (keys ``"alter off"``, ``"elect on"`` ...)."""
+    most = max(cfg["clients"])
+    sides: dict[str, Controllers] = {}
+    connections: list[LeanHttp] = []
+
+    def connection() -> LeanHttp:  # one lean keep-alive connection per load client, on both sides
+        connections.append(LeanHttp())
+        return connections[-1]
+
+    try:
+        workloads: dict[str, list[Any]] = {}
+        async with http_session(most) as http:
+            for index, (side, (secure, extra)) in enumerate(CONTROLLER_SIDES.items()):
+                # Made just before it starts: its ports are picked free now, not before the others ran.
+                settings = {**CONTROLLER_SETTINGS, **extra}
+                controllers = sides[side] = Controllers(base / f"controllers{index}", settings, secure)
+                controllers.start()
+                broker, admin = proofs(controllers.cluster.controller_settings)
+                leader, urls = controllers.leader_url(), [n.url for n in controllers.cluster.controllers]
+                alter_names, elect_names = (
+                    [f"set{i}" for i in range(most)],
+                    [f"elect{i}" for i in range(most)],
+                )
+                sets = (register_set(http, leader, urls, name, broker) for name in alter_names + elect_names)
+                await asyncio.gather(*sets)
+                alters = [AlterClient(connection(), leader, name, broker) for name in alter_names]
+                for client in alters:
+                    await client.sync()
+                workloads[f"alter {side}"] = alters
+                workloads[f"elect {side}"] = [
+                    ElectClient(connection(), leader, n, admin) for n in elect_names
+                ]
+        for ops in workloads.values():
+            await closed_loop(ops[:4], min(0.5, cfg["window"]))  # warm-up: connections, code paths
+        figures: dict[str, Any] = await interleaved_rounds(cfg, workloads, alternate=True)
+        return figures
+    finally:
+        for conn in connections:
+            conn.close()
+        for controllers in sides.values():
+            controllers.stop()
+
+
+def _brokers(base: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Put figures and catch-up copies per side."""
+    with contextlib.ExitStack() as stack:
+        clusters = {}
+        for side in SIDES:
+            cluster = replication_cluster(base / f"brokers-{side}", secure=side == "on")
+            clusters[side] = stack.enter_context(cluster)
+        targets = {}
+        for side, cluster in clusters.items():
+            master = cluster.master(timeout=30)
+            if master is None:
+                raise RuntimeError(f"{side}: no master\n{cluster.status_table()}")
+            targets[side] = (master.url + "/v1/messages", client_headers(cluster.broker_settings))
+        puts = interleaved_puts(targets, message_payload(PUT_BODY), cfg["put"])
+        behind = {
+            side: backlog_behind(c, CATCH_UP_BODY, cfg["backlog_bytes"]) for side, c in clusters.items()
+        }
+        copies: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+        for repeat in range(cfg["repeats"]):
+            for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
+                _, slave, top = behind[side]
+                if repeat:  # the slave copies the whole backlog again, from an empty store
+                    empty_slave(clusters[side], slave)
+                settle(base, top)
+                copies[side].append(catch_up(clusters[side], slave, top))
+    catch_ups = {}
+    for side, runs in copies.items():
+        best = max(runs, key=lambda run: run["mib_per_s"] or 0.0)
+        catch_ups[side] = {
+            "backlog_bytes": behind[side][2],
+            **best,
+            "mib_per_s_runs": [run["mib_per_s"] for run in runs],
+        }
+    return {"put": puts, "catch_up": catch_ups}
+
+
+def _measure(base: Path, quick: bool) -> dict[str, Any]:
+    cfg = settings(quick)
+    data: dict[str, Any] = {
+        "settings": {**cfg, "put_body_bytes": PUT_BODY, "catch_up_body_bytes": CATCH_UP_BODY},
+        "controller": asyncio.run(_controllers(base, cfg)),
+    }
+    data.update(_brokers(base, cfg))
+    return data
+
+
+def _pair_row(label: tuple[Any, ...], off: Mapping[str, Any], on: Mapping[str, Any]) -> tuple[Any, ...]:
+    """``label`` then ops/s, p50 and p99 off, on and on/off, then the errors off / on."""
+    cells: list[Any] = [*label]
+    for key, spec in (("ops_per_s", ".0f"), ("p50_ms", ".2f"), ("p99_ms", ".2f")):
+        cells += [fmt(off[key], spec), fmt(on[key], spec), fmt(ratio(on[key], off[key]), ".3f")]
+    errors = [off["errors"], on["errors"]]
+    cells.append(" / ".join(str(e if isinstance(e, int) else sum(e.values())) for e in errors))
+    return tuple(cells)
+
+
+_PAIR_HEADER = (
+    "off ops/s",
+    "on ops/s",
+    "on/off",
+    "off p50 ms",
+    "on p50 ms",
+    "on/off",
+    "off p99 ms",
+    "on p99 ms",
+    "on/off",
+    "errors off / on",
+)
+
+
+def _report(data: dict[str, Any]) -> Outcome:
+    cfg, ctl = data["settings"], data["controller"]
+    rows = [
+        _pair_row(
+            (workload, clients), ctl[f"{workload} off"][str(clients)], ctl[f"{workload} on"][str(clients)]
+        )
+        for workload in WORKLOADS
+        for clients in cfg["clients"]
+    ]
+    title = (
+        "controller: authentication off vs on (alter: signed by the inner credentials; elect: admin "
+        f"token), median of {cfg['rounds']} interleaved {cfg['window']:g} s rounds"
+    )
+    tables = [format_table(title, ("workload", "clients", *_PAIR_HEADER), rows), _split_table(data)]
+    put, putcfg = data["put"], cfg["put"]
+    title = (
+        f"put: authentication off vs on (HTTP Basic), 2-replica group, async acks, {putcfg['clients']} "
+        f"clients x single {data['settings']['put_body_bytes']} B messages, median of {putcfg['rounds']} "
+        f"interleaved {putcfg['window']:g} s rounds"
+    )
+    tables.append(
+        format_table(title, ("clients", *_PAIR_HEADER), [_pair_row((putcfg["clients"],), *_sides(put))])
+    )
+    off, on = _sides(data["catch_up"])
+    rows = [
+        (
+            f"{data['settings']['catch_up_body_bytes'] // KIB} KiB",
+            fmt(off["backlog_bytes"] / MIB, ".0f"),
+            fmt(off["mib_per_s"], ".0f"),
+            fmt(on["mib_per_s"], ".0f"),
+            fmt(ratio(on["mib_per_s"], off["mib_per_s"]), ".3f"),
+            " ".join(fmt(v, ".0f") for v in off["mib_per_s_runs"]),
+            " ".join(fmt(v, ".0f") for v in on["mib_per_s_runs"]),
+        )
+    ]
+    header = ("messages", "backlog MiB", "off MiB/s", "on MiB/s", "on/off", "off runs", "on runs")
+    title = (
+        f"replication: slave catch-up, authentication off vs on, best of {cfg['repeats']} interleaved copies"
+    )
+    tables.append(format_table(title, header, rows))
+    return Outcome("auth", tables, _targets(data), data)
+
+
+def _split_table(data: dict[str, Any]) -> str:
+    """The controllers' cost split: on, and on with the Raft traffic unencrypted, each relative to off."""
+    ctl, rows = data["controller"], []
+    for workload in WORKLOADS:
+        for clients in map(str, data["settings"]["clients"]):
+            off, on, open_ = (ctl[f"{workload} {side}"][clients] for side in ("off", "on", RAFT_OPEN))
+            row: list[Any] = [workload, clients]
+            for key, spec in (("ops_per_s", ".0f"), ("p50_ms", ".2f")):
+                row += [fmt(off[key], spec), fmt(ratio(on[key], off[key]), ".3f")]
+                row.append(fmt(ratio(open_[key], off[key]), ".3f"))
+            rows.append(tuple(row))
+    header = ("workload", "clients", "off ops/s", "on/off", "on, Raft open/off")
+    header += ("off p50 ms", "on/off", "on, Raft open/off")
+    title = (
+        "controller: where the cost lies -- authentication on with the Raft traffic unencrypted (no "
+        "controllerRaftPassword: the HTTP checks alone), against off"
+    )
+    return format_table(title, header, rows)
+
+
+def _sides(figures: Mapping[str, Any]) -> tuple[Any, Any]:
+    return figures["off"], figures["on"]
+
+
+def _targets(data: dict[str, Any]) -> list[Target]:
+    """Throughput on/off at least 0.95, p50 latency on/off at most 1.05, for every workload."""
+    ctl, one = data["controller"], str(min(data["settings"]["clients"]))
+    targets = []
+    for workload in WORKLOADS:
+        off, on = ctl[f"{workload} off"], ctl[f"{workload} on"]
+        targets += [
+            Target(
+                f"{workload} ops/s on/off at {n} clients",
+                ratio(on[n]["ops_per_s"], off[n]["ops_per_s"]),
+                1 - MAX_COST,
+                True,
+            )
+            for n in map(str, data["settings"]["clients"])
+        ]
+        targets.append(
+            Target(
+                f"{workload} p50 on/off at {one} client",
+                ratio(on[one]["p50_ms"], off[one]["p50_ms"]),
+                1 + MAX_COST,
+                False,
+            )
+        )
+    off, on = _sides(data["put"])
+    targets += [
+        Target("put msgs/s on/off", ratio(on["ops_per_s"], off["ops_per_s"]), 1 - MAX_COST, True),
+        Target("put p50 on/off", ratio(on["p50_ms"], off["p50_ms"]), 1 + MAX_COST, False),
+    ]
+    off, on = _sides(data["catch_up"])
+    targets.append(
+        Target("catch-up MiB/s on/off", ratio(on["mib_per_s"], off["mib_per_s"]), 1 - MAX_COST, True)
+    )
+    return targets
+
+
+def run(base: Path, quick: bool) -> Outcome:
+    """Controllers off and on, then brokers off and on; tables and targets."""
+    return _report(_measure(base, quick))
