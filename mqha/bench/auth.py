@@ -294,7 +294,7 @@ def _targets(data: dict[str, Any]) -> list[Target]:
         off, on = ctl[f"{workload} off"], ctl[f"{workload} on"]
         targets += [
             Target(
-                f"{workload} ops/s on/off at {n} clients",
+                f"{workload} ops/s on/off at {n} client{'s' if n != '1' else ''}",
                 ratio(on[n]["ops_per_s"], off[n]["ops_per_s"]),
                 1 - MAX_COST,
                 True,

@@ -1,5 +1,5 @@
 """bench.lean_http's response reading (aiohttp's parser over a stream): Content-Length, chunked and
-close-delimited bodies, keep-alive, bad framing."""
+close-delimited bodies, keep-alive, bad framing; the request bytes with and without a signer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import asyncio
 import pytest
 from aiohttp.http import HttpProcessingError
 
-from mqha.bench.lean_http import read_response, response_parser
+from mqha.bench.lean_http import LeanHttp, read_response, response_parser
+from mqha.controller_client.caller import Signer
 
 
 def read(raw: bytes) -> tuple[int, bytes, bool]:
@@ -76,3 +77,50 @@ def test_keep_alive_responses_one_after_another() -> None:
 def test_bad_or_short_answers_raise(raw: bytes) -> None:
     with pytest.raises(HttpProcessingError):
         read(raw)
+
+
+class _Writer:
+    """Stands in for a connection's writer: keeps what the client sends."""
+
+    def __init__(self) -> None:
+        self.sent = b""
+
+    def write(self, data: bytes) -> None:
+        self.sent += data
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def sent_request(signer: Signer | None) -> bytes:
+    """The bytes LeanHttp writes for one POST (answered by a canned 200)."""
+    writer = _Writer()
+
+    async def go() -> tuple[int, object]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        http = LeanHttp()
+        http._conns["127.0.0.1:1"] = (reader, writer, response_parser())  # type: ignore[assignment]
+        return await http.request("POST", "http://127.0.0.1:1/v1/x?a=b", {"k": 1}, signer=signer)
+
+    assert asyncio.run(go()) == (200, {})
+    return writer.sent
+
+
+def test_without_a_signer_the_request_is_the_four_header_lines() -> None:
+    assert sent_request(None) == (
+        b"POST /v1/x?a=b HTTP/1.1\r\nHost: 127.0.0.1:1\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 7\r\n\r\n{"k":1}'
+    )
+
+
+def test_a_signer_signs_the_target_and_body_sent_and_adds_its_headers() -> None:
+    seen = []
+
+    def signer(method: str, target: str, body: bytes) -> dict[str, str]:
+        seen.append((method, target, body))
+        return {"Authorization": "Proof 1", "X-Other": "2"}
+
+    sent = sent_request(signer)
+    assert seen == [("POST", "/v1/x?a=b", b'{"k":1}')]
+    assert sent.endswith(b'Content-Length: 7\r\nAuthorization: Proof 1\r\nX-Other: 2\r\n\r\n{"k":1}')
