@@ -1,4 +1,5 @@
-"""``mqha bench all --quick`` end to end: every benchmark prints its table and writes its JSON.
+"""``mqha bench all --quick`` end to end: every benchmark prints its table and writes its JSON (``auth``
+included: its authentication-on side must be accepted everywhere).
 
 A smoke test (figures are printed, never asserted); the etcd side may be skipped when the package
 cannot be fetched, and the run says so.
@@ -39,3 +40,16 @@ def test_bench_all_quick_prints_tables_and_writes_json(tmp_path: Path) -> None:
         assert results[name]["targets"], name
     assert "| clients | ours ops/s | etcd ops/s |" in run.stdout
     assert results["controller"]["etcd_skipped"] or results["controller"]["etcd"]["32"]["ops_per_s"] > 0
+    # Authentication on: the signed, token-bearing and Basic requests were all accepted.
+    assert "| workload | clients | off ops/s | on ops/s |" in run.stdout
+    auth = results["auth"]
+    refusals = [
+        kind
+        for figures in (*auth["controller"].values(), {"put": auth["put"]["on"]})
+        for by_round in figures.values()
+        for round_ in by_round["rounds"]
+        for kind in round_["errors"]
+        if kind in ("NO_PERMISSION", "None")
+    ]
+    assert not refusals, refusals
+    assert auth["catch_up"]["on"]["backlog_bytes"] > 0
