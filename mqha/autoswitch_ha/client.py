@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from ssl import SSLContext
 
 from mqha.autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
 from mqha.autoswitch_ha.replica import ReplicaStore
@@ -58,8 +59,10 @@ class HAClient:
         reconnect_delay_ms: int = 1000,
         connect_timeout_ms: int = 3000,
         on_bytes: Callable[[int, int], None] | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self._store = store
+        self._ssl = ssl  # verifies the master's certificate (docs/architecture.md §12.5)
         self._role = role
         self.config = config
         self._clock = clock
@@ -155,7 +158,7 @@ class HAClient:
         link = _Link(conn, self._clock, self._count_received)
         host, port = split_address(address)
         async with asyncio.timeout(self.connect_timeout_ms / 1000):
-            await asyncio.get_running_loop().create_connection(lambda: link, host, port)
+            await asyncio.get_running_loop().create_connection(lambda: link, host, port, ssl=self._ssl)
         return link
 
     def _count_received(self, count: int) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqha.autoswitch_ha.ack import AckPolicy
 from mqha.autoswitch_ha.master import MasterConfig
 from mqha.autoswitch_ha.slave import SlaveConfig
+from mqha.security.tls import client_context, server_context
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class HAConfig:
     sync_from_last_file: bool = False
     async_learner: bool = False
     reconnect_delay_ms: int = 1000
+    # TLS on the HA port (docs/architecture.md §12.5): the master serves with one, the slave verifies.
+    server_ssl: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    client_ssl: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> HAConfig:
@@ -50,6 +55,8 @@ class HAConfig:
             min_in_sync_replicas=config["minInSyncReplicas"],
             sync_from_last_file=config["syncFromLastFile"],
             async_learner=config["asyncLearner"],
+            server_ssl=server_context(config),
+            client_ssl=client_context(config),
         )
 
     @property

@@ -92,6 +92,7 @@ class AutoSwitchHAService:
                 flow_limit_bytes_per_s=config.max_transfer_bytes_per_s if config.flow_control else None,
                 on_bytes=self.traffic.count,
             ),
+            ssl=config.server_ssl,
         )
         self.client = HAClient(
             store,
@@ -100,6 +101,7 @@ class AutoSwitchHAService:
             self.clock,
             reconnect_delay_ms=config.reconnect_delay_ms,
             on_bytes=self.traffic.count,
+            ssl=config.client_ssl,
         )
         self.roles = HARoleSwitch(
             store, role, self.client, links=self.links, keeper=self.keeper, gate=self.gate

@@ -70,6 +70,7 @@ class Broker:
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
+        from mqha.security.tls import client_context
         from mqha.testing.planted_bugs import maybe_plant
 
         self.config = config
@@ -88,7 +89,9 @@ class Broker:
             raise StartError(f"cannot open the store under {config['storePathRootDir']}: {exc}") from None
         self.recorder = recorder
         self.role = BrokerRole()  # the one owner of the role facts; the runtime (hooks) writes it
-        self.members = BrokerSetMembers(config["controllerAddr"].split(";"), config["brokerName"])
+        self.members = BrokerSetMembers(
+            config["controllerAddr"].split(";"), config["brokerName"], ssl=client_context(config)
+        )
         self.ha = AutoSwitchHAService(
             self.store,
             self.role,

@@ -20,6 +20,7 @@ import base64
 import os
 import time
 from collections.abc import Sequence
+from ssl import SSLContext
 
 import aiohttp
 
@@ -44,6 +45,8 @@ class Consumer(RoutedClient):
         record_to: record every delivered message as a ``reads`` row.
         client_id: the ``client`` column of recorded rows.
         session: an aiohttp session to share (not closed by the consumer).
+        ssl: a TLS context trusting the cluster's CA (``mqha.security.tls.trust_context``) for a cluster
+            with ``tlsEnable=true``: every call goes over https.
     """
 
     def __init__(
@@ -58,8 +61,10 @@ class Consumer(RoutedClient):
         record_to: RecordTarget | None = None,
         client_id: str | None = None,
         session: aiohttp.ClientSession | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.broker_name = broker_name
+        self._ssl = ssl
         self.max_messages = max_messages
         self.request_timeout = request_timeout
         self.poll_timeout = poll_timeout
@@ -109,10 +114,12 @@ class Consumer(RoutedClient):
                 except NoRouteError as exc:
                     problem = str(exc)
             if route is not None:
-                url = f"http://{route.master_address}/v1/messages?offset={self._offset}&maxMessages={limit}"
+                query = f"/v1/messages?offset={self._offset}&maxMessages={limit}"
                 try:
                     async with self._session.get(
-                        url, timeout=aiohttp.ClientTimeout(total=self.request_timeout)
+                        self._url(route.master_address, query),
+                        timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+                        ssl=self._ssl or True,
                     ) as response:
                         status = response.status
                         body = await response.json(content_type=None)

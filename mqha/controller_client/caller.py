@@ -15,6 +15,7 @@ import enum
 import json
 import logging
 import os
+import ssl as _ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,7 @@ class ControllerAnswer:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno:
+    if isinstance(exc, OSError) and exc.errno and not isinstance(exc, _ssl.SSLError):  # TLS: its own text
         return os.strerror(exc.errno)
     return str(exc) or type(exc).__name__
 
@@ -93,18 +94,20 @@ async def fetch(
     timeout_s: float,
     connect_timeout_s: float = 1.0,
     headers: Mapping[str, str] | None = None,
+    ssl: _ssl.SSLContext | None = None,
 ) -> tuple[int, Any]:
-    """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON).
-    Raises :class:`TransportFailure`."""
+    """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON);
+    https verified by ``ssl`` when given (docs/architecture.md §12.5). Raises :class:`TransportFailure`."""
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s))
     try:
         async with session.request(
             method,
-            f"http://{address.removeprefix('http://')}{path}",
+            f"{'http' if ssl is None else 'https'}://{address.removeprefix('http://')}{path}",
             json=body,
             params=params,
             timeout=timeout,
             headers=headers,
+            ssl=True if ssl is None else ssl,
         ) as response:
             status, raw = response.status, await response.read()
     except aiohttp.ConnectionTimeoutError as exc:
@@ -134,10 +137,12 @@ class LeaderCaller:
         probe_timeout_s: float = 1.0,
         connect_timeout_s: float = 1.0,
         headers: Mapping[str, str] | None = None,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("no controller address")
         self.addresses = list(addresses)
+        self.ssl = ssl  # None: plain http; else https verified by it (also the sessions' wss)
         self.policy = policy
         self.leader: str | None = None
         self.call_timeout_s = call_timeout_s
@@ -184,6 +189,7 @@ class LeaderCaller:
             timeout_s=timeout_s or self.call_timeout_s,
             connect_timeout_s=self.connect_timeout_s,
             headers=self.headers,
+            ssl=self.ssl,
         )
         try:
             return ControllerAnswer(address, status, Reply.from_json(obj))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from ssl import SSLContext
 from typing import Any
 
 from mqha.codes import ResponseCode
@@ -47,6 +48,7 @@ class ControllerClient:
         backoff_max_s: float = 1.0,
         reconnect_min_s: float = 0.1,
         reconnect_max_s: float = 2.0,
+        ssl: SSLContext | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("no controller address")
@@ -63,6 +65,7 @@ class ControllerClient:
             policy,
             call_timeout_s=request_timeout_s,
             probe_timeout_s=metadata_timeout_s,
+            ssl=ssl,
         )
         self.heartbeats = HeartbeatSessions(
             self.addresses,

@@ -170,7 +170,8 @@ class HeartbeatSessions:
             try:
                 ws = await asyncio.wait_for(
                     self._caller.session.ws_connect(
-                        f"http://{link.address}{SESSION_PATH}",
+                        f"{'http' if self._caller.ssl is None else 'https'}://{link.address}{SESSION_PATH}",
+                        ssl=self._caller.ssl or True,  # docs/architecture.md §12.5
                         autoping=True,  # answer the controller's pings
                         heartbeat=None,  # liveness is the heartbeat messages' job
                         timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0),
