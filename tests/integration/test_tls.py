@@ -183,16 +183,26 @@ def test_a_tls_cluster_elects_replicates_and_serves_clients_with_the_ca(
             socket.create_connection((host, int(port)), timeout=3.0) as sock,
         ):
             stranger.wrap_socket(sock, server_hostname=host).close()
+    done = mqadmin("getControllerMetaData", "-a", leader, "--tls-ca", str(tmp_path / "other" / "ca.pem"))
+    assert done.returncode == 3 and "CERTIFICATE_VERIFY_FAILED" in done.stderr, done.stderr
     with SyncProducer(cluster.controller_addr, "bs1", ssl=stranger, send_timeout=2.0) as producer:
         refused = producer.send("orders", "never")
     assert refused.status is not SendStatus.PUT_OK
+
+    # Refused handshakes are not worth a log line above debug.
+    for log_path in (
+        *(n.log_path for n in cluster.controllers.nodes),
+        *(b.base / "broker.log" for b in cluster.brokers),
+    ):
+        text = log_path.read_text()
+        assert "Traceback" not in text and "SSL" not in text, (log_path, text[-2000:])
 
     # Nothing of the above reached the log; both replicas still agree.
     assert cluster.get(master.address, "/v1/status")["maxOffset"] == top
     assert cluster.get(slave.address, "/v1/status")["maxOffset"] == top
 
 
-def test_a_bad_certificate_path_is_one_line_naming_the_key(tmp_path: Path) -> None:
+def test_a_bad_certificate_path_is_one_line_naming_the_key_or_option(tmp_path: Path) -> None:
     ca = TestCA(tmp_path / "tls")
     files = ca.node("node")
     broker = Broker(
@@ -207,3 +217,5 @@ def test_a_bad_certificate_path_is_one_line_naming_the_key(tmp_path: Path) -> No
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "tls.server.keyPath" in lines[0] and "cannot read" in lines[0], done.stderr
+    done = mqadmin("getControllerMetaData", "-a", "127.0.0.1:9", "--tls-ca", str(tmp_path / "missing.pem"))
+    assert done.returncode == 2 and "--tls-ca: cannot read" in done.stderr, done.stderr
