@@ -16,21 +16,31 @@ as the reference's slave acknowledges once per read.
 The client writes to the broker store itself (a :class:`~mqha.autoswitch_ha.replica.ReplicaStore`)
 and takes its broker id from the broker's ``BrokerRole``. A failure of one connection (corrupt frame,
 refused handshake, unreachable master) is logged once and retried; it never stops the broker.
+
+With credentials (``authenticationEnabled``) each connection first runs the slave's half of the
+exchange of ``auth.py``: read the master's challenge, send the hello, read and check the master's
+proof (within ``auth_timeout_ms``). Until the proof checks out no byte reaches the ``SlaveConnection``:
+a master that cannot prove the credentials writes nothing to this replica.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Callable
 from ssl import SSLContext
 
+from mqha.autoswitch_ha.auth import HAAuthError, SlaveAuth
 from mqha.autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
+from mqha.autoswitch_ha.frames import AUTH_CHALLENGE, AUTH_PROOF
 from mqha.autoswitch_ha.replica import ReplicaStore
 from mqha.autoswitch_ha.server import RateMeter, cancel_and_wait, wait_event, wait_for_tick
 from mqha.autoswitch_ha.slave import SlaveConfig, SlaveConnection
 from mqha.clock import wall_ms
 from mqha.role import BrokerRole
+from mqha.security.credentials import InnerCredentials
+from mqha.security.ha_proof import CHALLENGE_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +69,14 @@ class HAClient:
         reconnect_delay_ms: int = 1000,
         connect_timeout_ms: int = 3000,
         on_bytes: Callable[[int, int], None] | None = None,
+        credentials: InnerCredentials | None = None,
+        auth_timeout_ms: int = 5000,
         ssl: SSLContext | None = None,
     ) -> None:
         self._store = store
         self._ssl = ssl  # verifies the master's certificate (docs/architecture.md §12.5)
+        self._credentials = credentials
+        self.auth_timeout_ms = auth_timeout_ms
         self._role = role
         self.config = config
         self._clock = clock
@@ -122,10 +136,17 @@ class HAClient:
                 log.log(level, "HA client: cannot connect to master %s: %s", address, reason)
                 failures += 1
             else:
-                failures = 0
                 try:
                     if link is not None:
+                        if self._credentials is not None:
+                            await self._authenticate(link, self._credentials)
+                        failures = 0
                         await self._session(address, link)
+                except (HAAuthError, TimeoutError) as exc:
+                    level = logging.WARNING if failures == 0 else logging.DEBUG
+                    reason = "timed out" if isinstance(exc, TimeoutError) else exc
+                    log.log(level, "HA client: master %s did not authenticate: %s", address, reason)
+                    failures += 1
                 except (ConnectionError, OSError) as exc:
                     log.info("HA client: connection to %s lost: %s", address, exc)
                 except Exception:
@@ -155,7 +176,8 @@ class HAClient:
             config=self.config,
             borrow=True,
         )
-        link = _Link(conn, self._clock, self._count_received)
+        first = AUTH_CHALLENGE.size if self._credentials is not None else None
+        link = _Link(conn, self._clock, self._count_received, first_frame_size=first)
         host, port = split_address(address)
         async with asyncio.timeout(self.connect_timeout_ms / 1000):
             await asyncio.get_running_loop().create_connection(lambda: link, host, port, ssl=self._ssl)
@@ -166,6 +188,16 @@ class HAClient:
         self.last_read_wall_ms = wall_ms()
         if self._on_bytes is not None:
             self._on_bytes(0, count)
+
+    async def _authenticate(self, link: _Link, credentials: InnerCredentials) -> None:
+        """The slave's half of the exchange (``auth.py``); raises :class:`HAAuthError` or TimeoutError."""
+        auth = SlaveAuth(credentials, link.conn.broker_id, secrets.token_bytes(CHALLENGE_SIZE))
+        async with asyncio.timeout(self.auth_timeout_ms / 1000):
+            hello = auth.answer(await link.read_frame())
+            link.write(hello)
+            self.sent.add(len(hello))
+            auth.check_proof(await link.read_frame(AUTH_PROOF.size))
+        # Reading stays paused until the session's loop resumes it; from then on bytes go to the machine.
 
     async def _session(self, address: str, link: _Link) -> None:
         conn = link.conn
@@ -274,7 +306,14 @@ class _Link(asyncio.BufferedProtocol):
     the rest.
     """
 
-    def __init__(self, conn: SlaveConnection, clock: Callable[[], int], on_received: Callable[[int], None]):
+    def __init__(
+        self,
+        conn: SlaveConnection,
+        clock: Callable[[], int],
+        on_received: Callable[[int], None],
+        *,
+        first_frame_size: int | None = None,
+    ):
         self.conn = conn
         self._clock = clock
         self._on_received = on_received
@@ -282,16 +321,44 @@ class _Link(asyncio.BufferedProtocol):
         self.wake = asyncio.Event()  # something for the session to do
         self.writable = asyncio.Event()  # the transport's send buffer is below its high-water mark
         self.writable.set()
+        # The authentication exchange: an exact-size buffer that a frame is read into, never more,
+        # so no byte reaches the machine before the master is proved.
+        self._frame = bytearray(first_frame_size) if first_frame_size else None
+        self._frame_got = 0
+        self._frame_done = asyncio.Event()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
 
+    async def read_frame(self, size: int | None = None) -> bytes:
+        """The next ``size`` bytes (None: the frame of ``first_frame_size``), before the machine sees any;
+        reading pauses after them. :class:`HAAuthError` if the master closes first."""
+        if size is not None:
+            self._frame, self._frame_got = bytearray(size), 0
+            self._frame_done.clear()
+            self.resume_reading()
+        await self._frame_done.wait()
+        frame = self._frame
+        if frame is None or self._frame_got < len(frame):
+            raise HAAuthError("the master closed the connection during authentication")
+        self._frame = None
+        return bytes(frame)
+
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_got :]
         return self.conn.receive_buffer(RECEIVE_MIN_BYTES)
 
     def buffer_updated(self, nbytes: int) -> None:
         self._on_received(nbytes)
+        if self._frame is not None:
+            self._frame_got += nbytes
+            if self._frame_got == len(self._frame):
+                assert self._transport is not None
+                self._transport.pause_reading()
+                self._frame_done.set()
+            return
         self.conn.buffer_updated(nbytes, self._clock())
         if self.conn.peek_event() is None:
             return  # only part of a frame so far: keep reading, nothing for the session yet
@@ -310,6 +377,7 @@ class _Link(asyncio.BufferedProtocol):
         self.writable.set()  # a session waiting to send must not wait for a dead socket
 
     def _closed(self) -> None:
+        self._frame_done.set()  # an exchange waiting for a frame fails now, not at its timeout
         self.conn.receive_data(b"", self._clock())
         self.wake.set()
 

@@ -1,4 +1,5 @@
-"""The HA layer's settings (docs/reference-behaviour.md §16.3 keys, plus the listen address)."""
+"""The HA layer's settings (docs/reference-behaviour.md §16.3 keys, plus the listen address and, with
+``authenticationEnabled``, the credentials of the authenticated handshake, docs/architecture.md §4.1)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from mqha.autoswitch_ha.ack import AckPolicy
 from mqha.autoswitch_ha.master import MasterConfig
 from mqha.autoswitch_ha.slave import SlaveConfig
+from mqha.security.credentials import InnerCredentials, parse_inner_credentials
 from mqha.security.tls import client_context, server_context
 
 
@@ -36,6 +38,11 @@ class HAConfig:
     # TLS on the HA port (docs/architecture.md §12.5): the master serves with one, the slave verifies.
     server_ssl: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
     client_ssl: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    credentials: InnerCredentials | None = None
+    """``innerClientAuthenticationCredentials`` when ``authenticationEnabled``: both ends of every HA
+    connection prove them before any log data moves. None: the handshake of today, byte for byte."""
+    auth_timeout_ms: int = 5000
+    """How long the authentication exchange may take before the connection is closed."""
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> HAConfig:
@@ -57,6 +64,11 @@ class HAConfig:
             async_learner=config["asyncLearner"],
             server_ssl=server_context(config),
             client_ssl=client_context(config),
+            credentials=(
+                parse_inner_credentials(config["innerClientAuthenticationCredentials"])
+                if config.get("authenticationEnabled")
+                else None
+            ),
         )
 
     @property

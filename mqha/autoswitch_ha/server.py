@@ -15,6 +15,11 @@ Each accepted socket gets a :class:`MasterLink` whose task drives one sans-IO
 Decisions (who may connect, what an ack means for the SyncStateSet and waiting puts) belong to the
 :class:`MasterSide` (the ``AutoSwitchHAService``); this module only moves bytes and events. A corrupt
 frame or an unknown slave closes that connection only, with one log line.
+
+With credentials (``authenticationEnabled``) a link first runs the exchange of ``auth.py``: it sends
+the challenge, reads the slave's hello (at most 78 + 256 bytes, within ``auth_timeout_ms``) and answers
+with its proof; only then does its ``MasterConnection`` see a byte, and a HANDSHAKE must claim the
+proved slave id. A failed exchange closes the socket with one log line and nothing more sent.
 """
 
 from __future__ import annotations
@@ -22,14 +27,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, Protocol
 
+from mqha.autoswitch_ha.auth import HAAuthError, MasterAuth
 from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, ReadLog, SlaveAck
+from mqha.autoswitch_ha.frames import AUTH_HELLO_HEADER, auth_hello_size
 from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
+from mqha.errors import RemoteProtocolError
+from mqha.security.credentials import InnerCredentials
+from mqha.security.ha_proof import CHALLENGE_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +77,8 @@ class LinkSettings:
     """The log as a new link starts from (``AckGate.log_view``)."""
     flow_limit_bytes_per_s: int | None = None  # haFlowControlEnable / maxHaTransferByteInSecond
     on_bytes: Callable[[int, int], None] | None = None  # metrics: (sent, received)
+    credentials: InnerCredentials | None = None  # authenticationEnabled: slaves must prove these
+    auth_timeout_ms: int = 5000
 
 
 class RateMeter:
@@ -113,6 +126,9 @@ class MasterLink:
         self._flow_limit = settings.flow_limit_bytes_per_s
         self._flow_window = (0.0, 0)  # (second it started, bytes sent in it)
         self._on_bytes = settings.on_bytes  # metrics: (sent, received)
+        self._credentials = settings.credentials
+        self._auth_timeout_s = settings.auth_timeout_ms / 1000
+        self.auth: MasterAuth | None = None  # the passed exchange (None: authentication off or not yet)
         self.closed: ConnectionClosed | None = None
 
     @property
@@ -128,10 +144,17 @@ class MasterLink:
 
     def close(self, reason: str) -> None:
         """Local orderly close (role change, duplicate connection, shutdown)."""
+        if self._credentials is not None and self.auth is None:
+            self._writer.transport.abort()  # ends an exchange still waiting for the peer
         self.conn.close(reason)
         self._wake.set()
 
     async def run(self) -> None:
+        if self._credentials is not None and not await self._authenticate(self._credentials):
+            self._writer.transport.abort()
+            self.conn.close("not authenticated")
+            self._ended(ConnectionClosed(reason="not authenticated"))
+            return
         reader_task = asyncio.create_task(self._read_loop(), name=f"ha-master-read:{self.peer}")
         with contextlib.suppress(AttributeError, NotImplementedError):
             self._writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
@@ -152,6 +175,27 @@ class MasterLink:
             self._writer.transport.abort()
             self.conn.close("master shutting down")  # no-op unless cancelled (shutdown)
             self._ended(ConnectionClosed(reason="master shutting down"))
+
+    async def _authenticate(self, credentials: InnerCredentials) -> bool:
+        """The master's half of the exchange (``auth.py``); False (logged once) if the peer failed it."""
+        auth = MasterAuth(credentials, secrets.token_bytes(CHALLENGE_SIZE))
+        reader = self._reader
+        try:
+            async with asyncio.timeout(self._auth_timeout_s):
+                self._writer.write(auth.challenge_frame())
+                hello = await reader.readexactly(4)  # the code first: a legacy HANDSHAKE is 16 bytes
+                auth_hello_size(hello)
+                hello += await reader.readexactly(AUTH_HELLO_HEADER.size - len(hello))
+                size = auth_hello_size(hello)
+                assert size is not None
+                hello += await reader.readexactly(size - len(hello))
+                self._writer.write(auth.check_hello(hello))
+        except (HAAuthError, RemoteProtocolError, TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+            log.warning("HA link %s: refused, the peer did not authenticate: %s", self.peer, reason)
+            return False
+        self.auth = auth
+        return True
 
     def _ended(self, event: ConnectionClosed) -> None:
         """Tell the service once that this link is over."""
@@ -207,7 +251,8 @@ class MasterLink:
                 self._note_flow(sum(map(len, batches)))
                 self.conn.supply_batches(event.offset, batches, self._clock())
             elif isinstance(event, HandshakeRequest):
-                refusal = self.side.accept_slave(self, event)
+                refusal = self.auth.handshake_refusal(event.slave_id) if self.auth is not None else None
+                refusal = refusal or self.side.accept_slave(self, event)
                 if refusal is not None:
                     log.warning("HA link %s: refusing slave %d: %s", self.peer, event.slave_id, refusal)
                     self.conn.close(f"refused: {refusal}")

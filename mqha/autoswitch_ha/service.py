@@ -91,6 +91,8 @@ class AutoSwitchHAService:
                 log_view=self.gate.log_view,
                 flow_limit_bytes_per_s=config.max_transfer_bytes_per_s if config.flow_control else None,
                 on_bytes=self.traffic.count,
+                credentials=config.credentials,
+                auth_timeout_ms=config.auth_timeout_ms,
             ),
             ssl=config.server_ssl,
         )
@@ -102,6 +104,8 @@ class AutoSwitchHAService:
             reconnect_delay_ms=config.reconnect_delay_ms,
             on_bytes=self.traffic.count,
             ssl=config.client_ssl,
+            credentials=config.credentials,
+            auth_timeout_ms=config.auth_timeout_ms,
         )
         self.roles = HARoleSwitch(
             store, role, self.client, links=self.links, keeper=self.keeper, gate=self.gate

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.bench.report import Outcome, Target, fmt, format_table, summarize
+from mqha.cluster.client_auth import broker_user
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.recovery import RecoveryMeter
 from mqha.cluster.workload import ProduceWorkload
@@ -161,6 +162,7 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
             concurrency=2,
             record_to=client_db,
             client_id="bench-failover",
+            user=broker_user(cluster.broker_settings),
         ).start()
         try:
             for kind in order:

@@ -15,6 +15,7 @@ import base64
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import aiohttp
 
 from mqha.bench.loadgen import LoadResult, OpFailed, closed_loop, http_session
 from mqha.bench.report import Outcome, Target, fmt, format_table, median, ratio
+from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
 
 MODES: dict[str, dict[str, str]] = {
@@ -47,9 +49,15 @@ def message_payload(body_bytes: int, batch: int = 1) -> bytes:
 class PutClient:
     """POST one prepared put request; anything but PUT_OK (for every message) fails."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, payload: bytes) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        payload: bytes,
+        headers: Mapping[str, str] | None = None,  # e.g. the brokers' user (client_headers)
+    ) -> None:
         self.http, self.url, self.payload = http, url, payload
-        self.headers = {"Content-Type": "application/json"}
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
 
     async def __call__(self) -> None:
         async with self.http.post(self.url, data=self.payload, headers=self.headers) as response:
@@ -61,10 +69,13 @@ class PutClient:
                 raise OpFailed(str(status))
 
 
-async def put_load(url: str, payload: bytes, clients: int, seconds: float) -> LoadResult:
+async def put_load(
+    url: str, payload: bytes, clients: int, seconds: float, headers: Mapping[str, str] | None = None
+) -> LoadResult:
     """``clients`` closed loops posting ``payload`` to ``url`` for ``seconds``."""
     async with http_session(clients) as http:
-        return await closed_loop([PutClient(http, url, payload) for _ in range(clients)], seconds)
+        loops = [PutClient(http, url, payload, headers) for _ in range(clients)]
+        return await closed_loop(loops, seconds)
 
 
 def _measure(base: Path, quick: bool) -> dict[str, Any]:
@@ -72,7 +83,7 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
     payload = message_payload(BODY)
     data: dict[str, Any] = {"settings": {**cfg, "body_bytes": BODY, "modes": MODES}, "modes": {}}
     with contextlib.ExitStack() as stack:
-        urls = {}
+        urls, headers = {}, {}
         for index, (mode, extra) in enumerate(MODES.items()):
             cluster = LocalCluster(
                 base / f"mode{index}",
@@ -87,12 +98,14 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
             if master is None:
                 raise RuntimeError(f"{mode}: no master\n{cluster.status_table()}")
             urls[mode] = master.url + "/v1/messages"
-        for url in urls.values():
-            asyncio.run(put_load(url, payload, cfg["clients"], 0.5))  # warm-up
+            headers[mode] = client_headers(cluster.broker_settings)
+        for mode, url in urls.items():
+            asyncio.run(put_load(url, payload, cfg["clients"], 0.5, headers[mode]))  # warm-up
         runs: dict[str, list[LoadResult]] = {mode: [] for mode in MODES}
         for _ in range(cfg["rounds"]):
             for mode, url in urls.items():
-                runs[mode].append(asyncio.run(put_load(url, payload, cfg["clients"], cfg["window"])))
+                load = put_load(url, payload, cfg["clients"], cfg["window"], headers[mode])
+                runs[mode].append(asyncio.run(load))
     for mode, results in runs.items():
         rounds = [r.as_json() for r in results]
         data["modes"][mode] = {

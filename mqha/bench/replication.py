@@ -21,12 +21,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mqha.bench.loadgen import closed_loop, http_session
 from mqha.bench.put import PutClient, message_payload
 from mqha.bench.report import Outcome, Target, fmt, format_table, ratio
+from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
 
 MIB = 1 << 20
@@ -112,12 +114,14 @@ def warm_page_cache(path: Path, nbytes: int) -> None:
     path.unlink()
 
 
-async def _write_backlog(url: str, body: int, target: int, offset: Any) -> None:
+async def _write_backlog(
+    url: str, body: int, target: int, offset: Any, headers: Mapping[str, str] | None = None
+) -> None:
     """Put batches of ~512 KiB from 4 clients until the master's log holds ``target`` bytes."""
     payload = message_payload(body, max(1, 512 * KIB // body))
     async with http_session(4) as http:
         while offset() < target:
-            await closed_loop([PutClient(http, url, payload) for _ in range(4)], 0.25)
+            await closed_loop([PutClient(http, url, payload, headers) for _ in range(4)], 0.25)
 
 
 def _offset(cluster: LocalCluster, node: Any) -> int:
@@ -136,7 +140,13 @@ def _one_size(base: Path, body: int, backlog: int, batch: int = DEFAULT_BATCH) -
         slave = next(n for n in cluster.brokers if n.name != master.name)
         cluster.stop_node(slave)
         asyncio.run(
-            _write_backlog(master.url + "/v1/messages", body, backlog, lambda: _offset(cluster, master))
+            _write_backlog(
+                master.url + "/v1/messages",
+                body,
+                backlog,
+                lambda: _offset(cluster, master),
+                client_headers(cluster.broker_settings),
+            )
         )
         top = _offset(cluster, master)
         files = sorted((master.store / "commitlog").glob("0*"))

@@ -1,6 +1,6 @@
 """``mqbroker -c broker.conf [-p]``: one broker replica (store, HTTP API, HA, ReplicasManager).
 
-- ``-p`` prints the effective config (Java-properties text) and exits 0.
+- ``-p`` prints the effective config (Java-properties text, secrets masked) and exits 0.
 - A config problem prints ONE line naming the key on stderr and exits 1; so does a broker identity
   file (docs/reference-behaviour.md §9.3) that belongs to another cluster or broker name, a store that cannot
   be opened, or a port that cannot be bound.
@@ -24,6 +24,7 @@ from mqha.broker.config import load_broker_config
 from mqha.config import render_properties
 from mqha.errors import ConfigError, StorageError
 from mqha.process import StartError
+from mqha.security.credentials import masked
 
 log = logging.getLogger("mqbroker")
 PROG = "mqbroker"
@@ -68,6 +69,7 @@ class Broker:
         from mqha.broker.server import BrokerHttpServer
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
+        from mqha.replicas_manager.client import request_signer
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
         from mqha.security.tls import client_context
@@ -90,7 +92,10 @@ class Broker:
         self.recorder = recorder
         self.role = BrokerRole()  # the one owner of the role facts; the runtime (hooks) writes it
         self.members = BrokerSetMembers(
-            config["controllerAddr"].split(";"), config["brokerName"], ssl=client_context(config)
+            config["controllerAddr"].split(";"),
+            config["brokerName"],
+            signer=request_signer(config),
+            ssl=client_context(config),
         )
         self.ha = AutoSwitchHAService(
             self.store,
@@ -186,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as exc:
         process.exit_with(PROG, exc)
     if args.print:
-        sys.stdout.write(render_properties(config))
+        sys.stdout.write(render_properties(masked(config)))  # secrets (SECRET_KEYS) as MASK
         return
     problem = check_identity_files(config)
     if problem is not None:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from ssl import SSLContext
 
 from mqha.autoswitch_ha.server import cancel_and_wait
-from mqha.controller_client.caller import LeaderCaller
+from mqha.controller_client.caller import LeaderCaller, Signer
 from mqha.controller_client.policy import Policy, parse_addresses
 from mqha.wire.controller_api import SyncStateDataPayload
 
@@ -41,6 +41,7 @@ class BrokerSetMembers:
         controller_addresses: Iterable[str],
         broker_name: str,
         refresh_interval_s: float = 5.0,
+        signer: Signer | None = None,
         ssl: SSLContext | None = None,
     ):
         self.addresses = parse_addresses(controller_addresses)
@@ -51,7 +52,12 @@ class BrokerSetMembers:
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._caller = LeaderCaller(
-            self.addresses, POLICY, call_timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S, ssl=ssl
+            self.addresses,
+            POLICY,
+            call_timeout_s=TIMEOUT_S,
+            connect_timeout_s=TIMEOUT_S,
+            signer=signer,
+            ssl=ssl,
         )
 
     def is_known(self, broker_id: int) -> bool:

@@ -193,6 +193,16 @@ class BrokerMetrics:
             registry=self.registry,
         )
 
+        self.refused_requests = Counter(
+            "mqha_broker_refused_requests",
+            "requests refused for missing or wrong credentials (no secret in any label)",
+            ["broker_name", "route", "http_status"],
+            registry=self.registry,
+        )
+
+    def observe_refused(self, route: str, http_status: int) -> None:
+        self.refused_requests.labels(self.broker_name, route, str(http_status)).inc()
+
     def observe_put(self, status: str, messages: int, seconds: float) -> None:
         labels = (self.broker_name, self.ack_mode, status)
         self.put_latency.labels(*labels).observe(seconds)

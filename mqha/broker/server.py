@@ -5,6 +5,10 @@ Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.
 are assembled by ``mqha.broker.status_views``. Request bodies go through
 ``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
 paths are ``BrokerAccess.put`` / ``read``.
+Protected routes (``mqha.broker.auth``): puts and reads need the ``initAuthenticationUser``'s HTTP
+Basic credentials when ``authenticationEnabled=true``; the final-log dump needs the ``adminAuthToken``
+bearer whenever one is set. Each check runs first in its handler, from the headers alone, before the
+body is read: a refused request costs little and changes nothing (401/403, code 16 NO_PERMISSION).
 Errors are translated once, here: ``RequestError`` → its code's HTTP status, a body over
 ``maxRequestBodyBytes`` → 413 (refused from its ``Content-Length`` before anything is read), anything
 unexpected → 500 with the error logged. Every body carries ``{code, codeName, remark}``.
@@ -22,6 +26,7 @@ import msgspec
 from aiohttp import web
 
 from mqha.broker.access import BrokerAccess
+from mqha.broker.auth import BASIC_CHALLENGE, BEARER_CHALLENGE, BrokerAuth
 from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
 from mqha.broker.protocol import (
@@ -35,7 +40,9 @@ from mqha.broker.protocol import (
     read_reply,
 )
 from mqha.broker.status_views import BrokerStatusViews
+from mqha.codes import ResponseCode
 from mqha.errors import RequestError
+from mqha.security.signing import Denial
 from mqha.security.tls import server_context
 
 log = logging.getLogger(__name__)
@@ -61,6 +68,14 @@ def _json(status: int, body: Mapping[str, Any]) -> web.Response:
 
 def _error(code: BrokerCode, remark: str, status: int | None = None, **extra: Any) -> web.Response:
     return _json(status or _HTTP_OF_CODE.get(code, 400), envelope(code, remark, **extra))
+
+
+def _refused(denial: Denial, challenge: str) -> web.Response:
+    """401/403 with the NO_PERMISSION envelope; a 401 names the scheme that would be accepted."""
+    response = _json(denial.status, envelope(ResponseCode.NO_PERMISSION, denial.remark))
+    if denial.status == 401:
+        response.headers["WWW-Authenticate"] = challenge
+    return response
 
 
 class BrokerHttpServer:
@@ -89,6 +104,7 @@ class BrokerHttpServer:
         self.max_body = config["maxRequestBodyBytes"]
         self.max_message_size = config["maxMessageSize"]
         self.views = BrokerStatusViews(config, runtime, replicas_status=replicas_status)
+        self.auth = BrokerAuth(config)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
 
@@ -149,6 +165,10 @@ class BrokerHttpServer:
 
     async def put_messages(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
+        denial = self.auth.check_client(request.headers.get("Authorization"))
+        if denial is not None:
+            self.metrics.observe_refused("put", denial.status)
+            return _refused(denial, BASIC_CHALLENGE)
         length = request.content_length
         if length is not None and length > self.max_body:
             # Refuse from the header alone: a 100 MB body is never buffered.
@@ -171,6 +191,10 @@ class BrokerHttpServer:
         return _json(status, body)
 
     async def get_messages(self, request: web.Request) -> web.Response:
+        denial = self.auth.check_client(request.headers.get("Authorization"))
+        if denial is not None:
+            self.metrics.observe_refused("read", denial.status)
+            return _refused(denial, BASIC_CHALLENGE)
         if self.role.fenced:
             return _error(
                 BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
@@ -195,7 +219,12 @@ class BrokerHttpServer:
 
     async def post_final_log(self, request: web.Request) -> web.Response:
         """Write this replica's log index as ``final_logs`` rows into its own history database
-        (docs/architecture.md §5), for the no-loss check after a run; answers once the rows are committed."""
+        (docs/architecture.md §5), for the no-loss check after a run; answers once the rows are committed.
+        An admin call: needs the ``adminAuthToken`` bearer when one is set."""
+        denial = self.auth.check_admin(request.headers.get("Authorization"))
+        if denial is not None:
+            self.metrics.observe_refused("final-log", denial.status)
+            return _refused(denial, BEARER_CHALLENGE)
         if self.store.history is None or self.store.history.broker_id is None:
             return _error(BrokerCode.SERVICE_NOT_AVAILABLE, "no history yet: the broker is not registered")
         rows = await asyncio.to_thread(self.store.dump_final_log, FINAL_LOG_WAIT_S)

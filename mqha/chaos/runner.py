@@ -49,6 +49,7 @@ from mqha.cluster.checking import (
     dump_final_logs,
     export_and_analyze,
 )
+from mqha.cluster.client_auth import broker_user
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import ClusterError
 from mqha.cluster.processes import free_port_pair
@@ -169,6 +170,7 @@ class ChaosRun:
         self.say(f"cluster ready in {time.monotonic() - t0:.1f} s; starting producers and consumers")
         controllers = self.cluster.controller_addresses
         clients = self.run_dir / "clients"
+        user = broker_user(self.cluster.broker_settings)  # None unless the brokers require a user
         for group in self.cluster.groups:
             self.producers[group] = ProduceWorkload(
                 controllers,
@@ -178,12 +180,14 @@ class ChaosRun:
                 body_size=self.options.body_size,
                 record_to=clients / f"producer-{group}",
                 client_id=f"chaos-producer-{group}",
+                user=user,
             ).start()
             self.consumers[group] = ConsumeWorkload(
                 controllers,
                 group,
                 record_to=clients / f"consumer-{group}",
                 client_id=f"chaos-consumer-{group}",
+                user=user,
             ).start()
         for workload in self.producers.values():
             workload.wait_acked(workload.concurrency * 10, timeout=30)

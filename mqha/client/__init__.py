@@ -11,6 +11,8 @@ Async API (aiohttp)::
 
 Blocking wrappers: :class:`SyncProducer`, :class:`SyncConsumer`. Results and statuses:
 ``mqha.client.results``. Recording into the history store (docs/architecture.md §5): pass ``record_to=``.
+Brokers with ``authenticationEnabled=true``: pass ``user=User(username, password)`` (their
+``initAuthenticationUser``); it goes as HTTP Basic credentials with every put and read.
 """
 
 from mqha.client.consumer import Consumer
@@ -26,6 +28,7 @@ from mqha.client.results import (
 )
 from mqha.client.route import RouteResolver, parse_controllers
 from mqha.client.sync import SyncConsumer, SyncProducer
+from mqha.security.credentials import User
 
 __all__ = [
     "ClientError",
@@ -40,5 +43,6 @@ __all__ = [
     "SendStatus",
     "SyncConsumer",
     "SyncProducer",
+    "User",
     "parse_controllers",
 ]

@@ -27,6 +27,7 @@ import aiohttp
 from mqha.client.recording import ClientRecorder, RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
 from mqha.client.route import RoutedClient, RouteResolver
+from mqha.security.credentials import User
 
 _PAUSE_MIN = 0.005
 _PAUSE_MAX = 0.1
@@ -47,6 +48,8 @@ class Consumer(RoutedClient):
         session: an aiohttp session to share (not closed by the consumer).
         ssl: a TLS context trusting the cluster's CA (``mqha.security.tls.trust_context``) for a cluster
             with ``tlsEnable=true``: every call goes over https.
+        user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
+            every read; needed when the brokers run with ``authenticationEnabled=true``.
     """
 
     def __init__(
@@ -61,9 +64,11 @@ class Consumer(RoutedClient):
         record_to: RecordTarget | None = None,
         client_id: str | None = None,
         session: aiohttp.ClientSession | None = None,
+        user: User | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
         self.broker_name = broker_name
+        self._user = user
         self._ssl = ssl
         self.max_messages = max_messages
         self.request_timeout = request_timeout
@@ -118,6 +123,7 @@ class Consumer(RoutedClient):
                 try:
                     async with self._session.get(
                         self._url(route.master_address, query),
+                        headers=self._auth_headers(),
                         timeout=aiohttp.ClientTimeout(total=self.request_timeout),
                         ssl=self._ssl or True,
                     ) as response:
@@ -129,6 +135,8 @@ class Consumer(RoutedClient):
                     return self._deliver(route, body)
                 if status == 400:
                     raise ReadError(f"offset {self._offset} refused: {json_field(body, 'remark')}")
+                if status in {401, 403}:  # a retry elsewhere cannot fix missing or wrong credentials
+                    raise ReadError(f"{route.master_address} refused the read: {json_field(body, 'remark')}")
                 if status:
                     problem = f"{route.master_address}: HTTP {status} {json_field(body, 'remark') or ''}"
                 self._route = None  # a fenced/dead/slow master: ask the controllers again

@@ -22,7 +22,7 @@ How a send proceeds (within ``send_timeout``, default 10 s):
    * the request was written and no answer came (timeout, connection reset, a 5xx without a status)
      → the outcome is *unknown*; it is retried (``retry_unknown``, same msgId) and, if no later
      attempt is acknowledged before the deadline, reported as ``UNKNOWN`` -- never as failed;
-   * an invalid message (400) → ``FAILED`` at once.
+   * an invalid message (400) or missing/wrong credentials (401/403) → ``FAILED`` at once.
 
 There is no periodic route poll: stale routes are discovered by the failure that they cause.
 """
@@ -44,6 +44,7 @@ import aiohttp
 from mqha.client.recording import ClientRecorder, RecordTarget
 from mqha.client.results import NoRouteError, Route, SendResult, SendStatus, describe, json_field
 from mqha.client.route import RoutedClient, RouteResolver
+from mqha.security.credentials import User
 
 _STORED = {s.value: s for s in SendStatus if s.stored}
 _RETRY_PAUSE_MIN = 0.005
@@ -100,8 +101,9 @@ def classify_reply(http_status: int, body: Any) -> _Attempt:
     """What a broker's answer to POST ``/v1/messages`` means for the send (pure).
 
     ``done``: stored (any stored status, single or batch shape); ``invalid``: the request itself is
-    wrong (400/413), never retried; ``refused``: nothing stored, retry; ``unknown``: anything else --
-    a 5xx without a refusal status may come from a put path that had already appended.
+    wrong (400/413) or not authenticated (401/403), never retried; ``refused``: nothing stored, retry;
+    ``unknown``: anything else -- a 5xx without a refusal status may come from a put path that had
+    already appended.
     """
     put_status = json_field(body, "status")
     if http_status == 200 and (put_status in _STORED or json_field(body, "results")):
@@ -109,6 +111,8 @@ def classify_reply(http_status: int, body: Any) -> _Attempt:
     remark = json_field(body, "remark") or ""
     if http_status in {400, 413}:
         return _Attempt("invalid", body, f"MESSAGE_ILLEGAL: {remark}")
+    if http_status in {401, 403}:  # refused before anything was read; a retry cannot succeed
+        return _Attempt("invalid", body, f"NO_PERMISSION: {remark}")
     if http_status == 503 and put_status in REFUSED_STATUSES:
         return _Attempt("refused", body, f"{put_status}: {remark}")
     return _Attempt("unknown", body, f"HTTP {http_status} {put_status or ''} {remark}".strip())
@@ -169,6 +173,8 @@ class Producer(RoutedClient):
         session: an aiohttp session to share (not closed by the producer); default: its own.
         ssl: a TLS context trusting the cluster's CA (``mqha.security.tls.trust_context``) for a cluster
             with ``tlsEnable=true``: every call goes over https.
+        user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
+            every put; needed when the brokers run with ``authenticationEnabled=true``.
     """
 
     def __init__(
@@ -185,9 +191,11 @@ class Producer(RoutedClient):
         client_id: str | None = None,
         ack_mode: str | None = None,
         session: aiohttp.ClientSession | None = None,
+        user: User | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
         self.broker_name = broker_name
+        self._user = user
         self._ssl = ssl
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
@@ -351,6 +359,7 @@ class Producer(RoutedClient):
                 self._url(route.master_address, "/v1/messages"),
                 ssl=self._ssl or True,
                 json=payload,
+                headers=self._auth_headers(),
                 timeout=timeout,
                 trace_request_ctx=ctx,
             ) as response:

@@ -22,6 +22,8 @@ from mqha.client.results import NoRouteError, Route
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy, parse_addresses
 from mqha.errors import RemoteProtocolError
+from mqha.security.basic import basic_header
+from mqha.security.credentials import User
 from mqha.wire.controller_api import ReplicaInfoPayload
 
 
@@ -95,6 +97,11 @@ class RoutedClient:
     _recorder: ClientRecorder | None
     _route_timeout: float = 1.0
     _ssl: SSLContext | None = None  # https to controllers and brokers, verified by it (§12.5)
+    _user: User | None = None
+
+    def _auth_headers(self) -> dict[str, str]:
+        """The ``Authorization: Basic`` header of the broker API user, if one was given (puts, reads)."""
+        return {"Authorization": basic_header(self._user)} if self._user is not None else {}
 
     def _new_session(self) -> aiohttp.ClientSession:
         return aiohttp.ClientSession()

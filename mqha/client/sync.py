@@ -59,7 +59,7 @@ class _SyncClient:
 
 
 class SyncProducer(_SyncClient):
-    """Offers :class:`Producer` with blocking ``send`` / ``send_batch``; same arguments."""
+    """Offers :class:`Producer` with blocking ``send`` / ``send_batch``; same arguments (``user=`` too)."""
 
     def __init__(self, controllers: str | Sequence[str], broker_name: str, **kwargs: Any) -> None:
         self._thread = _LoopThread(f"mqha-producer-{broker_name}")
@@ -79,7 +79,7 @@ class SyncProducer(_SyncClient):
 
 
 class SyncConsumer(_SyncClient):
-    """Offers :class:`Consumer` with a blocking ``poll``; same arguments."""
+    """Offers :class:`Consumer` with a blocking ``poll``; same arguments (``user=`` too)."""
 
     def __init__(self, controllers: str | Sequence[str], broker_name: str, **kwargs: Any) -> None:
         self._thread = _LoopThread(f"mqha-consumer-{broker_name}")

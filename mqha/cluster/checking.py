@@ -20,22 +20,27 @@ import sys
 import time
 import urllib.request
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import Node
 from mqha.cluster.processes import kill_session
 
 
-def read_replica_log(node: Node, timeout: float = 5.0) -> list[dict[str, Any]]:
-    """Every message a replica serves (up to its confirm offset), as ``final_logs`` columns."""
+def read_replica_log(
+    node: Node, timeout: float = 5.0, headers: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Every message a replica serves (up to its confirm offset), as ``final_logs`` columns.
+    ``headers``: e.g. the brokers' user (``mqha.cluster.client_auth.client_headers``)."""
     rows, offset = [], 0
     while True:
         url = f"{node.url}/v1/messages?offset={offset}&maxMessages=1024"
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        request = urllib.request.Request(url, headers=dict(headers or {}))
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             body = json.loads(response.read())
         for m in body["messages"]:
             data = m["body"].encode() if m.get("body") is not None else b""
@@ -54,13 +59,14 @@ def dump_final_logs(
     from mqha.history.recorder import BrokerHistory, HistoryRecorder
 
     dumped: dict[str, list[dict[str, Any]]] = {}
+    headers = client_headers(cluster.broker_settings)
     with HistoryRecorder(database) as recorder:
         for group in groups or cluster.groups:
             for node in cluster.group_brokers(group):
                 status = cluster.broker_status(node)
                 if status is None or status.get("controllerBrokerId") is None:
                     continue
-                rows = read_replica_log(node)
+                rows = read_replica_log(node, headers=headers)
                 history = BrokerHistory(
                     recorder, f"{node.name} (read API)", group, int(status["controllerBrokerId"])
                 )

@@ -41,6 +41,11 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--controller-set", action="append", default=[], metavar="KEY=VALUE", help="a controller config key"
     )
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness (default 90)")
+    up.add_argument(
+        "--insecure",
+        action="store_true",
+        help="authentication off (default: on, with secrets generated into the run directory's node configs)",
+    )
     status = actions.add_parser("status", help="print the status table of the cluster in --dir")
     status.add_argument("--dir", default=DEFAULT_RUN_DIR, help=f"run directory (default {DEFAULT_RUN_DIR})")
     down = actions.add_parser("down", help="stop the processes recorded in --dir (by pid)")
@@ -105,6 +110,7 @@ def _cluster(args: argparse.Namespace) -> int:
                 controller_settings=_settings(args.controller_set, "--controller-set"),
                 broker_settings=_settings(args.broker_set, "--broker-set"),
                 die_with_parent=False,  # the cluster outlives this command
+                secure=not args.insecure,
             )
             cluster.start(timeout=args.timeout)
             print(cluster.status_table())

@@ -29,9 +29,11 @@ from mqha.cluster.checking import (
     dump_final_logs,
     export_and_analyze,
 )
+from mqha.cluster.client_auth import broker_user
 from mqha.cluster.failover import FailoverReport, distribution, kill_master, ms, rejoin
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.workload import ProduceWorkload
+from mqha.security.credentials import User
 
 GROUP = "broker-a"
 TOPIC = "demo"
@@ -189,12 +191,16 @@ def show_rejoin(screen: Screen, report: FailoverReport) -> None:
     )
 
 
-async def _read_back(controllers: list[str], record_to: Path, expected_end: int) -> dict[int, str]:
+async def _read_back(
+    controllers: list[str], record_to: Path, expected_end: int, user: User | None = None
+) -> dict[int, str]:
     """Every message of the final master's log, offset -> msgId, read through a Consumer."""
     from mqha.client.consumer import Consumer
 
     out: dict[int, str] = {}
-    async with Consumer(controllers, GROUP, record_to=record_to, client_id="demo-consumer") as consumer:
+    async with Consumer(
+        controllers, GROUP, record_to=record_to, client_id="demo-consumer", user=user
+    ) as consumer:
         deadline = time.monotonic() + 30
         while consumer.offset < expected_end and time.monotonic() < deadline:
             batch = await consumer.poll(1024, timeout=5)
@@ -249,7 +255,7 @@ class Demo:
         self.screen = Screen(out)
         self.run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="mqha-demo-")).resolve()
         self.result = DemoResult(ok=False, run_dir=self.run_dir)
-        self.cluster = LocalCluster(self.run_dir, controllers=3, groups=1, replicas=3)
+        self.cluster = LocalCluster(self.run_dir, controllers=3, groups=1, replicas=3, secure=True)
         self.workload: ProduceWorkload | None = None
         self.child = ToolChild()
         self.reports: list[FailoverReport] = []
@@ -309,6 +315,7 @@ class Demo:
             body_size=o.body_size,
             record_to=self.run_dir / "clients" / "producer",
             client_id="demo-producer",
+            user=broker_user(self.cluster.broker_settings),
         ).start()
         live(self.screen, self.cluster, self.workload, o.warmup, "steady state")
 
@@ -362,7 +369,8 @@ class Demo:
         master = self.cluster.master(GROUP, timeout=10)
         end = int((self.cluster.broker_status(master) or {}).get("maxOffset") or 0) if master else 0
         consumer_dir = self.run_dir / "clients" / "consumer"
-        log = asyncio.run(_read_back(self.cluster.controller_addresses, consumer_dir, end))
+        user = broker_user(self.cluster.broker_settings)
+        log = asyncio.run(_read_back(self.cluster.controller_addresses, consumer_dir, end, user))
         r.lost = sum(log.get(offset) != msg_id for offset, msg_id in acked.items())
         duplicates = len(log) - len(set(log.values()))
         self.screen.line(

@@ -22,6 +22,9 @@ from mqha.cluster.nodes import (
     group_names,
 )
 from mqha.cluster.processes import NodeProcess, free_port_pair
+from mqha.cluster.secrets import secure_settings
+from mqha.config import render_properties
+from mqha.durable import write_atomically
 
 STATE_FILE = "cluster.json"
 
@@ -66,8 +69,10 @@ class ClusterLayout:
         controller_settings: Mapping[str, str] | None = None,
         broker_settings: Mapping[str, str] | None = None,
         log_level: str = "INFO",
+        secure: bool = False,
     ) -> ClusterLayout:
-        """A new cluster's nodes, each with a free port pair under ``run_dir``."""
+        """A new cluster's nodes, each with a free port pair under ``run_dir``; ``secure``: authentication
+        on with fresh secrets (``mqha.cluster.secrets``), under any settings given."""
         if controllers < 1 or groups < 1 or replicas < 1:
             raise ValueError("a cluster needs at least one controller, one group and one replica")
         root = Path(run_dir).resolve()
@@ -80,11 +85,12 @@ class ClusterLayout:
                 name = f"{group}-{r}"
                 base = root / "brokers" / name
                 nodes[name] = Node(name, BROKER, free_port_pair(), str(base), group=group)
+        secure_controller, secure_broker = secure_settings() if secure else ({}, {})
         return cls(
             root,
             cluster_name=cluster_name,
-            controller_settings={**CONTROLLER_DEFAULTS, **(controller_settings or {})},
-            broker_settings={**BROKER_DEFAULTS, **(broker_settings or {})},
+            controller_settings={**CONTROLLER_DEFAULTS, **secure_controller, **(controller_settings or {})},
+            broker_settings={**BROKER_DEFAULTS, **secure_broker, **(broker_settings or {})},
             replicas=replicas,
             nodes=nodes,
             log_level=log_level,
@@ -129,9 +135,8 @@ class ClusterLayout:
             "nodes": [asdict(n) for n in self.nodes.values()],
         }
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        temp = self.run_dir / (STATE_FILE + ".tmp")
-        temp.write_text(json.dumps(data, indent=2) + "\n")
-        temp.replace(self.run_dir / STATE_FILE)
+        # Owner-only: the settings hold the cluster's secrets.
+        write_atomically(str(self.run_dir / STATE_FILE), json.dumps(data, indent=2) + "\n", mode=0o600)
 
     def recorded_processes(self) -> dict[str, NodeProcess]:
         """The processes ``cluster.json`` names (checked against their start time before any signal)."""
@@ -199,9 +204,8 @@ class ClusterLayout:
                 "totalReplicas": str(self.replicas),
             }
         values.update(self.node_settings.get(node.name, {}))
-        node.conf.write_text(
-            f"# written by mqha cluster for {node.name}\n" + "".join(f"{k}={v}\n" for k, v in values.items())
-        )
+        text = f"# written by mqha cluster for {node.name}\n" + render_properties(values)
+        write_atomically(str(node.conf), text, mode=0o600)  # owner-only: it may hold secrets
 
     def log_tail(self, node: str | Node, max_bytes: int = 3000) -> str:
         path = self.node(node).log

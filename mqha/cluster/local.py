@@ -56,6 +56,7 @@ class LocalCluster:
         broker_settings: Mapping[str, str] | None = None,
         log_level: str = "INFO",
         die_with_parent: bool = True,
+        secure: bool = False,
     ) -> None:
         layout = ClusterLayout.plan(
             run_dir,
@@ -66,6 +67,7 @@ class LocalCluster:
             controller_settings=controller_settings,
             broker_settings=broker_settings,
             log_level=log_level,
+            secure=secure,
         )
         self._compose(layout, ClusterProcesses(layout, die_with_parent=die_with_parent))
 

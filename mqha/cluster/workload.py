@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from mqha.client.producer import Producer
 from mqha.client.recording import RecordTarget
 from mqha.client.results import SendResult, SendStatus
+from mqha.security.credentials import User
 
 
 class ProduceWorkload:
@@ -36,8 +37,10 @@ class ProduceWorkload:
         client_id: str | None = None,
         send_timeout: float = 10.0,
         pause: float = 0.0,
+        user: User | None = None,
     ) -> None:
         self.controllers = controllers
+        self.user = user  # the brokers' API user, when they run with authenticationEnabled
         self.broker_name = broker_name
         self.concurrency = concurrency
         self.topic = topic
@@ -100,6 +103,7 @@ class ProduceWorkload:
             send_timeout=self.send_timeout,
             record_to=self.record_to,
             client_id=self.client_id,
+            user=self.user,
         )
         async with producer:
             loops = [asyncio.create_task(self._send_loop(producer, i)) for i in range(self.concurrency)]
@@ -174,8 +178,10 @@ class ConsumeWorkload:
         record_to: RecordTarget | None = None,
         client_id: str | None = None,
         batch: int = 256,
+        user: User | None = None,
     ) -> None:
         self.controllers = controllers
+        self.user = user
         self.broker_name = broker_name
         self.record_to = record_to
         self.client_id = client_id
@@ -217,7 +223,11 @@ class ConsumeWorkload:
         from mqha.client.results import ReadError
 
         async with Consumer(
-            self.controllers, self.broker_name, record_to=self.record_to, client_id=self.client_id
+            self.controllers,
+            self.broker_name,
+            record_to=self.record_to,
+            client_id=self.client_id,
+            user=self.user,
         ) as consumer:
             while not self._stop.is_set():
                 try:

@@ -1,6 +1,6 @@
 """``mqcontroller -c controller.conf [-p]``: one controller node (HTTP API + PySyncObj Raft member).
 
-- ``-p`` prints the effective config (Java-properties text) and exits 0.
+- ``-p`` prints the effective config (Java-properties text, secrets masked) and exits 0.
 - A config problem prints ONE line naming the key on stderr and exits 1 (no traceback); so does a
   port that cannot be bound.
 - Logs go to stderr. SIGTERM / SIGINT only set an event; shutdown then runs in order: stop deciding,
@@ -26,6 +26,7 @@ from mqha.controller.raft import RaftStartError
 from mqha.controller.service import ControllerService
 from mqha.errors import ConfigError
 from mqha.process import StartError
+from mqha.security.credentials import masked
 from mqha.security.tls import server_context
 
 log = logging.getLogger("mqcontroller")
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as exc:
         process.exit_with(PROG, exc)
     if args.print:
-        sys.stdout.write(render_properties(config))
+        sys.stdout.write(render_properties(masked(config)))  # secrets (SECRET_KEYS) as MASK
         return
     process.run(PROG, args.log_level, lambda: serve(config))
 

@@ -8,14 +8,17 @@ and its event stream (``/v1/console/events``, server-sent events of ``mqha.contr
 HTTP status from the code (``mqha.codes.http_status_for``): 200 success; 400 invalid request (2005);
 404 unknown broker set (2008, 2010); 409 fenced or rejected; 421 not leader (2007, with
 ``leaderAddress``); 503 no quorum (14); 500 system error (1). The HTTP layer adds: 401/403 (code 16)
-for admin calls without / with a wrong bearer token, 413 (code 2005) for a body over
-``maxRequestBodyBytes``, 404/405 (code 3) for unknown routes and methods.
+for a request without / with the wrong proof (``mqha.controller.access``), 413 (code 2005) for a body
+over ``maxRequestBodyBytes``, 404/405 (code 3) for unknown routes and methods.
 
-Order of checks per request: body size -> JSON syntax and fields in one pass (``mqha.wire``: the
-body's bytes decode straight into the request struct; strict: types, ranges, required, unknown -> 400
-naming the field) -> path parameter -> admin token -> leadership -> the decision. A bad request is bad
-on any node, so validation comes before the leader check; nothing is decided or changed before the
-last step. Replies stay typed until ``respond`` encodes them (``Reply.encode``).
+Order of checks per request: body size -> with ``authenticationEnabled``, the caller's proof for the
+route (``_authenticate``: a signature covers the raw body, which is read once and kept) -> JSON syntax
+and fields in one pass (``mqha.wire``: the body's bytes decode straight into the request struct;
+strict: types, ranges, required, unknown -> 400 naming the field) -> path parameter -> admin token
+(a designated elect; without ``authenticationEnabled`` every admin call is checked here, as before)
+-> leadership -> the decision. A bad request is bad on any node, so validation comes before the
+leader check; nothing is decided or changed before the last step. Replies stay typed until
+``respond`` encodes them (``Reply.encode``).
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ from aiohttp import web
 
 from mqha.codes import ResponseCode, http_status_for
 from mqha.controller import openapi
+from mqha.controller.access import Access, Principal, route_access
 from mqha.controller.console_view import sse_message
 from mqha.controller.metrics import CONTENT_TYPE
 from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
+from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
 from mqha.wire.codec import Request
 from mqha.wire.controller_api import Reply
@@ -49,6 +54,9 @@ log = logging.getLogger(__name__)
 Code = ResponseCode
 SERVICE = web.AppKey("service", ControllerService)
 _CODE = web.RequestKey("mqha_code", str)
+_WHO = web.RequestKey("mqha_who", object)  # what the Authorization header proved (access.Principal | Denial)
+_RAW_BODY = web.RequestKey("mqha_raw_body", bytes)
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Sessions and console streams last as long as their peer: no latency sample.
 _UNTIMED = frozenset({"brokerSession", "consoleEvents"})
 
@@ -97,6 +105,8 @@ def _service(request: web.Request) -> ControllerService:
 
 async def _read_body(request: web.Request) -> bytes:
     """The body, reading at most ``maxRequestBodyBytes`` (413 beyond, without buffering it)."""
+    if (checked := request.get(_RAW_BODY)) is not None:  # already read for its signature
+        return checked
     limit = _service(request).max_message_bytes()
     if request.content_length is not None and request.content_length > limit:
         raise _bad_request(f"request body of {request.content_length} bytes exceeds {limit} bytes", 413)
@@ -165,10 +175,24 @@ def _parse(cls: type[R], obj: Any) -> R:
         raise HttpError(400, Reply(exc.code, exc.remark)) from None
 
 
-def _require_admin(request: web.Request) -> None:
-    denied = _service(request).check_admin_auth(request.headers.get("Authorization"))
+def _identify(request: web.Request, body: bytes) -> Principal | Denial:
+    """Who the request's ``Authorization`` header proves; once per request (a signature's nonce is
+    spent by its first check)."""
+    who = request.get(_WHO)
+    if who is None:
+        header = request.headers.get("Authorization")
+        who = request[_WHO] = _service(request).auth.identify(request.method, request.raw_path, body, header)
+    return who
+
+
+def _require(request: web.Request, required: Access, body: bytes = b"") -> None:
+    denied = _service(request).auth.permit(required, _identify(request, body))
     if denied is not None:
         raise HttpError(*denied)
+
+
+def _require_admin(request: web.Request) -> None:
+    _require(request, Access.ADMIN)
 
 
 # ----------------------------------------------------------------------------------- handlers
@@ -383,6 +407,22 @@ async def _envelope(request: web.Request, handler: Handler) -> web.StreamRespons
     return response
 
 
+@web.middleware
+async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With ``authenticationEnabled``: the caller's proof, checked before the body is decoded (an
+    unauthenticated peer costs a size-limited read and one HMAC, and learns nothing). A signature
+    covers the exact body bytes, so they are read (and kept for the handler) first."""
+    name = request.match_info.route.name
+    if name is None:  # no such route: the router's 404 / 405
+        return await handler(request)
+    required = route_access(request.method, name)
+    if _service(request).auth.enabled and required is not Access.OPEN:
+        body = await _read_body(request) if request.method in _BODY_METHODS else b""
+        request[_RAW_BODY] = body
+        _require(request, required, body)
+    return await handler(request)
+
+
 async def _on_shutdown(app: web.Application) -> None:
     service = app[SERVICE]
     service.begin_stop()  # a session closing now is a controller shutdown, not a broker crash
@@ -391,7 +431,7 @@ async def _on_shutdown(app: web.Application) -> None:
 
 def build_app(service: ControllerService) -> web.Application:
     # Bodies are read by ``_read_json`` with the live ``maxRequestBodyBytes``; this is a backstop.
-    app = web.Application(middlewares=[_envelope], client_max_size=64 * 1024 * 1024)
+    app = web.Application(middlewares=[_envelope, _authenticate], client_max_size=64 * 1024 * 1024)
     app[SERVICE] = service
     for method, path, name, handler in ROUTES:
         app.router.add_route(method, path, handler, name=name)

@@ -3,7 +3,8 @@
 Request and payload schemas are generated from the wire structs of ``mqha.wire.controller_api`` by
 ``msgspec.json.schema_components`` (names, types, ranges, lengths, defaults), so they cannot drift from
 what the server decodes; the route list must equal ``mqha.controller.http_api.ROUTES`` (a test checks
-it).
+it). Each route's ``security`` and its 401/403 answers come from ``mqha.controller.access`` (what the
+server enforces): broker routes take a signature or the admin token, admin routes the admin token.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import msgspec
 
 from mqha.codes import ResponseCode
+from mqha.controller.access import Access, route_access
 from mqha.wire.controller_api import (
     AlterSyncStateSetPayload,
     AlterSyncStateSetRequest,
@@ -98,8 +100,9 @@ _ENVELOPE = {
 _STATUS_TEXT = {
     "200": "success (code 0)",
     "400": "invalid request: malformed JSON, wrong type, missing or unknown field (code 2005)",
-    "401": "admin call without a bearer token while adminAuthToken is set (code 16)",
-    "403": "wrong bearer token, or a blacklisted config key (code 16)",
+    "401": "no proof: no, a malformed, a wrong, an expired or a replayed signature, or an admin call "
+    "without a bearer token (code 16)",
+    "403": "wrong admin token, broker credentials on an admin call, or a blacklisted config key (code 16)",
     "404": "unknown broker set (2008, 2010)",
     "409": "fenced or rejected (2000-2004, 2006, 2009, 2011-2014)",
     "413": "body larger than maxRequestBodyBytes (code 2005)",
@@ -109,7 +112,6 @@ _STATUS_TEXT = {
 }
 _READ = ("200", "400", "421", "503")
 _WRITE = ("200", "400", "404", "409", "413", "421", "503")
-_ADMIN_WRITE = ("200", "400", "401", "403", "404", "409", "413", "421", "503")
 
 
 def _responses(statuses: tuple[str, ...], payload: type[msgspec.Struct] | None = None) -> dict[str, Any]:
@@ -146,7 +148,33 @@ def _query_param(name: str, description: str, required: bool = False, many: bool
 
 _BROKER_NAME_PATH = {"name": "brokerName", "in": "path", "required": True, "schema": {"type": "string"}}
 _ASSET_PATH = {"name": "asset", "in": "path", "required": True, "schema": {"type": "string"}}
-_BEARER = [{"adminToken": []}]
+_SECURITY = {
+    Access.BROKER: [{"innerSignature": []}, {"adminToken": []}],
+    Access.ADMIN: [{"adminToken": []}],
+}
+_SIGNATURE_SCHEME = {
+    "type": "apiKey",
+    "in": "header",
+    "name": "Authorization",
+    "description": "With authenticationEnabled: 'MQHA-HMAC-SHA256 AccessKey=<accessKey>, Timestamp=<ms>, "
+    "Nonce=<random>, Signature=<hex HMAC-SHA256(secretKey, METHOD\\npath?raw-query\\ntimestamp\\nnonce"
+    "\\nsha256-hex(body))>' by innerClientAuthenticationCredentials; within 60 s of the server's clock, "
+    "each nonce once. Without authenticationEnabled broker routes are open.",
+}
+_TOKEN_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "adminAuthToken: required by admin routes when set (always with authenticationEnabled)",
+}
+
+
+def _with_access(method: str, op_id: str, operation: dict[str, Any]) -> dict[str, Any]:
+    """``operation`` with the security the server enforces on it and its 401/403 answers."""
+    required = route_access(method, op_id)
+    if required is Access.OPEN:
+        return operation
+    refusals = _responses(("401", "403"))
+    return {**operation, "security": _SECURITY[required], "responses": {**operation["responses"], **refusals}}
 
 
 def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
@@ -183,11 +211,10 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "validated, persisted to "
                 "configStorePath. Blacklisted keys: 403 code 16. Keys that need a restart are named "
                 "in the remark.",
-                "security": _BEARER,
                 "requestBody": _body(
                     {"type": "object", "additionalProperties": {"type": ["string", "integer", "boolean"]}}
                 ),
-                "responses": _responses(("200", "400", "401", "403", "413", "500")),
+                "responses": _responses(("200", "400", "413", "500")),
             },
         ),
         (
@@ -277,11 +304,10 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "summary": "docs/reference-behaviour.md §5.4, leader: masterBrokerId, masterAddress, "
                 "masterHaAddress, masterEpoch, "
                 "syncStateSetEpoch, syncStateSet, brokerMemberGroup. No brokerId = controller-style "
-                "trigger; designateElect needs the admin token when one is configured.",
+                "trigger; designateElect needs the admin token (a broker's signature is not enough).",
                 "parameters": [_BROKER_NAME_PATH],
-                "security": _BEARER,
                 "requestBody": _body(request_schema(ElectMasterRequest, path_name)),
-                "responses": _responses(_ADMIN_WRITE, ElectMasterPayload),
+                "responses": _responses(_WRITE, ElectMasterPayload),
             },
         ),
         (
@@ -313,11 +339,10 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/v1/groups/{brokerName}/clean",
             "cleanBrokerData",
             {
-                "summary": "docs/reference-behaviour.md §5.10, leader, admin token when configured",
+                "summary": "docs/reference-behaviour.md §5.10, leader, admin token",
                 "parameters": [_BROKER_NAME_PATH],
-                "security": _BEARER,
                 "requestBody": _body(request_schema(CleanBrokerDataRequest, path_name)),
-                "responses": _responses(_ADMIN_WRITE),
+                "responses": _responses(_WRITE),
             },
         ),
         (
@@ -424,7 +449,10 @@ def route_list() -> list[tuple[str, str, str]]:
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for method, path, op_id, operation in _operations():
-        paths.setdefault(path, {})[method.lower()] = {"operationId": op_id, **operation}
+        paths.setdefault(path, {})[method.lower()] = {
+            "operationId": op_id,
+            **_with_access(method, op_id, operation),
+        }
     return {
         "openapi": "3.1.0",
         "info": {
@@ -436,6 +464,6 @@ def document() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {"Envelope": _ENVELOPE, **_components()},
-            "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"innerSignature": _SIGNATURE_SCHEME, "adminToken": _TOKEN_SCHEME},
         },
     }

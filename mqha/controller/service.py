@@ -14,7 +14,7 @@ module              class                 job
                                           scans, controller-triggered elections with retries
 ``role_changes``    ``RoleChangeFanout``  ``roleChanged`` pushes after a successful election
 ``config_store``    ``ConfigStore``       the live config: checks, typed updates, persistence
-``admin_auth``      ``AdminAuth``         the admin calls' bearer-token check
+``auth``            ``ControllerAuth``    who a request is (signature, admin token) and what it may call
 ``status_views``    ``StatusViews``       metadata, debug status, metric gauges, console documents
 ==================  ====================  ============================================================
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqha.clock import Clock, MonotonicClock
-from mqha.controller.admin_auth import AdminAuth
+from mqha.controller.auth import ControllerAuth
 from mqha.controller.config_store import ConfigStore
 from mqha.controller.liveness_watch import LivenessWatch
 from mqha.controller.metrics import ControllerMetrics
@@ -52,7 +52,7 @@ class ControllerService:
         self.role_changes = RoleChangeFanout(parts)
         self.writes = WritePath(parts, self.metrics, self.role_changes.notify_role_change)
         self.liveness = LivenessWatch(parts, self.writes.elect_master)
-        self.auth = AdminAuth(self.config_store)
+        self.auth = ControllerAuth(self.config_store)
 
         self.node_id = parts.node_id
         self.self_peer = parts.self_peer
@@ -74,7 +74,6 @@ class ControllerService:
         self.session_ping_seconds = self.config_store.session_ping_seconds
         self.get_config = self.config_store.get_config
         self.update_config = self.config_store.update_config
-        self.check_admin_auth = self.auth.check_admin_auth
         self.metadata = self.views.metadata
         self.node_status = self.views.node_status
         self.console_snapshot = self.views.console_snapshot

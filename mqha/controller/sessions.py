@@ -22,6 +22,11 @@ The controller sends WebSocket pings every ``brokerSessionPingMills`` to keep th
 exercised, but a missing pong does NOT end the session: hangs and partitions are the heartbeat
 timeout's job (docs/architecture.md §3), so a long GC pause is not a crash.
 
+Authentication. With ``authenticationEnabled`` the upgrade request itself must be signed by
+``innerClientAuthenticationCredentials`` (or carry the admin token): ``http_api``'s check refuses
+it with 401/403 before this handler runs. Messages on an open session need no further proof: the
+connection is the authenticated peer's.
+
 Pushes. At most one push per (session, broker set) is pending: a newer one cancels an older one
 still waiting on a slow socket; each send is bounded by 3 s (docs/reference-behaviour.md §7.4).
 """

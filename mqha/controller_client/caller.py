@@ -16,11 +16,12 @@ import json
 import logging
 import os
 import ssl as _ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from mqha.controller_client import policy as rules
 from mqha.controller_client.policy import Follow, Policy, Why
@@ -83,6 +84,21 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+Signer = Callable[[str, str, bytes], Mapping[str, str]]
+"""Headers that prove who sends a request: ``signer(method, path with its raw query, body bytes)``.
+Called once per request sent (each gets a fresh nonce and timestamp)."""
+
+
+def signed_headers(
+    headers: Mapping[str, str] | None, signer: Signer | None, method: str, target: str, body: bytes
+) -> dict[str, str]:
+    """``headers`` plus, with a ``signer``, the proof of this one request."""
+    sent = dict(headers or {})
+    if signer is not None:
+        sent.update(signer(method, target, body))
+    return sent
+
+
 async def fetch(
     session: aiohttp.ClientSession,
     address: str,
@@ -94,20 +110,22 @@ async def fetch(
     timeout_s: float,
     connect_timeout_s: float = 1.0,
     headers: Mapping[str, str] | None = None,
+    signer: Signer | None = None,
     ssl: _ssl.SSLContext | None = None,
 ) -> tuple[int, Any]:
     """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON);
     https verified by ``ssl`` when given (docs/architecture.md §12.5). Raises :class:`TransportFailure`."""
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s))
+    # The URL and body bytes are made here, so a signature covers exactly what goes on the wire.
+    scheme = "http" if ssl is None else "https"
+    url = URL(f"{scheme}://{address.removeprefix('http://')}{path}").extend_query(params or {})
+    data = None if body is None else json.dumps(body).encode()
+    sent = signed_headers(headers, signer, method, url.raw_path_qs, data or b"")
+    if data is not None:
+        sent["Content-Type"] = "application/json"
     try:
         async with session.request(
-            method,
-            f"{'http' if ssl is None else 'https'}://{address.removeprefix('http://')}{path}",
-            json=body,
-            params=params,
-            timeout=timeout,
-            headers=headers,
-            ssl=True if ssl is None else ssl,
+            method, url, data=data, timeout=timeout, headers=sent, ssl=True if ssl is None else ssl
         ) as response:
             status, raw = response.status, await response.read()
     except aiohttp.ConnectionTimeoutError as exc:
@@ -137,6 +155,7 @@ class LeaderCaller:
         probe_timeout_s: float = 1.0,
         connect_timeout_s: float = 1.0,
         headers: Mapping[str, str] | None = None,
+        signer: Signer | None = None,
         ssl: _ssl.SSLContext | None = None,
     ) -> None:
         if not addresses:
@@ -149,6 +168,7 @@ class LeaderCaller:
         self.probe_timeout_s = probe_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.headers = dict(headers or {})
+        self.signer = signer  # signs every request this caller sends (authenticationEnabled)
         self._session = session
         self._owned = session is None
 
@@ -165,6 +185,10 @@ class LeaderCaller:
         if self._owned and self._session is not None:
             await self._session.close()
             self._session = None
+
+    def headers_for(self, method: str, target: str, body: bytes = b"") -> dict[str, str]:
+        """The headers of one request sent outside ``ask`` (the session upgrade): ours, signed."""
+        return signed_headers(self.headers, self.signer, method, target, body)
 
     # ------------------------------------------------------------------------------ one exchange
 
@@ -189,6 +213,7 @@ class LeaderCaller:
             timeout_s=timeout_s or self.call_timeout_s,
             connect_timeout_s=self.connect_timeout_s,
             headers=self.headers,
+            signer=self.signer,
             ssl=self.ssl,
         )
         try:

@@ -11,25 +11,53 @@ not-leader answer that leaves the write's outcome unknown.
 
 Heartbeats and the per-controller sessions are :class:`HeartbeatSessions`' job
 (``heartbeat_sessions.py``); the client owns one as ``heartbeats``.
+
+With ``authenticationEnabled`` every request and every session upgrade is signed with
+``innerClientAuthenticationCredentials`` (``request_signer``; ``mqha.security.signing``): a fresh
+nonce and the wall-clock time each, so the controller can refuse replays (docs/architecture.md §3.3).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from ssl import SSLContext
 from typing import Any
 
+from mqha.clock import wall_ms
 from mqha.codes import ResponseCode
-from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
+from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, Signer
 from mqha.controller_client.policy import Policy, parse_addresses
 from mqha.errors import RemoteProtocolError
 from mqha.replicas_manager.heartbeat_sessions import HeartbeatSessions, PushHandler
+from mqha.security.credentials import InnerCredentials, parse_inner_credentials
+from mqha.security.signing import sign
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ControllerClient", "parse_addresses"]
+__all__ = ["ControllerClient", "parse_addresses", "request_signer", "signer_of"]
+
+NONCE_BYTES = 16
+
+
+def signer_of(credentials: InnerCredentials) -> Signer:
+    """Signs each request with ``credentials``, a fresh random nonce and the wall-clock time."""
+
+    def signer(method: str, target: str, body: bytes) -> dict[str, str]:
+        nonce = secrets.token_hex(NONCE_BYTES)
+        # Wall clock: the controller compares the timestamp with its own wall clock.
+        return {"Authorization": sign(credentials, method, target, body, timestamp_ms=wall_ms(), nonce=nonce)}
+
+    return signer
+
+
+def request_signer(config: Mapping[str, Any]) -> Signer | None:
+    """The signer of a broker's controller calls: None without ``authenticationEnabled``."""
+    if not config.get("authenticationEnabled"):
+        return None
+    return signer_of(parse_inner_credentials(config["innerClientAuthenticationCredentials"]))
 
 
 class ControllerClient:
@@ -48,6 +76,7 @@ class ControllerClient:
         backoff_max_s: float = 1.0,
         reconnect_min_s: float = 0.1,
         reconnect_max_s: float = 2.0,
+        signer: Signer | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
         if not addresses:
@@ -65,6 +94,7 @@ class ControllerClient:
             policy,
             call_timeout_s=request_timeout_s,
             probe_timeout_s=metadata_timeout_s,
+            signer=signer,
             ssl=ssl,
         )
         self.heartbeats = HeartbeatSessions(

@@ -2,10 +2,11 @@
 
 Sessions (docs/architecture.md §3, ``mqha/controller/sessions.py``). One WebSocket ``GET /v1/brokers/session``
 to EVERY controller, each kept by its own task: reconnect with a doubling pause (``reconnect_min_s`` ..
-``reconnect_max_s``), send the latest heartbeat as soon as it opens (a fresh leader learns at once
-that we are alive), deliver ``roleChanged`` pushes to ``on_push``, ignore other message types. The
-state of each session (``sessions()``) is for status and metrics. Heartbeats go one-way over the open
-sessions, or by HTTP to every controller when the planner wants them confirmed.
+``reconnect_max_s``; every upgrade signed afresh by the caller's signer, if any), send the latest
+heartbeat as soon as it opens (a fresh leader learns at once that we are alive), deliver
+``roleChanged`` pushes to ``on_push``, ignore other message types. The state of each session
+(``sessions()``) is for status and metrics. Heartbeats go one-way over the open sessions, or by HTTP
+to every controller when the planner wants them confirmed.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ class HeartbeatSessions:
                     self._caller.session.ws_connect(
                         f"{'http' if self._caller.ssl is None else 'https'}://{link.address}{SESSION_PATH}",
                         ssl=self._caller.ssl or True,  # docs/architecture.md §12.5
+                        headers=self._caller.headers_for("GET", SESSION_PATH),  # signed per attempt
                         autoping=True,  # answer the controller's pings
                         heartbeat=None,  # liveness is the heartbeat messages' job
                         timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0),

@@ -36,7 +36,7 @@ from mqha.codes import ResponseCode
 from mqha.errors import MqhaError, RemoteProtocolError
 from mqha.replicas_manager import actions as act
 from mqha.replicas_manager import identity as identity_files
-from mqha.replicas_manager.client import ControllerClient, parse_addresses
+from mqha.replicas_manager.client import ControllerClient, parse_addresses, request_signer
 from mqha.replicas_manager.hooks import BrokerHooks, SyncStateSetReporter
 from mqha.replicas_manager.planner import ReplicasPlanner
 from mqha.replicas_manager.planner_states import PlannerConfig, State
@@ -75,6 +75,7 @@ class ReplicasManager(SyncStateSetReporter):
             parse_addresses(config["controllerAddr"]),
             on_push=self._on_push,
             heartbeat_timeout_s=config["sendHeartbeatTimeoutMillis"] / 1000,
+            signer=request_signer(config),
             ssl=client_context(config),
         )
         self.status = ReplicasStatus(self.planner, self.client)

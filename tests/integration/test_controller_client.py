@@ -8,13 +8,18 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
+from mqha.clock import wall_ms
 from mqha.codes import ResponseCode
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, Silence, TransportFailure
 from mqha.controller_client.policy import Policy, Why
 from mqha.errors import RemoteProtocolError
+from mqha.replicas_manager.client import signer_of
+from mqha.security.credentials import InnerCredentials
+from mqha.security.signing import RequestVerifier
 from tests.helpers.processes import free_port
 
 Handler = Callable[[web.Request], Any]
@@ -181,3 +186,35 @@ def test_refused_and_malformed() -> None:
                 await caller.close()
 
     run(body)
+
+
+def test_every_request_is_signed_over_the_exact_bytes_and_target_sent() -> None:
+    """A signature covers the path with its raw query and the body bytes the server receives, with a
+    fresh nonce per request (retries and redirects included)."""
+    credentials = InnerCredentials("inner", "inner-secret-0123")
+    verifier = RequestVerifier({"inner": credentials})
+    verdicts: list[object] = []
+
+    async def check(request: web.Request) -> web.Response:
+        body = await request.read()
+        header = request.headers.get("Authorization")
+        verdicts.append(verifier.verify(request.method, request.raw_path, body, header, wall_ms()))
+        return reply({"code": 0})
+
+    async def body() -> None:
+        fake = Fake(check)
+        async with serving(fake):
+            caller = LeaderCaller([fake.address], DIRECT, signer=signer_of(credentials))
+            try:
+                await caller.call("POST", "/v1/brokers/register", body={"brokerName": "b é/%"}, write=True)
+                await caller.call("GET", "/v1/sync-state-data", params={"brokerName": "a b&c=d/é"})
+                await caller.call("GET", "/v1/groups/x%20y/replica-info")
+                headers = caller.headers_for("GET", "/v1/brokers/session")
+                url = f"http://{fake.address}/v1/brokers/session"
+                with pytest.raises(aiohttp.WSServerHandshakeError):  # the fake does not upgrade
+                    await caller.session.ws_connect(url, headers=headers)
+            finally:
+                await caller.close()
+
+    run(body)
+    assert verdicts == [None, None, None, None]

@@ -17,6 +17,7 @@ from mqha.config import parse_properties
 from mqha.controller import __main__ as controller_main
 from mqha.controller.config import load_controller_config, parse_peers
 from mqha.controller.config_store import check_config
+from mqha.security.credentials import MASK, SECRET_KEYS, masked
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 CONF_FILES = sorted(path.relative_to(CONF).as_posix() for path in CONF.rglob("*.conf"))
@@ -65,7 +66,10 @@ def test_print_flag_accepts_every_file(name: str, capsys: pytest.CaptureFixture[
     main = controller_main.main if kind_of(name) == "controller" else broker_main.main
     main(["-c", str(CONF / name), "-p"])
     printed = parse_properties(capsys.readouterr().out)
-    assert printed == {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in load(name).items()}
+    expected = masked(load(name))  # secrets are printed as MASK
+    assert printed == {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in expected.items()}
+    given = parse_properties((CONF / name).read_text(encoding="utf-8"))
+    assert all(printed[key] == MASK for key in SECRET_KEYS if given.get(key))
 
 
 def test_every_file_is_listed_in_conf_readme() -> None:

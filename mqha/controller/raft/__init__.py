@@ -9,6 +9,7 @@ addresses      Raft address <-> API address; the member's file names
 tuning         timing knobs (``RaftTuning``), the ``SyncObjConf`` built from them, the lease's quorum math
 journal        durable storage: ``DurableFileJournal`` and ``DurableMetaStorer`` (PySyncObj subclasses)
 transport      group commit: ``GroupCommitTransport`` (a PySyncObj ``TCPTransport`` subclass)
+decoding       peer data (frames, log entries, dumps) is unpickled by an allow-list, never into code
 node           ``PipelinedSyncObj`` (the ``SyncObj`` subclass) and ``RecordConsumer`` (the one replicated
                method); every read of PySyncObj's private state goes through them
 log            ``ReplicatedLog``: the asyncio face of one member (proposals, leadership, lease, status)

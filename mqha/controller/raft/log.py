@@ -63,6 +63,7 @@ from pysyncobj import FAIL_REASON
 from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic as raft_clock  # CLOCK_MONOTONIC_RAW, not time.monotonic
 
+from mqha.controller.raft import decoding
 from mqha.controller.raft.addresses import store_paths
 from mqha.controller.raft.errors import (
     ApplyError,
@@ -180,6 +181,18 @@ class ReplicatedLog:
         if journal is not None and not sync.uses(journal):
             await self._destroy_sync()
             raise RaftStartError("pysyncobj internals changed: durable journal not installed (pin 0.3.17)")
+        if not decoding.installed():
+            await self._destroy_sync()
+            raise RaftStartError(
+                "pysyncobj internals changed: restricted decoding not installed (pin 0.3.17)"
+            )
+        if not self._password:
+            log.warning(
+                "Raft traffic is unauthenticated and unencrypted: anyone who can reach the Raft port %s "
+                "can impersonate a member and write to the replicated log; set controllerRaftPassword "
+                "(the same on every controller)",
+                self._self_address,
+            )
         try:
             await self._loop.run_in_executor(None, sync.waitBinded)
         except Exception as exc:

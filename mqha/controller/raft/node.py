@@ -31,6 +31,7 @@ import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.transport import TCPTransport
 
+from mqha.controller.raft import decoding
 from mqha.controller.raft.errors import ApplyFailure
 from mqha.controller.raft.journal import DurableFileJournal
 from mqha.controller.raft.transport import GroupCommitTransport
@@ -103,7 +104,10 @@ class PipelinedSyncObj(SyncObj):
         that journal instead of a stock ``FileJournal`` (see :func:`_journal_installed`) and the
         transport is a :class:`GroupCommitTransport` bound to it; without, both are stock. Whether
         it worked is :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
+        Before anything is built, PySyncObj's decoding is made restricted (:func:`decoding.install`):
+        the constructor already loads a dump and journal meta, and every later frame is peer data.
         """
+        decoding.install()
         if journal is None:
             super().__init__(self_address, partners, conf, consumers=[consumer], transportClass=TCPTransport)
             return

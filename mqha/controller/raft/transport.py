@@ -1,8 +1,8 @@
 """Group commit on PySyncObj's TCP transport: no Raft message leaves before the journal it describes is
 on disk (docs/raft.md §7.3).
 
-Later work on the Raft transport (what peers may send us) belongs here too; storage stays in
-``journal.py``.
+How what peers send us is decoded lives in ``decoding.py`` (it covers more than the transport's
+frames); storage stays in ``journal.py``.
 """
 
 from __future__ import annotations

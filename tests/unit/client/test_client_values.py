@@ -36,6 +36,8 @@ OK_BATCH = {
         (503, {"status": "IN_SYNC_REPLICAS_NOT_ENOUGH"}, "refused"),
         (400, {"status": "MESSAGE_ILLEGAL", "remark": "topic"}, "invalid"),
         (413, {"code": 13}, "invalid"),
+        (401, {"code": 16, "remark": "wrong username or password"}, "invalid"),  # nothing stored, no retry
+        (403, {"code": 16}, "invalid"),
         (500, {"status": "UNKNOWN_ERROR"}, "unknown"),  # the put path may have appended
         (500, None, "unknown"),
         (502, "bad gateway", "unknown"),
@@ -51,6 +53,20 @@ def test_refused_and_invalid_replies_name_the_reason() -> None:
         "SERVICE_NOT_AVAILABLE: slave"
     )
     assert classify_reply(400, {"remark": "bad topic"}).error == "MESSAGE_ILLEGAL: bad topic"
+    assert classify_reply(401, {"remark": "no"}).error == "NO_PERMISSION: no"
+
+
+def test_a_user_goes_as_http_basic_credentials_and_none_sends_no_header() -> None:
+    from mqha.client import Consumer, Producer, User
+    from mqha.security.basic import check_basic
+
+    user = User("alice", "password-1")
+    producer = Producer("127.0.0.1:1", "broker-a", user=user)
+    consumer = Consumer("127.0.0.1:1", "broker-a", user=user)
+    for client in (producer, consumer):
+        assert check_basic(client._auth_headers()["Authorization"], [user]) is None
+    assert Producer("127.0.0.1:1", "broker-a")._auth_headers() == {}
+    assert Consumer("127.0.0.1:1", "broker-a")._auth_headers() == {}
 
 
 def test_stored_statuses() -> None:

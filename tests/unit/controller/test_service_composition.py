@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqha.controller import (
-    admin_auth,
+    auth,
     config_store,
     liveness_watch,
     parts,
@@ -30,7 +30,7 @@ JOB_MODULES = [
     liveness_watch,
     role_changes,
     config_store,
-    admin_auth,
+    auth,
     status_views,
     service,
 ]
@@ -80,7 +80,7 @@ def test_the_api_lands_on_the_job_that_owns_it(built: ControllerService) -> None
     assert built.record_heartbeat.__self__ is built.liveness
     assert built.on_session_closed.__self__ is built.liveness
     assert built.update_config.__self__ is built.config_store
-    assert built.check_admin_auth.__self__ is built.auth
+    assert built.auth.permit.__self__ is built.auth
     assert built.console_snapshot.__self__ is built.views
     assert built.writes._notify_role_change.__self__ is built.role_changes
     assert built.liveness.elect_master == built.writes.elect_master
