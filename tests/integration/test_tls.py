@@ -9,6 +9,7 @@ another CA all get nothing. Every process is stopped by pid; every wait is bound
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import subprocess
@@ -24,6 +25,7 @@ from mqha.autoswitch_ha.frames import encode_frame
 from mqha.client.results import SendStatus
 from mqha.client.sync import SyncConsumer, SyncProducer
 from mqha.cluster.nodes import http_json
+from mqha.security.credentials import User
 from mqha.security.tls import trust_context
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.helpers.tls_certs import NodeFiles, TestCA
@@ -32,6 +34,17 @@ from tests.integration.controller_cluster import ControllerCluster, mqcontroller
 from tests.integration.test_mqadmin import mqadmin
 
 pytestmark = pytest.mark.integration
+
+USER = User("alice", "alice-password-1")
+CONTROLLER_AUTH = {
+    "authenticationEnabled": "true",
+    "innerClientAuthenticationCredentials": json.dumps({"accessKey": "nodes", "secretKey": "inner-secret-1"}),
+    "adminAuthToken": "admin-token-1",
+}
+BROKER_AUTH = {
+    **CONTROLLER_AUTH,
+    "initAuthenticationUser": json.dumps({"username": USER.username, "password": USER.password}),
+}
 
 
 @dataclass
@@ -43,6 +56,7 @@ class TlsCluster:
     context: ssl.SSLContext
     controllers: ControllerCluster
     brokers: list[Broker]
+    user: User | None  # the broker API user when authentication is on too
 
     @property
     def controller_addr(self) -> str:
@@ -79,13 +93,16 @@ class TlsCluster:
         return wait_until(find, 30.0, 0.1, "a master and a slave")
 
 
-@pytest.fixture
-def tls_cluster(tmp_path: Path) -> Iterator[TlsCluster]:
+@pytest.fixture(params=[False, True], ids=["tls", "tls+auth"])
+def tls_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[TlsCluster]:
+    auth = request.param  # with authenticationEnabled too: signatures over https, HA proofs over TLS
     ca = TestCA(tmp_path / "tls")
     files = ca.node("node", ips=("127.0.0.1",))
     settings = files.settings(verify_hostname=True)
     with ProcessGroup() as group:
-        controllers = ControllerCluster(group, tmp_path / "controllers", settings=settings)
+        controllers = ControllerCluster(
+            group, tmp_path / "controllers", settings={**settings, **(CONTROLLER_AUTH if auth else {})}
+        )
         for node in controllers.nodes:
             node.proc = group.start(
                 [*mqcontroller_command(), "-c", str(node.conf)],
@@ -93,9 +110,15 @@ def tls_cluster(tmp_path: Path) -> Iterator[TlsCluster]:
                 name=f"mqcontroller-{node.node_id}",
             )
         brokers = [
-            Broker(f"b{i}", tmp_path / f"b{i}", {**BROKER_TEST_SETTINGS, **settings}) for i in range(2)
+            Broker(
+                f"b{i}",
+                tmp_path / f"b{i}",
+                {**BROKER_TEST_SETTINGS, **settings, **(BROKER_AUTH if auth else {})},
+            )
+            for i in range(2)
         ]
-        cluster = TlsCluster(group, files, trust_context(str(files.ca)), controllers, brokers)
+        user = USER if auth else None
+        cluster = TlsCluster(group, files, trust_context(str(files.ca)), controllers, brokers, user)
         cluster.wait_healthy([n.address for n in controllers.nodes])
         cluster.leader()
         for broker in brokers:
@@ -146,10 +169,12 @@ def test_a_tls_cluster_elects_replicates_and_serves_clients_with_the_ca(
     wait_until(sessions_open, 15.0, 0.1, "sessions open to every controller")
 
     ca_context = trust_context(str(cluster.files.ca), verify_hostname=True)
-    with SyncProducer(cluster.controller_addr, "bs1", ssl=ca_context, send_timeout=10.0) as producer:
+    with SyncProducer(
+        cluster.controller_addr, "bs1", ssl=ca_context, user=cluster.user, send_timeout=10.0
+    ) as producer:
         results = [producer.send("orders", f"tls-{i}") for i in range(5)]
     assert [r.status for r in results] == [SendStatus.PUT_OK] * 5, results
-    with SyncConsumer(cluster.controller_addr, "bs1", ssl=ca_context) as consumer:
+    with SyncConsumer(cluster.controller_addr, "bs1", ssl=ca_context, user=cluster.user) as consumer:
         bodies = [m.body for m in consumer.poll(10, timeout=10.0)]
     assert [b.decode() for b in bodies] == [f"tls-{i}" for i in range(5)]
 
@@ -185,7 +210,9 @@ def test_a_tls_cluster_elects_replicates_and_serves_clients_with_the_ca(
             stranger.wrap_socket(sock, server_hostname=host).close()
     done = mqadmin("getControllerMetaData", "-a", leader, "--tls-ca", str(tmp_path / "other" / "ca.pem"))
     assert done.returncode == 3 and "CERTIFICATE_VERIFY_FAILED" in done.stderr, done.stderr
-    with SyncProducer(cluster.controller_addr, "bs1", ssl=stranger, send_timeout=2.0) as producer:
+    with SyncProducer(
+        cluster.controller_addr, "bs1", ssl=stranger, user=cluster.user, send_timeout=2.0
+    ) as producer:
         refused = producer.send("orders", "never")
     assert refused.status is not SendStatus.PUT_OK
 
