@@ -24,6 +24,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from ssl import SSLContext
 from typing import Any, NoReturn, TextIO
 
 import aiohttp
@@ -45,7 +46,8 @@ from mqha.admin_cli.commands import (
 from mqha.codes import ResponseCode
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, Silence, TransportFailure, fetch
 from mqha.controller_client.policy import Policy, Why
-from mqha.errors import RemoteProtocolError
+from mqha.errors import ConfigError, RemoteProtocolError
+from mqha.security.tls import trust_context
 
 DISCOVERY_PAUSE_MS = 200
 DISCOVERY_TIMEOUT = 2.0  # per metadata request: a hung node must not hold up trying the next one
@@ -83,8 +85,9 @@ def _unreachable(failure: TransportFailure) -> CommandFailed:
 class Http:
     """The CLI's HTTP: one aiohttp session, a bearer token for controllers; failures -> CommandFailed."""
 
-    def __init__(self, timeout: float, token: str | None) -> None:
+    def __init__(self, timeout: float, token: str | None, ssl: SSLContext | None = None) -> None:
         self.timeout = timeout
+        self.ssl = ssl  # https verified by it (--tls-ca)
         self.headers = {"Accept": "application/json"}
         self.plain = dict(self.headers)  # brokers have no admin-only route: no token
         if token:
@@ -114,6 +117,7 @@ class Http:
                 body=call.body,
                 timeout_s=timeout or self.timeout,
                 headers=self.headers if auth else self.plain,
+                ssl=self.ssl,
             )
         except TransportFailure as exc:
             raise _unreachable(exc) from None
@@ -136,6 +140,7 @@ class Controllers:
             call_timeout_s=http.timeout,
             probe_timeout_s=min(DISCOVERY_TIMEOUT, http.timeout),
             headers=http.headers,
+            ssl=http.ssl,
         )
 
     async def first_answer(self, call: HttpCall) -> Answer:
@@ -437,7 +442,12 @@ def run(argv: Sequence[str]) -> int:
     args = parser.parse_args(rest)  # exits 2 on a bad option, 0 on -h
     args.command = command.name
     token = args.token if args.token is not None else os.environ.get(core.TOKEN_ENV) or None
-    ctx = Context(args, Http(args.timeout, token), sys.stderr)
+    ca = args.tls_ca if args.tls_ca is not None else os.environ.get(core.TLS_CA_ENV) or None
+    try:
+        ssl = trust_context(ca) if ca else None
+    except ConfigError as exc:
+        _usage_exit(parser, f"--tls-ca: {str(exc).partition(': ')[2]}")
+    ctx = Context(args, Http(args.timeout, token, ssl), sys.stderr)
     interval: float | None = getattr(args, "interval", None)
     try:
         return asyncio.run(_serve(ctx, RUNNERS[command.name]))

@@ -29,6 +29,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable
+from ssl import SSLContext
 
 from mqha.autoswitch_ha.auth import HAAuthError, SlaveAuth
 from mqha.autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
@@ -70,8 +71,10 @@ class HAClient:
         on_bytes: Callable[[int, int], None] | None = None,
         credentials: InnerCredentials | None = None,
         auth_timeout_ms: int = 5000,
+        ssl: SSLContext | None = None,
     ) -> None:
         self._store = store
+        self._ssl = ssl  # verifies the master's certificate (docs/architecture.md §12.5)
         self._credentials = credentials
         self.auth_timeout_ms = auth_timeout_ms
         self._role = role
@@ -177,7 +180,7 @@ class HAClient:
         link = _Link(conn, self._clock, self._count_received, first_frame_size=first)
         host, port = split_address(address)
         async with asyncio.timeout(self.connect_timeout_ms / 1000):
-            await asyncio.get_running_loop().create_connection(lambda: link, host, port)
+            await asyncio.get_running_loop().create_connection(lambda: link, host, port, ssl=self._ssl)
         return link
 
     def _count_received(self, count: int) -> None:

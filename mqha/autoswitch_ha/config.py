@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mqha.autoswitch_ha.ack import AckPolicy
 from mqha.autoswitch_ha.master import MasterConfig
 from mqha.autoswitch_ha.slave import SlaveConfig
 from mqha.security.credentials import InnerCredentials, parse_inner_credentials
+from mqha.security.tls import client_context, server_context
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class HAConfig:
     sync_from_last_file: bool = False
     async_learner: bool = False
     reconnect_delay_ms: int = 1000
+    # TLS on the HA port (docs/architecture.md §12.5): the master serves with one, the slave verifies.
+    server_ssl: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    client_ssl: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
     credentials: InnerCredentials | None = None
     """``innerClientAuthenticationCredentials`` when ``authenticationEnabled``: both ends of every HA
     connection prove them before any log data moves. None: the handshake of today, byte for byte."""
@@ -57,6 +62,8 @@ class HAConfig:
             min_in_sync_replicas=config["minInSyncReplicas"],
             sync_from_last_file=config["syncFromLastFile"],
             async_learner=config["asyncLearner"],
+            server_ssl=server_context(config),
+            client_ssl=client_context(config),
             credentials=(
                 parse_inner_credentials(config["innerClientAuthenticationCredentials"])
                 if config.get("authenticationEnabled")

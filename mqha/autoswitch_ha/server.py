@@ -31,6 +31,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any, Protocol
 
 from mqha.autoswitch_ha.auth import HAAuthError, MasterAuth
@@ -373,8 +374,11 @@ def _peer(writer: asyncio.StreamWriter) -> str:
 class HAServer:
     """The accept loop on ``haListenPort``: one :class:`MasterLink` task per connection."""
 
-    def __init__(self, side: MasterSide, host: str, port: int, settings: LinkSettings) -> None:
+    def __init__(
+        self, side: MasterSide, host: str, port: int, settings: LinkSettings, *, ssl: SSLContext | None = None
+    ) -> None:
         self.side = side
+        self.ssl = ssl  # TLS before any frame (docs/architecture.md §12.5)
         self.host = host
         self.port = port
         self.settings = settings
@@ -388,7 +392,9 @@ class HAServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.port, reuse_address=True, ssl=self.ssl
+        )
         log.info("HA server listening on %s:%d", self.host, self.bound_port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

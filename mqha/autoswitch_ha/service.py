@@ -94,6 +94,7 @@ class AutoSwitchHAService:
                 credentials=config.credentials,
                 auth_timeout_ms=config.auth_timeout_ms,
             ),
+            ssl=config.server_ssl,
         )
         self.client = HAClient(
             store,
@@ -102,6 +103,7 @@ class AutoSwitchHAService:
             self.clock,
             reconnect_delay_ms=config.reconnect_delay_ms,
             on_bytes=self.traffic.count,
+            ssl=config.client_ssl,
             credentials=config.credentials,
             auth_timeout_ms=config.auth_timeout_ms,
         )

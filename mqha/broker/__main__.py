@@ -72,6 +72,7 @@ class Broker:
         from mqha.replicas_manager.client import request_signer
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
+        from mqha.security.tls import client_context
         from mqha.testing.planted_bugs import maybe_plant
 
         self.config = config
@@ -91,7 +92,10 @@ class Broker:
         self.recorder = recorder
         self.role = BrokerRole()  # the one owner of the role facts; the runtime (hooks) writes it
         self.members = BrokerSetMembers(
-            config["controllerAddr"].split(";"), config["brokerName"], signer=request_signer(config)
+            config["controllerAddr"].split(";"),
+            config["brokerName"],
+            signer=request_signer(config),
+            ssl=client_context(config),
         )
         self.ha = AutoSwitchHAService(
             self.store,

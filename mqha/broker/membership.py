@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from ssl import SSLContext
 
 from mqha.autoswitch_ha.server import cancel_and_wait
 from mqha.controller_client.caller import LeaderCaller, Signer
@@ -41,6 +42,7 @@ class BrokerSetMembers:
         broker_name: str,
         refresh_interval_s: float = 5.0,
         signer: Signer | None = None,
+        ssl: SSLContext | None = None,
     ):
         self.addresses = parse_addresses(controller_addresses)
         self.broker_name = broker_name
@@ -50,7 +52,12 @@ class BrokerSetMembers:
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._caller = LeaderCaller(
-            self.addresses, POLICY, call_timeout_s=TIMEOUT_S, connect_timeout_s=TIMEOUT_S, signer=signer
+            self.addresses,
+            POLICY,
+            call_timeout_s=TIMEOUT_S,
+            connect_timeout_s=TIMEOUT_S,
+            signer=signer,
+            ssl=ssl,
         )
 
     def is_known(self, broker_id: int) -> bool:

@@ -43,6 +43,7 @@ from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
 from mqha.errors import RequestError
 from mqha.security.signing import Denial
+from mqha.security.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,9 @@ class BrokerHttpServer:
             self.make_app(), access_log=None, shutdown_timeout=2.0, lingering_time=1.0
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner, self.host, self.port, reuse_address=True, ssl_context=server_context(self.config)
+        )
         await site.start()
         addresses = self._runner.addresses
         self.bound_port = int(addresses[0][1]) if addresses else self.port

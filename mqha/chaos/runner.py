@@ -106,6 +106,7 @@ class ChaosRun:
             groups=options.groups,
             replicas=options.replicas,
             broker_settings={"allAckInSyncStateSet": "true", **options.broker_settings},
+            secure=True,  # faults hit the cluster as operators run it: authentication on (docs §12)
         )
         if options.plant_ack_before_replication:
             self.cluster.env[ACK_BEFORE_REPLICATION_ENV] = "1"

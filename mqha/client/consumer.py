@@ -20,6 +20,7 @@ import base64
 import os
 import time
 from collections.abc import Sequence
+from ssl import SSLContext
 
 import aiohttp
 
@@ -45,6 +46,8 @@ class Consumer(RoutedClient):
         record_to: record every delivered message as a ``reads`` row.
         client_id: the ``client`` column of recorded rows.
         session: an aiohttp session to share (not closed by the consumer).
+        ssl: a TLS context trusting the cluster's CA (``mqha.security.tls.trust_context``) for a cluster
+            with ``tlsEnable=true``: every call goes over https.
         user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
             every read; needed when the brokers run with ``authenticationEnabled=true``.
     """
@@ -62,9 +65,11 @@ class Consumer(RoutedClient):
         client_id: str | None = None,
         session: aiohttp.ClientSession | None = None,
         user: User | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.broker_name = broker_name
         self._user = user
+        self._ssl = ssl
         self.max_messages = max_messages
         self.request_timeout = request_timeout
         self.poll_timeout = poll_timeout
@@ -114,12 +119,13 @@ class Consumer(RoutedClient):
                 except NoRouteError as exc:
                     problem = str(exc)
             if route is not None:
-                url = f"http://{route.master_address}/v1/messages?offset={self._offset}&maxMessages={limit}"
+                query = f"/v1/messages?offset={self._offset}&maxMessages={limit}"
                 try:
                     async with self._session.get(
-                        url,
+                        self._url(route.master_address, query),
                         headers=self._auth_headers(),
                         timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+                        ssl=self._ssl or True,
                     ) as response:
                         status = response.status
                         body = await response.json(content_type=None)

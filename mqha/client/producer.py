@@ -36,6 +36,7 @@ import time
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any
 
 import aiohttp
@@ -170,6 +171,8 @@ class Producer(RoutedClient):
         client_id: the ``client`` column of recorded rows (default ``producer-<pid>-<random>``).
         ack_mode: the ``ackMode`` column; default: asked from the broker's ``/v1/status`` once per master.
         session: an aiohttp session to share (not closed by the producer); default: its own.
+        ssl: a TLS context trusting the cluster's CA (``mqha.security.tls.trust_context``) for a cluster
+            with ``tlsEnable=true``: every call goes over https.
         user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
             every put; needed when the brokers run with ``authenticationEnabled=true``.
     """
@@ -189,9 +192,11 @@ class Producer(RoutedClient):
         ack_mode: str | None = None,
         session: aiohttp.ClientSession | None = None,
         user: User | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.broker_name = broker_name
         self._user = user
+        self._ssl = ssl
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -351,7 +356,8 @@ class Producer(RoutedClient):
         )
         try:
             async with self._session.post(
-                f"http://{route.master_address}/v1/messages",
+                self._url(route.master_address, "/v1/messages"),
+                ssl=self._ssl or True,
                 json=payload,
                 headers=self._auth_headers(),
                 timeout=timeout,
@@ -413,7 +419,9 @@ class Producer(RoutedClient):
         mode = None
         try:
             async with self._session.get(
-                f"http://{address}/v1/status", timeout=aiohttp.ClientTimeout(total=1.0)
+                self._url(address, "/v1/status"),
+                timeout=aiohttp.ClientTimeout(total=1.0),
+                ssl=self._ssl or True,
             ) as response:
                 mode = json_field(await response.json(content_type=None), "ackMode")
         except (TimeoutError, aiohttp.ClientError, ValueError):

@@ -11,6 +11,7 @@ is stale (slave redirect, connection error, SERVICE_NOT_AVAILABLE).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from ssl import SSLContext
 from typing import Self
 from urllib.parse import quote
 
@@ -38,7 +39,12 @@ class RouteResolver:
     """Asks the controllers where a group's master is; remembers which controller leads."""
 
     def __init__(
-        self, controllers: str | Sequence[str], session: aiohttp.ClientSession, *, timeout: float = 1.0
+        self,
+        controllers: str | Sequence[str],
+        session: aiohttp.ClientSession,
+        *,
+        timeout: float = 1.0,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.controllers = parse_controllers(controllers)
         self.session = session
@@ -46,7 +52,7 @@ class RouteResolver:
         self.lookups = 0
         policy = Policy(rounds=1, discover=False, max_redirects=max(2, len(self.controllers)))
         self.caller = LeaderCaller(  # its ``leader``: the controller that answered last
-            self.controllers, policy, session=session
+            self.controllers, policy, session=session, ssl=ssl
         )
 
     async def resolve(self, broker_name: str) -> Route:
@@ -90,6 +96,7 @@ class RoutedClient:
     _resolver: RouteResolver | None
     _recorder: ClientRecorder | None
     _route_timeout: float = 1.0
+    _ssl: SSLContext | None = None  # https to controllers and brokers, verified by it (§12.5)
     _user: User | None = None
 
     def _auth_headers(self) -> dict[str, str]:
@@ -102,7 +109,9 @@ class RoutedClient:
     async def start(self) -> Self:
         if self._session is None:
             self._session = self._new_session()
-        self._resolver = RouteResolver(self._controllers, self._session, timeout=self._route_timeout)
+        self._resolver = RouteResolver(
+            self._controllers, self._session, timeout=self._route_timeout, ssl=self._ssl
+        )
         return self
 
     async def close(self) -> None:
@@ -112,6 +121,10 @@ class RoutedClient:
         self._session = None
         if self._recorder is not None:
             self._recorder.close()
+
+    def _url(self, address: str, path: str) -> str:
+        """A broker URL: https when the client has a TLS context (docs/architecture.md §12.5)."""
+        return f"{'http' if self._ssl is None else 'https'}://{address}{path}"
 
     async def __aenter__(self) -> Self:
         return await self.start()

@@ -87,6 +87,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
 
 def _cluster(args: argparse.Namespace) -> int:
+    from mqha.cluster.client_auth import broker_user
     from mqha.cluster.local import LocalCluster
     from mqha.cluster.nodes import ClusterError
 
@@ -115,6 +116,10 @@ def _cluster(args: argparse.Namespace) -> int:
             cluster.start(timeout=args.timeout)
             print(cluster.status_table())
             print(f"\ncontrollers: {';'.join(cluster.controller_addresses)}")
+            user = broker_user(cluster.broker_settings)
+            if user is not None:  # a local cluster's own secrets; the run directory is owner-only
+                print(f"user: {user.username} {user.password}  (producers and consumers: user=User(...))")
+                print(f"admin token: {cluster.broker_settings['adminAuthToken']}  (mqadmin --token)")
             print(f"run directory: {cluster.run_dir}  (stop with: mqha cluster down --dir {args.dir})")
             return 0
         cluster = LocalCluster.attach(run_dir)

@@ -5,6 +5,7 @@ they start with, a JSON GET of their HTTP APIs and the status table ``mqha clust
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -76,10 +77,11 @@ def http_json(
     *,
     raw: bytes | None = None,
     headers: Mapping[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
 ) -> tuple[int, Any]:
     """One HTTP request with an optional JSON body (or ``raw`` bytes): (status, decoded JSON, or the
     text when the body is not JSON, or None when empty). Non-2xx answers are returned; connection
-    errors raise ``OSError``."""
+    errors raise ``OSError``. An https ``url`` is verified by ``context`` (docs/architecture.md §12.5)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(url, data=data, method=method)
     if data is not None:
@@ -87,7 +89,7 @@ def http_json(
     for key, value in (headers or {}).items():
         request.add_header(key, value)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             status, payload = response.status, response.read()
     except urllib.error.HTTPError as err:
         status, payload = err.code, err.read()

@@ -27,6 +27,7 @@ from mqha.controller.service import ControllerService
 from mqha.errors import ConfigError
 from mqha.process import StartError
 from mqha.security.credentials import masked
+from mqha.security.tls import server_context
 
 log = logging.getLogger("mqcontroller")
 PROG = "mqcontroller"
@@ -50,7 +51,7 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
     await runner.setup()
     peer = service.self_peer
     try:
-        await web.TCPSite(runner, peer.host, peer.port).start()
+        await web.TCPSite(runner, peer.host, peer.port, ssl_context=server_context(config)).start()
     except OSError as exc:
         await runner.cleanup()
         await service.stop()

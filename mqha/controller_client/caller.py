@@ -15,6 +15,7 @@ import enum
 import json
 import logging
 import os
+import ssl as _ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,7 @@ class ControllerAnswer:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno:
+    if isinstance(exc, OSError) and exc.errno and not isinstance(exc, _ssl.SSLError):  # TLS: its own text
         return os.strerror(exc.errno)
     return str(exc) or type(exc).__name__
 
@@ -110,18 +111,22 @@ async def fetch(
     connect_timeout_s: float = 1.0,
     headers: Mapping[str, str] | None = None,
     signer: Signer | None = None,
+    ssl: _ssl.SSLContext | None = None,
 ) -> tuple[int, Any]:
-    """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON).
-    Raises :class:`TransportFailure`."""
+    """One HTTP exchange with any node: (status, the JSON body, or the text when it is not JSON);
+    https verified by ``ssl`` when given (docs/architecture.md §12.5). Raises :class:`TransportFailure`."""
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s))
     # The URL and body bytes are made here, so a signature covers exactly what goes on the wire.
-    url = URL(f"http://{address.removeprefix('http://')}{path}").extend_query(params or {})
+    scheme = "http" if ssl is None else "https"
+    url = URL(f"{scheme}://{address.removeprefix('http://')}{path}").extend_query(params or {})
     data = None if body is None else json.dumps(body).encode()
     sent = signed_headers(headers, signer, method, url.raw_path_qs, data or b"")
     if data is not None:
         sent["Content-Type"] = "application/json"
     try:
-        async with session.request(method, url, data=data, timeout=timeout, headers=sent) as response:
+        async with session.request(
+            method, url, data=data, timeout=timeout, headers=sent, ssl=True if ssl is None else ssl
+        ) as response:
             status, raw = response.status, await response.read()
     except aiohttp.ConnectionTimeoutError as exc:
         raise TransportFailure(address, Silence.CONNECT_TIMEOUT, _reason(exc), timeout_s) from None
@@ -151,10 +156,12 @@ class LeaderCaller:
         connect_timeout_s: float = 1.0,
         headers: Mapping[str, str] | None = None,
         signer: Signer | None = None,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("no controller address")
         self.addresses = list(addresses)
+        self.ssl = ssl  # None: plain http; else https verified by it (also the sessions' wss)
         self.policy = policy
         self.leader: str | None = None
         self.call_timeout_s = call_timeout_s
@@ -207,6 +214,7 @@ class LeaderCaller:
             connect_timeout_s=self.connect_timeout_s,
             headers=self.headers,
             signer=self.signer,
+            ssl=self.ssl,
         )
         try:
             return ControllerAnswer(address, status, Reply.from_json(obj))

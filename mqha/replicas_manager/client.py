@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
+from ssl import SSLContext
 from typing import Any
 
 from mqha.clock import wall_ms
@@ -76,6 +77,7 @@ class ControllerClient:
         reconnect_min_s: float = 0.1,
         reconnect_max_s: float = 2.0,
         signer: Signer | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("no controller address")
@@ -93,6 +95,7 @@ class ControllerClient:
             call_timeout_s=request_timeout_s,
             probe_timeout_s=metadata_timeout_s,
             signer=signer,
+            ssl=ssl,
         )
         self.heartbeats = HeartbeatSessions(
             self.addresses,

@@ -171,7 +171,8 @@ class HeartbeatSessions:
             try:
                 ws = await asyncio.wait_for(
                     self._caller.session.ws_connect(
-                        f"http://{link.address}{SESSION_PATH}",
+                        f"{'http' if self._caller.ssl is None else 'https'}://{link.address}{SESSION_PATH}",
+                        ssl=self._caller.ssl or True,  # docs/architecture.md §12.5
                         headers=self._caller.headers_for("GET", SESSION_PATH),  # signed per attempt
                         autoping=True,  # answer the controller's pings
                         heartbeat=None,  # liveness is the heartbeat messages' job

@@ -41,6 +41,7 @@ from mqha.replicas_manager.hooks import BrokerHooks, SyncStateSetReporter
 from mqha.replicas_manager.planner import ReplicasPlanner
 from mqha.replicas_manager.planner_states import PlannerConfig, State
 from mqha.replicas_manager.status import ReplicasStatus
+from mqha.security.tls import client_context
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class ReplicasManager(SyncStateSetReporter):
             on_push=self._on_push,
             heartbeat_timeout_s=config["sendHeartbeatTimeoutMillis"] / 1000,
             signer=request_signer(config),
+            ssl=client_context(config),
         )
         self.status = ReplicasStatus(self.planner, self.client)
         """What the agent knows now, read-only (``/v1/status``, metrics, tests)."""

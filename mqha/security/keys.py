@@ -8,6 +8,7 @@ from typing import Any
 from mqha.config import Key
 from mqha.errors import ConfigError
 from mqha.security.credentials import check_authentication_keys
+from mqha.security.tls import check_tls_files
 
 AUTHENTICATION_KEYS = (
     Key("authenticationEnabled", bool, False, "require proof of identity on every mutating path"),
@@ -32,6 +33,7 @@ TLS_KEYS = (
     Key("tls.server.certPath", str, "", "PEM certificate chain this node serves"),
     Key("tls.server.keyPath", str, "", "PEM private key of tls.server.certPath"),
     Key("tls.client.trustCertPath", str, "", "PEM CA bundle that peers' certificates must chain to"),
+    Key("tls.client.verifyHostname", bool, False, "also check the peer's host or IP against its certificate"),
 )
 
 
@@ -42,3 +44,4 @@ def check_security_keys(values: Mapping[str, Any], required: tuple[str, ...]) ->
         for key in ("tls.server.certPath", "tls.server.keyPath", "tls.client.trustCertPath"):
             if not values.get(key):
                 raise ConfigError(key, "required when tlsEnable=true")
+        check_tls_files(values)

@@ -76,7 +76,13 @@ BROKER_MANAGED = frozenset(
 )
 # Keys the chart does not offer yet (it mounts no certificates): values.schema.json refuses them too.
 NOT_OFFERED = frozenset(
-    {"tlsEnable", "tls.server.certPath", "tls.server.keyPath", "tls.client.trustCertPath"}
+    {
+        "tlsEnable",
+        "tls.server.certPath",
+        "tls.server.keyPath",
+        "tls.client.trustCertPath",
+        "tls.client.verifyHostname",
+    }
 )
 # The secrets the chart manages: config key -> (env var run.sh reads, on controllers, on brokers).
 AUTH_ITEMS = {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,26 @@ def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
         for node in nodes:  # configs and logs in the run directory
             assert (Path(node["base"]) / f"{node['kind']}.conf").exists()
             assert (Path(node["base"]) / f"{node['kind']}.log").exists()
+        # Secure by default (docs/architecture.md §12): a mutating call without proof changes nothing.
+        assert state["brokerSettings"]["authenticationEnabled"] == "true"
+        assert (run_dir / "cluster.json").stat().st_mode & 0o077 == 0
+        controller = next(n for n in nodes if n["kind"] == "controller")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{controller['port']}/v1/brokers/apply-id",
+            data=json.dumps(
+                {
+                    "clusterName": "DefaultCluster",
+                    "brokerName": "broker-z",
+                    "appliedBrokerId": 1,
+                    "registerCheckCode": "127.0.0.1:1;0",
+                }
+            ).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 401
 
         again = mqha("cluster", "up", "--dir", str(run_dir))
         assert again.returncode == 1 and "running" in again.stderr

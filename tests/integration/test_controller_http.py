@@ -298,6 +298,12 @@ def test_command_line_print_config_errors_and_sigterm(tmp_path: Path) -> None:
         cluster.start()
         leader = cluster.leader(timeout=5)
         assert register_broker(leader, "solo") == 1
+        # Without an adminAuthToken, nobody can set one through the API and lock operators out, nor
+        # read or change any other secret (docs/architecture.md §12).
+        for secret in ("adminAuthToken", "controllerRaftPassword", "innerClientAuthenticationCredentials"):
+            _expect(leader.call("PUT", "/v1/controller/config", {secret: "attacker-chosen-1"}), 403, 16)
+        assert _expect(leader.get("/v1/controller/config"), 200, 0)["config"]["adminAuthToken"] == ""
+        _expect(leader.call("PUT", "/v1/controller/config", {"electMasterMaxRetryCount": 4}), 200, 0)
         assert node.proc is not None
         started = time.monotonic()
         returncode = node.proc.stop(timeout=5)  # SIGTERM; SIGKILL (-9) only after 5 s

@@ -11,6 +11,7 @@ from mqha.codes import ResponseCode
 
 PROG = "mqadmin"
 TOKEN_ENV = "MQHA_ADMIN_TOKEN"
+TLS_CA_ENV = "MQHA_TLS_CA"  # a CA bundle: talk https to a tlsEnable=true cluster (docs/architecture.md §12.5)
 DEFAULT_INTERVAL = 3.0  # docs/reference-behaviour.md §19: "-i" without a value repeats every 3 s
 
 EXIT_OK = 0

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from mqha.admin_cli.commands.failures import DEFAULT_INTERVAL, PROG, TOKEN_ENV
+from mqha.admin_cli.commands.failures import DEFAULT_INTERVAL, PROG, TLS_CA_ENV, TOKEN_ENV
 from mqha.admin_cli.commands.table import Command
 
 DEFAULT_TIMEOUT = 10.0  # above the controller's 5 s write timeout, so its own answer arrives first
@@ -62,6 +62,12 @@ def build_parser(command: Command) -> argparse.ArgumentParser:
         "--token",
         default=None,
         help=f"admin token sent as 'Authorization: Bearer' (default: ${TOKEN_ENV})",
+    )
+    common.add_argument(
+        "--tls-ca",
+        default=None,
+        metavar="PATH",
+        help=f"PEM CA bundle: use https and trust only it (tlsEnable=true clusters; default: ${TLS_CA_ENV})",
     )
     common.add_argument(
         "--timeout",
