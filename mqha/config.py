@@ -26,14 +26,12 @@ class Rule:
 
     test: Callable[[Any], bool]
     text: str
+    bounds: tuple[int, int] | None = None
+    """The range of a numeric rule (tests probe both sides of it)."""
 
 
 def between(low: int, high: int) -> Rule:
-    return Rule(lambda value: low <= value <= high, f"within [{low}, {high}]")
-
-
-def at_least(low: int) -> Rule:
-    return Rule(lambda value: value >= low, f">= {low}")
+    return Rule(lambda value: low <= value <= high, f"within [{low}, {high}]", (low, high))
 
 
 INT32_MAX = 2**31 - 1
@@ -69,7 +67,8 @@ class Key:
     def check(self, value: Any) -> None:
         """Raise ``ConfigError`` naming this key and its rule when ``value`` breaks it."""
         if self.rule is not None and not self.rule.test(value):
-            raise ConfigError(self.name, f"must be {self.rule.text}, got {value!r}"[:300])
+            shown = _shown(value) if isinstance(value, str) else repr(value)[:80]
+            raise ConfigError(self.name, f"must be {self.rule.text}, got {shown}")
 
 
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
@@ -91,24 +90,29 @@ def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
     return result
 
 
+def _shown(raw: str) -> str:
+    """``raw`` quoted for an error line, cut short (a value can be any length)."""
+    return repr(raw) if len(raw) <= 80 else repr(raw[:80]) + f"... ({len(raw)} characters)"
+
+
 def _coerce(key: Key, raw: str) -> Any:
     if key.choices and raw.strip() not in key.choices:
-        raise ConfigError(key.name, f"expected one of {', '.join(key.choices)}, got {raw!r}")
+        raise ConfigError(key.name, f"expected one of {', '.join(key.choices)}, got {_shown(raw)}")
     if key.kind is bool:
         lowered = raw.strip().lower()
         if lowered in ("true", "false"):
             return lowered == "true"
-        raise ConfigError(key.name, f"expected true or false, got {raw!r}")
+        raise ConfigError(key.name, f"expected true or false, got {_shown(raw)}")
     if key.kind is int:
         try:
             return int(raw.strip(), 10)
         except ValueError:
-            raise ConfigError(key.name, f"expected an integer, got {raw!r}") from None
+            raise ConfigError(key.name, f"expected an integer, got {_shown(raw)}") from None
     if key.kind is float:
         try:
             return float(raw.strip())
         except ValueError:
-            raise ConfigError(key.name, f"expected a number, got {raw!r}") from None
+            raise ConfigError(key.name, f"expected a number, got {_shown(raw)}") from None
     return raw
 
 
@@ -158,6 +162,8 @@ class ConfigSpec:
                 text = handle.read()
         except OSError as exc:
             raise ConfigError(path, f"cannot read config file: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(path, f"config file is not UTF-8 text (byte {exc.start})") from None
         return self.parse(text, path)
 
 
