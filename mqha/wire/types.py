@@ -25,8 +25,10 @@ MAX_BROKER_ID = INT64_MAX - 1
 Java ``long``, so ``next-id`` can always answer. A set holding this id is full (its next id, 2^63-1,
 is refused by apply-id)."""
 
+_END = r"(?![\s\S])"
+"""The end of the text (``$`` also matches before a final newline; ``\\Z`` is not a JSON Schema regex)."""
 NAME_RULE = "1..127 characters of [%|a-zA-Z0-9_-]"
-NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
+NAME_PATTERN = rf"^[%|a-zA-Z0-9_-]+{_END}"
 """RocketMQ's topic characters (``TopicValidator``), for topics and for cluster and broker names."""
 MAX_NAME_LENGTH = 127
 """Topics, cluster and broker-set names: RocketMQ's topic bound, which its names live under too."""
@@ -42,9 +44,9 @@ MAX_NAME_LIST = 65536
 _PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
 _HOST = r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?\])"
 ADDRESS_RULE = "host:port (a host name, IPv4 or [IPv6] address; port 1..65535)"
-ADDRESS_PATTERN = rf"^{_HOST}:{_PORT}$"
+ADDRESS_PATTERN = rf"^{_HOST}:{_PORT}{_END}"
 CHECK_CODE_RULE = f"address;millis with address {ADDRESS_RULE}"
-CHECK_CODE_PATTERN = rf"^{_HOST}:{_PORT};[0-9]{{1,19}}$"
+CHECK_CODE_PATTERN = rf"^{_HOST}:{_PORT};[0-9]{{1,19}}{_END}"
 
 Int64 = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
 BrokerId = Annotated[int, Meta(ge=-1, le=MAX_BROKER_ID)]
@@ -62,7 +64,7 @@ BrokerName = Annotated[str, _NAME]
 OptionalName = Annotated[
     str,
     Meta(
-        pattern=NAME_PATTERN.replace("+", "*"),
+        pattern=NAME_PATTERN.replace("]+", "]*"),
         max_length=MAX_NAME_LENGTH,
         extra={"rule": f"empty or {NAME_RULE}"},
     ),
@@ -92,7 +94,7 @@ _ADDRESS_RE = re.compile(ADDRESS_PATTERN)
 
 def is_valid_name(text: str) -> bool:
     """Whether ``text`` follows the name rule (``NAME_RULE``), e.g. a config value or a topic."""
-    return 0 < len(text) <= MAX_NAME_LENGTH and _NAME_RE.match(text) is not None
+    return 0 < len(text) <= MAX_NAME_LENGTH and _NAME_RE.match(text) is not None  # _END: whole text
 
 
 def is_valid_address(text: str) -> bool:

@@ -21,9 +21,20 @@ from tests.integration.controller_cluster import ControllerCluster, Node
 pytestmark = pytest.mark.integration
 
 CHECK_CODE = "127.0.0.1:10911;1700000000000"
-BAD_NAMES = ["", "\x00", "A" * 100_000, "a/b", "a b", "a.b", "é", "A" * 128]
+BAD_NAMES = ["", "\x00", "A" * 100_000, "a/b", "a b", "a.b", "é", "A" * 128, "bs1\n"]
 BAD_IDS = [2**64 - 1, 2**63, 2**63 - 1, -5, 1.5, True, "1", None]
-BAD_ADDRESSES = ["", "x", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "a b:1", "h\x00:1", ":1", "[::1:1"]
+BAD_ADDRESSES = [
+    "",
+    "x",
+    "127.0.0.1",
+    "127.0.0.1:0",
+    "127.0.0.1:65536",
+    "a b:1",
+    "h\x00:1",
+    ":1",
+    "[::1:1",
+    "127.0.0.1:1\n",
+]
 
 
 @pytest.fixture(scope="module")
