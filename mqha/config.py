@@ -42,6 +42,7 @@ MILLIS = between(1, INT32_MAX)
 POSITIVE_INT = between(1, INT32_MAX)
 """A count or size RocketMQ holds in a Java ``int``."""
 POSITIVE_LONG = between(1, INT64_MAX)
+NON_NEGATIVE_INT = between(0, INT32_MAX)
 NON_NEGATIVE_LONG = between(0, INT64_MAX)
 JAVA_INT = between(-(2**31), INT32_MAX)
 TEXT = Rule(

@@ -10,19 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqha.config import (
-    INT32_MAX,
-    MILLIS,
-    PORT,
-    POSITIVE_INT,
-    POSITIVE_LONG,
-    REQUIRED,
-    TEXT,
-    ConfigSpec,
-    Key,
-    Rule,
-    between,
-)
+from mqha import config as rules
+from mqha.config import REQUIRED, ConfigSpec, Key, Rule
 from mqha.errors import ConfigError
 from mqha.security.credentials import SECRET_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
@@ -43,7 +32,9 @@ def _default_store_path(values: Mapping[str, Any]) -> str:
 CONTROLLER_CONFIG = ConfigSpec(
     [
         Key("rocketmqHome", str, os.environ.get("ROCKETMQ_HOME", "")),
-        Key("configStorePath", str, os.path.expanduser("~/controller/controller.properties"), rule=TEXT),
+        Key(
+            "configStorePath", str, os.path.expanduser("~/controller/controller.properties"), rule=rules.TEXT
+        ),
         Key(
             "controllerType",
             str,
@@ -51,34 +42,34 @@ CONTROLLER_CONFIG = ConfigSpec(
             "DLedger or jRaft; both run mqha's PySyncObj controller",
             choices=("DLedger", "jRaft"),
         ),
-        Key("scanNotActiveBrokerInterval", int, 5000, rule=MILLIS),
-        Key("controllerThreadPoolNums", int, 16, rule=POSITIVE_INT),
-        Key("controllerRequestThreadPoolQueueCapacity", int, 50000, rule=POSITIVE_INT),
-        Key("controllerDLegerGroup", str, "mqha-controller", rule=TEXT),
+        Key("scanNotActiveBrokerInterval", int, 5000, rule=rules.MILLIS),
+        Key("controllerThreadPoolNums", int, 16, rule=rules.POSITIVE_INT),
+        Key("controllerRequestThreadPoolQueueCapacity", int, 50000, rule=rules.POSITIVE_INT),
+        Key("controllerDLegerGroup", str, "mqha-controller", rule=rules.TEXT),
         Key("controllerDLegerPeers", str, REQUIRED),
-        Key("controllerDLegerSelfId", str, REQUIRED, rule=TEXT),
-        Key("mappedFileSize", int, 1024 * 1024 * 1024, rule=POSITIVE_INT),
-        Key("controllerStorePath", str, _default_store_path, rule=TEXT),
-        Key("electMasterMaxRetryCount", int, 3, rule=POSITIVE_INT),
+        Key("controllerDLegerSelfId", str, REQUIRED, rule=rules.TEXT),
+        Key("mappedFileSize", int, 1024 * 1024 * 1024, rule=rules.POSITIVE_INT),
+        Key("controllerStorePath", str, _default_store_path, rule=rules.TEXT),
+        Key("electMasterMaxRetryCount", int, 3, rule=rules.POSITIVE_INT),
         Key("enableElectUncleanMaster", bool, False),
         Key("processReadEvent", bool, False),
         Key("notifyBrokerRoleChanged", bool, True),
-        Key("scanInactiveMasterInterval", int, 5000, rule=MILLIS),
+        Key("scanInactiveMasterInterval", int, 5000, rule=rules.MILLIS),
         Key("metricsExporterType", str, "DISABLE", choices=("DISABLE", "OTLP_GRPC", "PROM", "LOG")),
         Key("metricsGrpcExporterTarget", str, ""),
         Key("metricsGrpcExporterHeader", str, ""),
-        Key("metricGrpcExporterTimeOutInMills", int, 3000, rule=MILLIS),
-        Key("metricGrpcExporterIntervalInMills", int, 60000, rule=MILLIS),
-        Key("metricLoggingExporterIntervalInMills", int, 10000, rule=MILLIS),
-        Key("metricsPromExporterPort", int, 5557, rule=PORT),
+        Key("metricGrpcExporterTimeOutInMills", int, 3000, rule=rules.MILLIS),
+        Key("metricGrpcExporterIntervalInMills", int, 60000, rule=rules.MILLIS),
+        Key("metricLoggingExporterIntervalInMills", int, 10000, rule=rules.MILLIS),
+        Key("metricsPromExporterPort", int, 5557, rule=rules.PORT),
         Key("metricsPromExporterHost", str, ""),
         Key("metricsLabel", str, ""),
         Key("metricsInDelta", bool, False),
         Key("configBlackList", str, "configBlackList;configStorePath"),
-        Key("jRaftElectionTimeoutMs", int, 1000, rule=MILLIS),
-        Key("jRaftScanWaitTimeoutMs", int, 1000, rule=MILLIS),
-        Key("jRaftSnapshotIntervalSecs", int, 3600, rule=POSITIVE_INT),
-        Key("jRaftGroupId", str, "jRaft-Controller", rule=TEXT),
+        Key("jRaftElectionTimeoutMs", int, 1000, rule=rules.MILLIS),
+        Key("jRaftScanWaitTimeoutMs", int, 1000, rule=rules.MILLIS),
+        Key("jRaftSnapshotIntervalSecs", int, 3600, rule=rules.POSITIVE_INT),
+        Key("jRaftGroupId", str, "jRaft-Controller", rule=rules.TEXT),
         Key("jRaftServerId", str, "localhost:9880", rule=ADDRESS),
         Key("jRaftInitConf", str, "localhost:9880,localhost:9881,localhost:9882", rule=ADDRESS_LIST),
         Key("jRaftControllerRPCAddr", str, "localhost:9770,localhost:9771,localhost:9772", rule=ADDRESS_LIST),
@@ -88,27 +79,31 @@ CONTROLLER_CONFIG = ConfigSpec(
             int,
             1,
             "Raft transport port = API port + this",
-            rule=between(1, 65534),
+            rule=rules.between(1, 65534),
         ),
         Key("controllerRaftPassword", str, "", "encrypts and authenticates Raft traffic when set"),
         *AUTHENTICATION_KEYS,
         *TLS_KEYS,
-        Key("controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound", rule=MILLIS),
-        Key("controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound", rule=MILLIS),
+        Key(
+            "controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound", rule=rules.MILLIS
+        ),
+        Key(
+            "controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound", rule=rules.MILLIS
+        ),
         Key("controllerJournalFsync", bool, True, "fsync the Raft journal before a write is acknowledged"),
         Key(
             "maxRequestBodyBytes",
             int,
             1024 * 1024,
             "larger HTTP bodies are refused with 413",
-            rule=POSITIVE_LONG,
+            rule=rules.POSITIVE_LONG,
         ),
         Key(
             "brokerSessionPingMills",
             int,
             1000,
             "WebSocket ping period of broker sessions",
-            rule=between(0, INT32_MAX),
+            rule=rules.NON_NEGATIVE_INT,
         ),
         Key(
             "consoleAnalysisReportDir",

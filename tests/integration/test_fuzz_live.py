@@ -21,7 +21,7 @@ import json
 import socket
 import struct
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,8 @@ BROKER_ROUTES = (
     ("POST", "/v1/history/final-log"),
 )
 CONTROLLER_ROUTES = tuple((method, path) for method, path, _, _ in ROUTES)
+Request = tuple[str, str, list[tuple[str, str]], bytes]
+"""method, target (path and query), headers, body."""
 GROUP = "bs1"  # the broker set of the live broker: fuzzed writes aim elsewhere ("nosuch")
 
 
@@ -100,7 +102,7 @@ def http(
     if not any(name.lower() == "content-length" for name, _ in headers):
         head.append(f"Content-Length: {len(body)}")
     data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         with contextlib.suppress(OSError):  # the server may answer (413) and close before reading all
             sock.sendall(data)
         received = b""
@@ -248,7 +250,17 @@ def requests(
     target = f"{path}?{query}" if query else path
     template_path = path if path in TEMPLATES else "/v1/messages" if path.endswith("/messages") else path
     body = draw(bodies(template_path)) if method in ("POST", "PUT", "PATCH") else b""
-    return method, target, draw(headers), body
+    # A Content-Length above the bytes sent only makes the server wait for the rest: cap it.
+    fields = [
+        (
+            name,
+            str(len(body))
+            if name == "Content-Length" and value.isdigit() and int(value) > len(body)
+            else value,
+        )
+        for name, value in draw(headers)
+    ]
+    return method, target, fields, body
 
 
 # ------------------------------------------------------------------------------------ HTTP fuzz
@@ -277,20 +289,27 @@ def _answered_sanely(status: int, body: bytes, target: str) -> None:
         assert status == 400, (status, body[:300])
 
 
-@FUZZ
-@given(request=requests(CONTROLLER_ROUTES))
-def test_controller_routes_survive_malformed_requests(
-    live: Live, request: tuple[str, str, list[tuple[str, str]], bytes]
-) -> None:
-    node = live.controller
-    before = controller_state(node)
+def fuzz_once(
+    port: int, request: Request, state: Callable[[], Any], alive: Callable[[], bool]
+) -> tuple[Any, Any]:
+    """Send ``request``; check the answer and that the process lives. Returns the state before/after and
+    leaves it to the caller to say which change the answer allowed."""
+    before = state()
     method, target, extra, body = request
-    status, answer = http(node.port, method, target, extra, body)
+    status, answer = http(port, method, target, extra, body)
     _answered_sanely(status, answer, target)
-    assert live.controller.running(), "the controller died"
-    after = controller_state(node)
+    assert alive(), "the process died"
+    after = state()
     if after != before:
         assert status == 200, (method, target, body[:200], status, answer[:300])
+    return before, after
+
+
+@FUZZ
+@given(request=requests(CONTROLLER_ROUTES))
+def test_controller_routes_survive_malformed_requests(live: Live, request: Request) -> None:
+    node = live.controller
+    _, after = fuzz_once(node.port, request, lambda: controller_state(node), node.running)
     assert all(is_valid_name(group["brokerName"]) for group in after["groups"]), after
 
 
@@ -301,18 +320,12 @@ def broker_offsets(broker: Broker) -> tuple[int, int]:
 
 @FUZZ
 @given(request=requests(BROKER_ROUTES))
-def test_broker_routes_survive_malformed_requests(
-    live: Live, request: tuple[str, str, list[tuple[str, str]], bytes]
-) -> None:
+def test_broker_routes_survive_malformed_requests(live: Live, request: Request) -> None:
     broker = live.broker
-    before = broker_offsets(broker)
-    method, target, extra, body = request
-    status, answer = http(broker.port, method, target, extra, body)
-    _answered_sanely(status, answer, target)
-    assert broker.proc is not None and broker.proc.is_running(), "the broker died"
-    after = broker_offsets(broker)
-    if after != before:
-        assert (method, target.split("?")[0], status) == ("POST", "/v1/messages", 200), (target, answer[:300])
+    assert broker.proc is not None
+    before, after = fuzz_once(broker.port, request, lambda: broker_offsets(broker), broker.proc.is_running)
+    if after != before:  # only a put moves the offsets
+        assert request[0] == "POST" and request[1].split("?", 1)[0] == "/v1/messages", request
 
 
 # ------------------------------------------------------------------------------------ HA frames
