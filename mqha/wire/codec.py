@@ -11,7 +11,11 @@ Remarks keep the wording of the hand-written codecs they replace, e.g. ``field '
 ApplyBrokerIdRequest: expected an integer, got string`` or ``unknown field 'x' in
 AlterSyncStateSetRequest``. Sizes: a body is bounded by the HTTP layer (``maxRequestBodyBytes``);
 collections by their ``Meta(max_length)`` (``mqha.wire.types``); nesting by the types themselves
-(a value nested deeper than its type allows is a type error, found without descending further).
+(a value nested deeper than its type allows is a type error, found without descending further), and
+for untyped bodies by ``decode_any`` (``MAX_JSON_DEPTH``). A field whose type carries a
+``Meta(extra={"rule": ...})`` (names, addresses) is named with that rule when its pattern or length
+is broken, e.g. ``field 'brokerName' of ApplyBrokerIdRequest: expected 1..127 characters of
+[%|a-zA-Z0-9_-]``.
 """
 
 from __future__ import annotations
