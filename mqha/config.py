@@ -1,7 +1,8 @@
 """Java-properties config files with RocketMQ key names, typed and checked (docs/architecture.md §1).
 
 A process declares its keys as a ``ConfigSpec``; parsing turns text into typed values and stops at
-the first unknown key, malformed value or missing required key with a ``ConfigError`` naming it.
+the first unknown key, malformed value, value breaking its key's ``Rule`` (a range, a name rule) or
+missing required key with a ``ConfigError`` naming the key and the rule: one line, never a traceback.
 Every time value is in milliseconds, as in RocketMQ.
 """
 
@@ -20,14 +21,55 @@ Default = Any | Callable[[Mapping[str, Any]], Any]
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A rule a typed value must follow beyond its type: a test and the words an error quotes."""
+
+    test: Callable[[Any], bool]
+    text: str
+    bounds: tuple[int, int] | None = None
+    """The range of a numeric rule (tests probe both sides of it)."""
+
+
+def between(low: int, high: int) -> Rule:
+    return Rule(lambda value: low <= value <= high, f"within [{low}, {high}]", (low, high))
+
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+PORT = between(1, 65535)
+MILLIS = between(1, INT32_MAX)
+"""A period or timeout in milliseconds (a Java ``int``, as RocketMQ's are; about 24 days at most)."""
+POSITIVE_INT = between(1, INT32_MAX)
+"""A count or size RocketMQ holds in a Java ``int``."""
+POSITIVE_LONG = between(1, INT64_MAX)
+NON_NEGATIVE_INT = between(0, INT32_MAX)
+NON_NEGATIVE_LONG = between(0, INT64_MAX)
+JAVA_INT = between(-(2**31), INT32_MAX)
+TEXT = Rule(
+    lambda value: bool(value.strip()) and value.isprintable(), "non-empty text without control characters"
+)
+"""Paths, node ids and group names: something must be there, and on one line."""
+
+
+@dataclass(frozen=True)
 class Key:
-    """One config key: its type, default (a value, ``REQUIRED``, or a function of the other values)."""
+    """One config key: its type, default and the rule its value follows.
+
+    The default is a value, ``REQUIRED``, or a function of the other values; ``rule`` None admits any
+    value of the type."""
 
     name: str
     kind: type
     default: Default
     doc: str = ""
     choices: tuple[str, ...] = ()
+    rule: Rule | None = None
+
+    def check(self, value: Any) -> None:
+        """Raise ``ConfigError`` naming this key and its rule when ``value`` breaks it."""
+        if self.rule is not None and not self.rule.test(value):
+            shown = _shown(value) if isinstance(value, str) else repr(value)[:80]
+            raise ConfigError(self.name, f"must be {self.rule.text}, got {shown}")
 
 
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
@@ -49,24 +91,29 @@ def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
     return result
 
 
+def _shown(raw: str) -> str:
+    """``raw`` quoted for an error line, cut short (a value can be any length)."""
+    return repr(raw) if len(raw) <= 80 else repr(raw[:80]) + f"... ({len(raw)} characters)"
+
+
 def _coerce(key: Key, raw: str) -> Any:
     if key.choices and raw.strip() not in key.choices:
-        raise ConfigError(key.name, f"expected one of {', '.join(key.choices)}, got {raw!r}")
+        raise ConfigError(key.name, f"expected one of {', '.join(key.choices)}, got {_shown(raw)}")
     if key.kind is bool:
         lowered = raw.strip().lower()
         if lowered in ("true", "false"):
             return lowered == "true"
-        raise ConfigError(key.name, f"expected true or false, got {raw!r}")
+        raise ConfigError(key.name, f"expected true or false, got {_shown(raw)}")
     if key.kind is int:
         try:
             return int(raw.strip(), 10)
         except ValueError:
-            raise ConfigError(key.name, f"expected an integer, got {raw!r}") from None
+            raise ConfigError(key.name, f"expected an integer, got {_shown(raw)}") from None
     if key.kind is float:
         try:
             return float(raw.strip())
         except ValueError:
-            raise ConfigError(key.name, f"expected a number, got {raw!r}") from None
+            raise ConfigError(key.name, f"expected a number, got {_shown(raw)}") from None
     return raw
 
 
@@ -84,7 +131,10 @@ class ConfigSpec:
         """Typed value of one key given as text; unknown keys are a ``ConfigError``."""
         if name not in self.keys:
             raise ConfigError(name, "unknown key")
-        return _coerce(self.keys[name], raw)
+        key = self.keys[name]
+        value = _coerce(key, raw)
+        key.check(value)
+        return value
 
     def resolve(self, given: Mapping[str, str]) -> dict[str, Any]:
         """Typed values of every key: given ones coerced, the rest from defaults (derived ones last)."""
@@ -101,6 +151,7 @@ class ConfigSpec:
                 values[name] = key.default
         for key in derived:
             values[key.name] = key.default(values)
+            key.check(values[key.name])  # e.g. listenPort + 1 beyond 65535
         return {name: values[name] for name in self.keys}
 
     def parse(self, text: str, source: str = "<config>") -> dict[str, Any]:
@@ -112,6 +163,8 @@ class ConfigSpec:
                 text = handle.read()
         except OSError as exc:
             raise ConfigError(path, f"cannot read config file: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(path, f"config file is not UTF-8 text (byte {exc.start})") from None
         return self.parse(text, path)
 
 

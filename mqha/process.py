@@ -33,9 +33,14 @@ def config_arguments(prog: str, description: str, what: str) -> argparse.Argumen
     return parser
 
 
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (a value may carry them)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 def exit_with(prog: str, problem: object) -> NoReturn:
     """Print ``problem`` as one line on stderr and exit 1."""
-    print(f"{prog}: {problem}", file=sys.stderr)
+    print(f"{prog}: {one_line(str(problem))}", file=sys.stderr)
     sys.exit(1)
 
 

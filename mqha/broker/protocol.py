@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +51,7 @@ from mqha.broker.commitlog.codec import (
     StoredMessage,
 )
 from mqha.wire.broker_api import Appended, BrokerCode, PutBody, PutItem, PutStatus, decode_put_body, illegal
+from mqha.wire.types import NAME_RULE, is_valid_name
 
 __all__ = [
     "Appended",
@@ -71,9 +71,6 @@ __all__ = [
     "put_reply",
     "read_reply",
 ]
-
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
-"""RocketMQ's topic rule (``TopicValidator``): at most 127 characters of this set."""
 
 MAX_BATCH_MESSAGES = 4096
 DEFAULT_MAX_MESSAGES = 32
@@ -126,9 +123,8 @@ class ReadRequest:
     max_messages: int
 
 
-@functools.lru_cache(maxsize=4096)
-def _is_valid_topic(topic: str) -> bool:
-    return TOPIC_PATTERN.match(topic) is not None
+_is_valid_topic = functools.lru_cache(maxsize=4096)(is_valid_name)
+"""RocketMQ's topic rule (``TopicValidator``), the wire's name rule: cached, a put checks it per message."""
 
 
 def _utf8(text: str) -> bytes:
@@ -164,8 +160,8 @@ def _draft_checked(item: PutItem, *, max_message_size: int, where: str) -> Messa
     if topic is UNSET:
         raise illegal(f"{where}missing required field 'topic' in PutMessage")
     assert isinstance(topic, str)
-    if not TOPIC_PATTERN.match(topic):
-        raise illegal(f"{where}topic {topic[:140]!r} is not 1..127 characters of [%|a-zA-Z0-9_-]")
+    if not is_valid_name(topic):
+        raise illegal(f"{where}topic {topic[:140]!r} is not {NAME_RULE}")
     if (item.body is UNSET) == (item.body_base64 is UNSET):
         raise illegal(f"{where}exactly one of 'body' and 'bodyBase64' is required")
     body = _utf8(item.body) if isinstance(item.body, str) else item.body_base64

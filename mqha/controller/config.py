@@ -10,12 +10,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqha.config import REQUIRED, ConfigSpec, Key
+from mqha import config as rules
+from mqha.config import REQUIRED, ConfigSpec, Key, Rule
 from mqha.errors import ConfigError
 from mqha.security.credentials import SECRET_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
+from mqha.wire.types import ADDRESS_RULE, is_valid_address
 
 _INT_MAX = 2**31 - 1
+ADDRESS = Rule(is_valid_address, ADDRESS_RULE)
+ADDRESS_LIST = Rule(
+    lambda value: all(is_valid_address(part.strip()) for part in value.split(",")),
+    f"a comma-separated list of {ADDRESS_RULE}",
+)
 
 
 def _default_store_path(values: Mapping[str, Any]) -> str:
@@ -25,49 +32,79 @@ def _default_store_path(values: Mapping[str, Any]) -> str:
 CONTROLLER_CONFIG = ConfigSpec(
     [
         Key("rocketmqHome", str, os.environ.get("ROCKETMQ_HOME", "")),
-        Key("configStorePath", str, os.path.expanduser("~/controller/controller.properties")),
-        Key("controllerType", str, "DLedger", "DLedger or jRaft; both run mqha's PySyncObj controller"),
-        Key("scanNotActiveBrokerInterval", int, 5000),
-        Key("controllerThreadPoolNums", int, 16),
-        Key("controllerRequestThreadPoolQueueCapacity", int, 50000),
-        Key("controllerDLegerGroup", str, "mqha-controller"),
+        Key(
+            "configStorePath", str, os.path.expanduser("~/controller/controller.properties"), rule=rules.TEXT
+        ),
+        Key(
+            "controllerType",
+            str,
+            "DLedger",
+            "DLedger or jRaft; both run mqha's PySyncObj controller",
+            choices=("DLedger", "jRaft"),
+        ),
+        Key("scanNotActiveBrokerInterval", int, 5000, rule=rules.MILLIS),
+        Key("controllerThreadPoolNums", int, 16, rule=rules.POSITIVE_INT),
+        Key("controllerRequestThreadPoolQueueCapacity", int, 50000, rule=rules.POSITIVE_INT),
+        Key("controllerDLegerGroup", str, "mqha-controller", rule=rules.TEXT),
         Key("controllerDLegerPeers", str, REQUIRED),
-        Key("controllerDLegerSelfId", str, REQUIRED),
-        Key("mappedFileSize", int, 1024 * 1024 * 1024),
-        Key("controllerStorePath", str, _default_store_path),
-        Key("electMasterMaxRetryCount", int, 3),
+        Key("controllerDLegerSelfId", str, REQUIRED, rule=rules.TEXT),
+        Key("mappedFileSize", int, 1024 * 1024 * 1024, rule=rules.POSITIVE_INT),
+        Key("controllerStorePath", str, _default_store_path, rule=rules.TEXT),
+        Key("electMasterMaxRetryCount", int, 3, rule=rules.POSITIVE_INT),
         Key("enableElectUncleanMaster", bool, False),
         Key("processReadEvent", bool, False),
         Key("notifyBrokerRoleChanged", bool, True),
-        Key("scanInactiveMasterInterval", int, 5000),
-        Key("metricsExporterType", str, "DISABLE"),
+        Key("scanInactiveMasterInterval", int, 5000, rule=rules.MILLIS),
+        Key("metricsExporterType", str, "DISABLE", choices=("DISABLE", "OTLP_GRPC", "PROM", "LOG")),
         Key("metricsGrpcExporterTarget", str, ""),
         Key("metricsGrpcExporterHeader", str, ""),
-        Key("metricGrpcExporterTimeOutInMills", int, 3000),
-        Key("metricGrpcExporterIntervalInMills", int, 60000),
-        Key("metricLoggingExporterIntervalInMills", int, 10000),
-        Key("metricsPromExporterPort", int, 5557),
+        Key("metricGrpcExporterTimeOutInMills", int, 3000, rule=rules.MILLIS),
+        Key("metricGrpcExporterIntervalInMills", int, 60000, rule=rules.MILLIS),
+        Key("metricLoggingExporterIntervalInMills", int, 10000, rule=rules.MILLIS),
+        Key("metricsPromExporterPort", int, 5557, rule=rules.PORT),
         Key("metricsPromExporterHost", str, ""),
         Key("metricsLabel", str, ""),
         Key("metricsInDelta", bool, False),
         Key("configBlackList", str, "configBlackList;configStorePath"),
-        Key("jRaftElectionTimeoutMs", int, 1000),
-        Key("jRaftScanWaitTimeoutMs", int, 1000),
-        Key("jRaftSnapshotIntervalSecs", int, 3600),
-        Key("jRaftGroupId", str, "jRaft-Controller"),
-        Key("jRaftServerId", str, "localhost:9880"),
-        Key("jRaftInitConf", str, "localhost:9880,localhost:9881,localhost:9882"),
-        Key("jRaftControllerRPCAddr", str, "localhost:9770,localhost:9771,localhost:9772"),
+        Key("jRaftElectionTimeoutMs", int, 1000, rule=rules.MILLIS),
+        Key("jRaftScanWaitTimeoutMs", int, 1000, rule=rules.MILLIS),
+        Key("jRaftSnapshotIntervalSecs", int, 3600, rule=rules.POSITIVE_INT),
+        Key("jRaftGroupId", str, "jRaft-Controller", rule=rules.TEXT),
+        Key("jRaftServerId", str, "localhost:9880", rule=ADDRESS),
+        Key("jRaftInitConf", str, "localhost:9880,localhost:9881,localhost:9882", rule=ADDRESS_LIST),
+        Key("jRaftControllerRPCAddr", str, "localhost:9770,localhost:9771,localhost:9772", rule=ADDRESS_LIST),
         # mqha's own keys
-        Key("controllerRaftPortOffset", int, 1, "Raft transport port = API port + this"),
+        Key(
+            "controllerRaftPortOffset",
+            int,
+            1,
+            "Raft transport port = API port + this",
+            rule=rules.between(1, 65534),
+        ),
         Key("controllerRaftPassword", str, "", "encrypts and authenticates Raft traffic when set"),
         *AUTHENTICATION_KEYS,
         *TLS_KEYS,
-        Key("controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound"),
-        Key("controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound"),
+        Key(
+            "controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound", rule=rules.MILLIS
+        ),
+        Key(
+            "controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound", rule=rules.MILLIS
+        ),
         Key("controllerJournalFsync", bool, True, "fsync the Raft journal before a write is acknowledged"),
-        Key("maxRequestBodyBytes", int, 1024 * 1024, "larger HTTP bodies are refused with 413"),
-        Key("brokerSessionPingMills", int, 1000, "WebSocket ping period of broker sessions"),
+        Key(
+            "maxRequestBodyBytes",
+            int,
+            1024 * 1024,
+            "larger HTTP bodies are refused with 413",
+            rule=rules.POSITIVE_LONG,
+        ),
+        Key(
+            "brokerSessionPingMills",
+            int,
+            1000,
+            "WebSocket ping period of broker sessions",
+            rule=rules.NON_NEGATIVE_INT,
+        ),
         Key(
             "consoleAnalysisReportDir",
             str,
@@ -102,9 +139,9 @@ def parse_peers(text: str) -> list[Peer]:
     peers = []
     for item in filter(None, (part.strip() for part in text.split(";"))):
         node_id, sep, address = item.partition("-")
-        host, colon, port = address.rpartition(":")
-        if not sep or not node_id or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError("controllerDLegerPeers", f"expected id-host:port, got {item!r}")
+        if not sep or not node_id.isprintable() or not node_id.strip() or not is_valid_address(address):
+            raise ConfigError("controllerDLegerPeers", f"expected id-host:port (port 1..65535), got {item!r}")
+        host, _, port = address.rpartition(":")
         peers.append(Peer(node_id, host, int(port)))
     if not peers:
         raise ConfigError("controllerDLegerPeers", "no peers listed")
@@ -127,6 +164,7 @@ def load_controller_config(path: str) -> dict[str, Any]:
     if self_id not in {p.node_id for p in peers}:
         raise ConfigError("controllerDLegerSelfId", f"{self_id!r} is not in controllerDLegerPeers")
     check_security_keys(values, ("innerClientAuthenticationCredentials", "adminAuthToken"))
-    if values["controllerRaftPortOffset"] == 0:
-        raise ConfigError("controllerRaftPortOffset", "must not be 0: Raft and the API cannot share a port")
+    offset = values["controllerRaftPortOffset"]
+    if any(peer.port + offset > 65535 for peer in peers):
+        raise ConfigError("controllerRaftPortOffset", f"a peer's API port + {offset} is beyond 65535")
     return values

@@ -37,22 +37,11 @@ LIVE_KEYS = frozenset(
         "consoleAnalysisReportDir",
     }
 )
-_POSITIVE_KEYS = (
-    "scanNotActiveBrokerInterval",
-    "scanInactiveMasterInterval",
-    "electMasterMaxRetryCount",
-    "maxRequestBodyBytes",
-    "controllerRaftPortOffset",
-)
 
 
 def check_config(values: Mapping[str, Any]) -> None:
-    """Checks beyond typing that the service relies on; raises ``ConfigError`` naming the key."""
-    for key in _POSITIVE_KEYS:
-        if values[key] <= 0:
-            raise ConfigError(key, f"must be > 0, got {values[key]}")
-    if values["brokerSessionPingMills"] < 0:
-        raise ConfigError("brokerSessionPingMills", "must be >= 0 (0 disables pings)")
+    """Cross-key checks the service relies on (each key's own range is its ``Rule``, checked when it
+    is read: ``mqha.controller.config``); raises ``ConfigError`` naming the key."""
     low, high = values["controllerRaftMinTimeoutMills"], values["controllerRaftMaxTimeoutMills"]
     if low <= 150:  # PySyncObj needs the election timeout above 3 heartbeat periods (3 x 50 ms)
         raise ConfigError("controllerRaftMinTimeoutMills", f"must be > 150, got {low}")

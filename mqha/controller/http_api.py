@@ -43,8 +43,9 @@ from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
 from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
-from mqha.wire.codec import Request
+from mqha.wire.codec import Request, decode_any
 from mqha.wire.controller_api import Reply
+from mqha.wire.types import NAME_RULE, is_valid_name
 
 R = TypeVar("R", bound=Request)
 B = TypeVar("B", api.ElectMasterRequest, api.AlterSyncStateSetRequest, api.CleanBrokerDataRequest)
@@ -124,9 +125,10 @@ async def _read_body(request: web.Request) -> bytes:
 
 
 async def _read_json(request: web.Request) -> Any:
-    """The body as a JSON value (bodies without a request struct: the config update)."""
+    """The body as a JSON value (bodies without a request struct: the config update), nested at most
+    ``MAX_JSON_DEPTH`` deep."""
     try:
-        return msgspec.json.decode(await _read_body(request))
+        return decode_any(await _read_body(request))
     except msgspec.DecodeError as exc:
         raise _bad_request(f"malformed JSON: {exc}") from None
 
@@ -157,15 +159,23 @@ def _query(request: web.Request, allowed: tuple[str, ...], multi: tuple[str, ...
 
 
 def _with_path_name(request: web.Request, body: B) -> B:
-    """Merge ``{brokerName}`` of the path into the request (a differing body value is 400; an empty
-    one counts as absent, the requests' default)."""
-    name = request.match_info["brokerName"]
+    """Merge ``{brokerName}`` of the path into the request (checked by the name rule; a differing body
+    value is 400; an empty one counts as absent, the requests' default)."""
+    name = _path_name(request)
     given: str = body.broker_name  # type: ignore[attr-defined]
     if given == name:
         return body
     if given:
         raise _bad_request(f"field 'brokerName' ({given!r}) does not match the path ({name!r})")
     return msgspec.structs.replace(body, broker_name=name)
+
+
+def _path_name(request: web.Request) -> str:
+    """``{brokerName}`` of the path, checked by the same rule as the bodies' names."""
+    name = request.match_info["brokerName"]
+    if not is_valid_name(name):
+        raise _bad_request(f"path parameter 'brokerName': expected {NAME_RULE}, got {name[:140]!r}")
+    return name
 
 
 def _parse(cls: type[R], obj: Any) -> R:

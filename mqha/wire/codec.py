@@ -11,7 +11,11 @@ Remarks keep the wording of the hand-written codecs they replace, e.g. ``field '
 ApplyBrokerIdRequest: expected an integer, got string`` or ``unknown field 'x' in
 AlterSyncStateSetRequest``. Sizes: a body is bounded by the HTTP layer (``maxRequestBodyBytes``);
 collections by their ``Meta(max_length)`` (``mqha.wire.types``); nesting by the types themselves
-(a value nested deeper than its type allows is a type error, found without descending further).
+(a value nested deeper than its type allows is a type error, found without descending further), and
+for untyped bodies by ``decode_any`` (``MAX_JSON_DEPTH``). A field whose type carries a
+``Meta(extra={"rule": ...})`` (names, addresses) is named with that rule when its pattern or length
+is broken, e.g. ``field 'brokerName' of ApplyBrokerIdRequest: expected 1..127 characters of
+[%|a-zA-Z0-9_-]``.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ from mqha.wire.types import IntKeyMap
 
 __all__ = [
     "ENCODER",
+    "MAX_JSON_DEPTH",
     "Message",
     "Payload",
     "Request",
+    "decode_any",
     "decode_json",
     "encode",
     "json_type_name",
@@ -74,6 +80,41 @@ def _decoder(tp: Any) -> msgspec.json.Decoder[Any]:
 def decode_json(data: bytes | str, tp: Any) -> Any:
     """``data`` decoded as ``tp``; raises msgspec's ``DecodeError`` / ``ValidationError``."""
     return _decoder(tp).decode(data)
+
+
+MAX_JSON_DEPTH = 32
+"""Nesting bound of bodies decoded without a type (``decode_any``); every typed body is shallower."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
+
+
+def decode_any(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``data`` as an untyped JSON value nested at most ``max_depth`` arrays/objects deep.
+
+    Raises msgspec's ``DecodeError`` on malformed or too deeply nested JSON (msgspec itself stops at
+    the interpreter's recursion limit with a ``RecursionError``, which must not become a 500).
+    """
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        value = None
+    else:
+        if not _deeper_than(value, max_depth):
+            return value
+    raise msgspec.DecodeError(f"JSON nested deeper than {max_depth} arrays or objects")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -132,6 +173,40 @@ def _labels(cls: type[msgspec.Struct]) -> dict[str, str]:
     return {f.encode_name: _label(hints[f.name]) for f in msgspec.structs.fields(cls)}
 
 
+def _rule_text(tp: Any) -> str | None:
+    """The ``Meta(extra={"rule": ...})`` text of an annotated type (a name or address rule), if any."""
+    if typing.get_origin(tp) is typing.Annotated:
+        for meta in tp.__metadata__:
+            rule = (getattr(meta, "extra", None) or {}).get("rule")
+            if rule:
+                return str(rule)
+        return _rule_text(tp.__origin__)
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        rules = {_rule_text(arg) for arg in typing.get_args(tp)} - {None}
+        return rules.pop() if len(rules) == 1 else None
+    return None
+
+
+def _element_type(tp: Any) -> Any:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = tp.__origin__
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        members = [arg for arg in typing.get_args(tp) if arg not in (type(None), msgspec.UnsetType)]
+        return _element_type(members[0]) if len(members) == 1 else None
+    args = [arg for arg in typing.get_args(tp) if arg is not Ellipsis]
+    return args[0] if typing.get_origin(tp) in (list, tuple, frozenset, set) and args else None
+
+
+@functools.cache
+def _rules(cls: type[msgspec.Struct]) -> dict[str, tuple[str | None, str | None]]:
+    """Per JSON field name: the rule text of the field itself and of its elements."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {
+        f.encode_name: (_rule_text(hints[f.name]), _rule_text(_element_type(hints[f.name])))
+        for f in msgspec.structs.fields(cls)
+    }
+
+
 def json_type_name(value: Any) -> str:
     """The JSON type of a decoded value, as remarks name it ("integer", "string", "null", ...)."""
     if value is None:
@@ -174,6 +249,11 @@ def remark_for(cls: type, exc: msgspec.ValidationError, *, name: str | None = No
     element = bool(rest) and _ELEMENT.fullmatch(rest) is not None
     shown = json_name + rest if rest and not element else json_name
     label = _labels(cls).get(json_name) if shown == json_name else None
+    own, of_element = _rules(cls).get(json_name, (None, None))
+    rule = own if shown == json_name and not element else of_element if element else None
+    expected = _EXPECTED.match(message)
+    if rule and expected and expected["got"] is None:  # a length or pattern rule with its own wording
+        return f"field '{json_name + rest}' of {name}: expected {rule}"
     return f"field '{shown}' of {name}: {_rule(message, rest if element else '', at_key, label)}"
 
 

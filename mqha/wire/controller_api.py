@@ -34,12 +34,14 @@ from mqha.wire.types import (
     Address,
     BrokerId,
     BrokerName,
+    CheckCode,
     ClusterName,
     Epoch,
     IdSet,
     IntKeyMap,
     NameList,
     Offset,
+    OptionalName,
     Priority,
     TimeoutMs,
 )
@@ -103,7 +105,7 @@ class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
     cluster_name: ClusterName
     broker_name: BrokerName
     applied_broker_id: BrokerId
-    register_check_code: Address
+    register_check_code: CheckCode
 
     @property
     def broker_address(self) -> str:
@@ -163,8 +165,8 @@ class ElectMasterRequest(Request, frozen=True, kw_only=True):
     ``brokerId`` null (or -1) is the controller-style trigger.
     """
 
-    broker_name: BrokerName = ""
-    cluster_name: ClusterName = ""
+    broker_name: OptionalName = ""
+    cluster_name: OptionalName = ""
     broker_id: BrokerId | None = None
     designate_elect: bool = False
 
@@ -175,12 +177,9 @@ class ElectMasterRequest(Request, frozen=True, kw_only=True):
 
 
 class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
-    """The body of alterSyncStateSet (docs/reference-behaviour.md §5.5).
+    """The body of alterSyncStateSet: a new set, the master's epochs (docs/reference-behaviour.md §5.5)."""
 
-    The new set and the epochs the master believes current.
-    """
-
-    broker_name: BrokerName = ""
+    broker_name: OptionalName = ""
     master_broker_id: BrokerId
     master_epoch: Epoch
     sync_state_set: IdSet
@@ -220,7 +219,7 @@ class CleanBrokerDataRequest(Request, frozen=True, kw_only=True):
     Ids as a JSON array (or the reference's ``"1;2;3"`` text).
     """
 
-    broker_name: BrokerName = ""
+    broker_name: OptionalName = ""
     cluster_name: ClusterName | None = None
     broker_controller_ids_to_clean: IdsToClean | None = None
     clean_living_broker: bool = False

@@ -17,7 +17,7 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
-from mqha.wire.types import Address, BrokerId, BrokerName, ClusterName, Epoch, IdSet
+from mqha.wire.types import Epoch, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
 
 __all__ = [
     "RECORD_TYPES",
@@ -71,11 +71,11 @@ class ApplyBrokerIdRecord(_Record, frozen=True, tag="ApplyBrokerId"):
 
     TYPE: ClassVar[str] = "ApplyBrokerId"
 
-    cluster_name: ClusterName
-    broker_name: BrokerName
-    broker_id: BrokerId
-    broker_address: Address
-    register_check_code: Address
+    cluster_name: StoredName
+    broker_name: StoredName
+    broker_id: StoredBrokerId
+    broker_address: StoredAddress
+    register_check_code: StoredAddress
     version: int = 1
 
 
@@ -87,11 +87,11 @@ class UpdateBrokerAddressRecord(_Record, frozen=True, tag="UpdateBrokerAddress")
 
     TYPE: ClassVar[str] = "UpdateBrokerAddress"
 
-    cluster_name: ClusterName
-    broker_name: BrokerName
-    broker_id: BrokerId
-    broker_address: Address
-    ha_address: Address | None = None
+    cluster_name: StoredName
+    broker_name: StoredName
+    broker_id: StoredBrokerId
+    broker_address: StoredAddress
+    ha_address: StoredAddress | None = None
     """``None`` keeps the stored HA address."""
     version: int = 1
 
@@ -101,9 +101,9 @@ class ElectMasterRecord(_Record, frozen=True, tag="ElectMaster"):
 
     TYPE: ClassVar[str] = "ElectMaster"
 
-    cluster_name: ClusterName
-    broker_name: BrokerName
-    new_master_broker_id: BrokerId | None
+    cluster_name: StoredName
+    broker_name: StoredName
+    new_master_broker_id: StoredBrokerId | None
     """``None``: no candidate; the master is cleared and the SyncStateSet kept."""
     expected_master_epoch: Epoch
     expected_sync_state_set_epoch: Epoch
@@ -117,9 +117,9 @@ class AlterSyncStateSetRecord(_Record, frozen=True, tag="AlterSyncStateSet"):
 
     TYPE: ClassVar[str] = "AlterSyncStateSet"
 
-    broker_name: BrokerName
-    master_broker_id: BrokerId
-    new_sync_state_set: IdSet
+    broker_name: StoredName
+    master_broker_id: StoredBrokerId
+    new_sync_state_set: StoredIdSet
     expected_master_epoch: Epoch
     expected_sync_state_set_epoch: Epoch
     version: int = 1
@@ -137,9 +137,9 @@ class CleanBrokerDataRecord(_Record, frozen=True, tag="CleanBrokerData"):
 
     TYPE: ClassVar[str] = "CleanBrokerData"
 
-    cluster_name: ClusterName | None
-    broker_name: BrokerName
-    broker_ids: IdSet | None
+    cluster_name: StoredName | None
+    broker_name: StoredName
+    broker_ids: StoredIdSet | None
     expected_master_epoch: Epoch
     expected_sync_state_set_epoch: Epoch
     version: int = 1

@@ -13,7 +13,7 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
-from mqha.wire.types import Address, BrokerId, BrokerName, ClusterName, Epoch, IdSet, Int64
+from mqha.wire.types import Epoch, Int64, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
 
 SNAPSHOT_FORMAT = "mqha-controller-state"
 SNAPSHOT_VERSION = 1
@@ -30,21 +30,21 @@ class _Strict(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields
 class ReplicaSnapshot(_Strict, frozen=True):
     """One registered replica of a group."""
 
-    broker_id: BrokerId
-    address: Address
-    ha_address: Address | None
-    register_check_code: Address
+    broker_id: StoredBrokerId
+    address: StoredAddress
+    ha_address: StoredAddress | None
+    register_check_code: StoredAddress
 
 
 class GroupSnapshot(_Strict, frozen=True):
     """One broker set as a snapshot holds it."""
 
-    cluster_name: ClusterName
-    broker_name: BrokerName
+    cluster_name: StoredName
+    broker_name: StoredName
     replicas: list[ReplicaSnapshot]
-    master_broker_id: BrokerId | None
+    master_broker_id: StoredBrokerId | None
     master_epoch: Epoch
-    sync_state_set: IdSet
+    sync_state_set: StoredIdSet
     sync_state_set_epoch: Epoch
 
 

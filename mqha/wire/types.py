@@ -1,13 +1,16 @@
 """Named, constrained wire types (docs/architecture.md §8): one place for every range and size rule.
 
 Each alias is an ``Annotated`` type that msgspec checks while decoding, so a value outside its range
-is refused by the decoder with a remark naming the field and the rule (``mqha.wire.codec``). Java
-``long`` is the reference's type for ids, epochs and offsets, hence the int64 bounds. The name rules
-(character sets) of the security issue belong here too, next to the length bounds.
+is refused by the decoder with a remark naming the field and the rule (``mqha.wire.codec``; a
+``Meta(extra={"rule": ...})`` text is what the remark says). Java ``long`` is the reference's type for
+ids, epochs and offsets, hence the int64 bounds. Names follow RocketMQ's topic rule and addresses
+parse as ``host:port``, checked on every request before anything is proposed to Raft
+(docs/architecture.md §8).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any, TypeVar
 
@@ -17,9 +20,20 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 """Java ``Integer.MAX_VALUE``: the election priority of a broker that sends none (lowest priority)."""
+MAX_BROKER_ID = INT64_MAX - 1
+"""The largest broker id a request may carry: the next id of a set (its largest id + 1) always fits a
+Java ``long``, so ``next-id`` can always answer. A set holding this id is full (its next id, 2^63-1,
+is refused by apply-id)."""
 
-MAX_NAME_LENGTH = 255
-"""Cluster, broker-set and controller names (RocketMQ bounds topics at 127; names are ours at 255)."""
+_END = r"(?![\s\S])"
+"""The end of the text (``$`` also matches before a final newline; ``\\Z`` is not a JSON Schema regex)."""
+NAME_RULE = "1..127 characters of [%|a-zA-Z0-9_-]"
+NAME_PATTERN = rf"^[%|a-zA-Z0-9_-]+{_END}"
+"""RocketMQ's topic characters (``TopicValidator``), for topics and for cluster and broker names."""
+MAX_NAME_LENGTH = 127
+"""Topics, cluster and broker-set names: RocketMQ's topic bound, which its names live under too."""
+MAX_STORED_NAME_LENGTH = 255
+"""Names in log records and snapshots: the bound before the character rule (journals still replay)."""
 MAX_ADDRESS_LENGTH = 1024
 """``host:port`` addresses and the ``address;millis`` register check code."""
 MAX_ID_SET = 4096
@@ -27,20 +41,66 @@ MAX_ID_SET = 4096
 MAX_NAME_LIST = 65536
 """Broker names in one GetSyncStateData request."""
 
+_PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+_HOST = r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?\])"
+ADDRESS_RULE = "host:port (a host name, IPv4 or [IPv6] address; port 1..65535)"
+ADDRESS_PATTERN = rf"^{_HOST}:{_PORT}{_END}"
+CHECK_CODE_RULE = f"address;millis with address {ADDRESS_RULE}"
+CHECK_CODE_PATTERN = rf"^{_HOST}:{_PORT};[0-9]{{1,19}}{_END}"
+
 Int64 = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
-BrokerId = Annotated[int, Meta(ge=-1, le=INT64_MAX)]
-"""A broker id; -1 is the reference's "none" (ElectMaster), 0 and below are refused by the core."""
+BrokerId = Annotated[int, Meta(ge=-1, le=MAX_BROKER_ID)]
+"""A broker id in a request; -1 is the reference's "none" (ElectMaster), 0 and below are refused by
+the core; at most ``MAX_BROKER_ID``."""
 Epoch = Annotated[int, Meta(ge=-1, le=INT64_MAX)]
 """A master or SyncStateSet epoch; -1 is "none yet" (a heartbeat before the first election)."""
 Offset = Annotated[int, Meta(ge=-1, le=INT64_MAX)]
 """A commit-log offset; -1 is "unknown"."""
 TimeoutMs = Annotated[int, Meta(ge=0, le=INT64_MAX)]
 Priority = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
-ClusterName = Annotated[str, Meta(max_length=MAX_NAME_LENGTH)]
-BrokerName = Annotated[str, Meta(max_length=MAX_NAME_LENGTH)]
-Address = Annotated[str, Meta(max_length=MAX_ADDRESS_LENGTH)]
+_NAME = Meta(pattern=NAME_PATTERN, min_length=1, max_length=MAX_NAME_LENGTH, extra={"rule": NAME_RULE})
+ClusterName = Annotated[str, _NAME]
+BrokerName = Annotated[str, _NAME]
+OptionalName = Annotated[
+    str,
+    Meta(
+        pattern=NAME_PATTERN.replace("]+", "]*"),
+        max_length=MAX_NAME_LENGTH,
+        extra={"rule": f"empty or {NAME_RULE}"},
+    ),
+]
+"""A name whose empty value means "not given" (the body's ``brokerName`` when the path names it)."""
+Address = Annotated[
+    str, Meta(pattern=ADDRESS_PATTERN, max_length=MAX_ADDRESS_LENGTH, extra={"rule": ADDRESS_RULE})
+]
+CheckCode = Annotated[
+    str, Meta(pattern=CHECK_CODE_PATTERN, max_length=MAX_ADDRESS_LENGTH, extra={"rule": CHECK_CODE_RULE})
+]
+"""``registerCheckCode``: ``<brokerAddress>;<epochMillis>`` (docs/reference-behaviour.md §5.2)."""
 IdSet = Annotated[frozenset[BrokerId], Meta(max_length=MAX_ID_SET)]
 NameList = Annotated[tuple[BrokerName, ...], Meta(max_length=MAX_NAME_LIST)]
+
+# Log records and snapshots: the bounds before the name, address and id rules above, so that a journal
+# written earlier still replays; new entries come only from requests, which carry the strict types.
+StoredBrokerId = Annotated[int, Meta(ge=-1, le=INT64_MAX)]
+StoredName = Annotated[str, Meta(max_length=MAX_STORED_NAME_LENGTH)]
+StoredAddress = Annotated[str, Meta(max_length=MAX_ADDRESS_LENGTH)]
+StoredIdSet = Annotated[frozenset[StoredBrokerId], Meta(max_length=MAX_ID_SET)]
+
+
+_NAME_RE = re.compile(NAME_PATTERN)
+_ADDRESS_RE = re.compile(ADDRESS_PATTERN)
+
+
+def is_valid_name(text: str) -> bool:
+    """Whether ``text`` follows the name rule (``NAME_RULE``), e.g. a config value or a topic."""
+    return 0 < len(text) <= MAX_NAME_LENGTH and _NAME_RE.match(text) is not None  # _END: whole text
+
+
+def is_valid_address(text: str) -> bool:
+    """Whether ``text`` is a ``host:port`` address (``ADDRESS_RULE``)."""
+    return len(text) <= MAX_ADDRESS_LENGTH and _ADDRESS_RE.match(text) is not None
+
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -30,7 +30,7 @@ def test_openapi_document_is_json_and_request_schemas_follow_the_wire_types() ->
     assert doc["openapi"] == "3.1.0"
     schema = openapi.request_schema(ApplyBrokerIdRequest)
     assert schema["required"] == ["clusterName", "brokerName", "appliedBrokerId", "registerCheckCode"]
-    assert schema["properties"]["appliedBrokerId"] == {"type": "integer", "minimum": -1, "maximum": 2**63 - 1}
+    assert schema["properties"]["appliedBrokerId"] == {"type": "integer", "minimum": -1, "maximum": 2**63 - 2}
     assert schema["additionalProperties"] is False
     elect = openapi.request_schema(ElectMasterRequest, ("brokerName",))
     assert elect["required"] == []

@@ -156,12 +156,12 @@ def test_elect_bool_and_nullable_fields() -> None:
 def test_5_9_heartbeat_without_broker_id_2005() -> None:
     invalid(
         BrokerHeartbeatRequest,
-        {"clusterName": "c", "brokerName": "g", "brokerAddr": "a"},
+        {"clusterName": "c", "brokerName": "g", "brokerAddr": "a:1"},
         "Heart beat with empty brokerId",
     )
     invalid(
         BrokerHeartbeatRequest,
-        {"clusterName": "c", "brokerName": "g", "brokerAddr": "a", "brokerId": None},
+        {"clusterName": "c", "brokerName": "g", "brokerAddr": "a:1", "brokerId": None},
         "Heart beat with empty brokerId",
     )
     invalid(BrokerHeartbeatRequest, "x", "BrokerHeartbeatRequest must be a JSON object, got string")
@@ -172,7 +172,7 @@ def test_5_9_heartbeat_null_optional_fields_take_defaults() -> None:
         {
             "clusterName": "c",
             "brokerName": "g",
-            "brokerAddr": "a",
+            "brokerAddr": "a:1",
             "brokerId": 1,
             "epoch": None,
             "electionPriority": None,
