@@ -3,7 +3,8 @@ send passes the restricted decoder (issue 23, docs/raft.md §7.1, §9).
 
 Real ``mqcontroller`` processes; the attacker is a raw TCP socket sending exactly the bytes PySyncObj
 0.3.17 reads as one frame: a 4-byte native-order length, then ``zlib(pickle)`` (with a password, the
-zlib bytes are a Fernet token made with that password: a peer that knows it). Its first frame is
+zlib bytes are a frame of the cluster's cipher, ``mqha.controller.raft.cipher``, made with that
+password: a peer that knows it). Its first frame is
 decoded before any handshake, so it is the whole attack.
 """
 
@@ -21,11 +22,11 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from pysyncobj.encryptor import getEncryptor
 from pysyncobj.monotonic import monotonic as raft_clock
 
 from mqha.controller.raft import decoding
 from mqha.controller.raft.addresses import store_paths
+from mqha.controller.raft.cipher import raft_cipher
 from mqha.controller.raft.journal import DurableFileJournal
 from mqha.controller.raft.node import PipelinedSyncObj, RecordConsumer
 from mqha.controller.raft.tuning import RaftTuning, build_conf
@@ -70,7 +71,7 @@ def _frame(message: object, password: str | None) -> bytes:
     """One PySyncObj frame carrying ``message`` (``tcp_connection.TcpConnection.send``'s layout)."""
     data = zlib.compress(pickle.dumps(message, protocol=2), 3)
     if password:
-        data = getEncryptor(password).encrypt_at_time(data, int(raft_clock()))
+        data = raft_cipher(password).encrypt_at_time(data, int(raft_clock()))
     return struct.pack("i", len(data)) + data
 
 

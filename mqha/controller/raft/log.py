@@ -63,7 +63,7 @@ from pysyncobj import FAIL_REASON
 from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic as raft_clock  # CLOCK_MONOTONIC_RAW, not time.monotonic
 
-from mqha.controller.raft import decoding
+from mqha.controller.raft import cipher, decoding
 from mqha.controller.raft.addresses import store_paths
 from mqha.controller.raft.errors import (
     ApplyError,
@@ -186,6 +186,9 @@ class ReplicatedLog:
             raise RaftStartError(
                 "pysyncobj internals changed: restricted decoding not installed (pin 0.3.17)"
             )
+        if self._password and not isinstance(sync.encryptor, cipher.RaftCipher):
+            await self._destroy_sync()
+            raise RaftStartError("pysyncobj internals changed: the Raft cipher is not installed (pin 0.3.17)")
         if not self._password:
             log.warning(
                 "Raft traffic is unauthenticated and unencrypted: anyone who can reach the Raft port %s "

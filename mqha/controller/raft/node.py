@@ -31,7 +31,7 @@ import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.transport import TCPTransport
 
-from mqha.controller.raft import decoding
+from mqha.controller.raft import cipher, decoding
 from mqha.controller.raft.errors import ApplyFailure
 from mqha.controller.raft.journal import DurableFileJournal
 from mqha.controller.raft.transport import GroupCommitTransport
@@ -106,8 +106,11 @@ class PipelinedSyncObj(SyncObj):
         it worked is :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
         Before anything is built, PySyncObj's decoding is made restricted (:func:`decoding.install`):
         the constructor already loads a dump and journal meta, and every later frame is peer data.
+        With a password, frames are encrypted by :class:`~mqha.controller.raft.cipher.RaftCipher`
+        (installed as PySyncObj's ``getEncryptor``) instead of Fernet.
         """
         decoding.install()
+        cipher.install()  # before the constructor, which builds the encryptor from conf.password
         if journal is None:
             super().__init__(self_address, partners, conf, consumers=[consumer], transportClass=TCPTransport)
             return

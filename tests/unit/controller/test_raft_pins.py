@@ -195,3 +195,25 @@ def test_pysyncobj_pickles_with_protocol_2_through_the_functions_we_replace() ->
     # test_raft_decoding.py drives the frame parser directly (no socket)
     parse = pysyncobj.tcp_connection.TcpConnection._TcpConnection__processParseMessage  # type: ignore[attr-defined]
     assert _params(parse) == ["self"]
+
+
+def test_the_encryptor_is_the_module_global_the_constructor_calls_and_its_interface_is_used() -> None:
+    """``mqha.controller.raft.cipher.install`` swaps ``getEncryptor``; frames use three methods of it."""
+    assert "self.__encryptor = getEncryptor(self.__conf.password)" in inspect.getsource(SyncObj.__init__)
+    connection = inspect.getsource(pysyncobj.tcp_connection)
+    for call in (
+        "self.encryptor.encrypt_at_time(data, int(monotonicTime()))",
+        "self.encryptor.extract_timestamp(data)",
+        "self.encryptor.decrypt(data)",
+    ):
+        assert call in connection
+    used = set(
+        re.findall(
+            r"encryptor\.(\w+)\(",
+            "".join(
+                (Path(pysyncobj.__file__).parent / name).read_text()
+                for name in ("tcp_connection.py", "transport.py", "syncobj.py")
+            ),
+        )
+    )
+    assert used == {"encrypt_at_time", "extract_timestamp", "decrypt"}
