@@ -337,20 +337,26 @@ async def _measure(quick: bool, base: Path) -> dict[str, Any]:
 
 
 async def interleaved_rounds(
-    cfg: dict[str, Any], workloads: dict[str, list[Any]], alternate: bool = False
+    cfg: dict[str, Any],
+    workloads: dict[str, list[Any]],
+    alternate: bool = False,
+    pools: dict[str, list[list[Any]]] | None = None,
 ) -> dict[str, Any]:
     """Per workload and client count, the median figures of ``cfg["rounds"]`` rounds; within a round
     every workload runs at one client count before the next count (an empty workload is skipped).
     ``alternate``: every other round runs the workloads in reverse order, so that a drift within a
-    round does not always favour the same one."""
-    rounds: dict[str, dict[int, list[LoadResult]]] = {side: {} for side, ops in workloads.items() if ops}
+    round does not always favour the same one. ``pools``: a workload with several client pools (one per
+    cluster of that side) uses them in turn, round by round, so a cluster's own pace is averaged out."""
+    pools = {**{side: [ops] for side, ops in workloads.items()}, **(pools or {})}
+    rounds: dict[str, dict[int, list[LoadResult]]] = {side: {} for side, each in pools.items() if each[0]}
     for number in range(cfg["rounds"]):
         order = list(rounds.items())
         if alternate and number % 2:
             order.reverse()
         for clients in cfg["clients"]:
             for side, by_clients in order:
-                result = await closed_loop(workloads[side][:clients], cfg["window"])
+                ops = pools[side][number % len(pools[side])]
+                result = await closed_loop(ops[:clients], cfg["window"])
                 by_clients.setdefault(clients, []).append(result)
     return {
         side: {str(clients): _median_of(results) for clients, results in by_clients.items()}
