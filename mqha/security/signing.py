@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -81,31 +80,33 @@ def parse_signed(header: str) -> dict[str, str] | None:
 
 
 class ReplayGuard:
-    """Remembers the nonces of the last window; a nonce seen again inside it is a replay."""
+    """Remembers each nonce until its signature expires; a nonce seen again before that is a replay.
+
+    A signature with timestamp ``ts`` is accepted only until ``ts + window``, so its nonce is needed
+    until then and no longer. Nonces sit in buckets by that expiry (one bucket per window), and a bucket
+    is dropped whole once its last expiry has passed: at most three buckets live, each a set of strings,
+    so a request costs O(1) and adds no object for the garbage collector to track (a deque of
+    (time, nonce) tuples did, ~10^5 of them at a controller's write rate, and writes got ~4 % slower).
+    Memory is bounded by the request rate times two windows."""
 
     def __init__(self, window_ms: int = REPLAY_WINDOW_MS) -> None:
         self.window_ms = window_ms
-        self._seen: set[str] = set()
-        self._order: deque[tuple[int, str]] = deque()
+        self._buckets: dict[int, set[str]] = {}  # expiry // window -> nonces
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return sum(map(len, self._buckets.values()))
 
     def admit(self, nonce: str, timestamp_ms: int, now_ms: int) -> Denial | None:
         """None (and the nonce remembered) for a fresh nonce in the window; else why not."""
-        if abs(now_ms - timestamp_ms) > self.window_ms:
-            return Denial(401, f"signature timestamp is over {self.window_ms} ms from the server's clock")
-        self._forget_before(now_ms - 2 * self.window_ms)
-        if nonce in self._seen:
+        window = self.window_ms
+        if abs(now_ms - timestamp_ms) > window:
+            return Denial(401, f"signature timestamp is over {window} ms from the server's clock")
+        for bucket in [b for b in self._buckets if (b + 1) * window <= now_ms]:
+            del self._buckets[bucket]  # every signature in it has expired
+        if any(nonce in nonces for nonces in self._buckets.values()):
             return Denial(401, "signature already used (replay)")
-        self._seen.add(nonce)
-        self._order.append((now_ms, nonce))
+        self._buckets.setdefault((timestamp_ms + window) // window, set()).add(nonce)
         return None
-
-    def _forget_before(self, cutoff_ms: int) -> None:
-        # A nonce older than two windows cannot come back: its timestamp would be out of the window.
-        while self._order and self._order[0][0] < cutoff_ms:
-            self._seen.discard(self._order.popleft()[1])
 
 
 class RequestVerifier:

@@ -111,3 +111,16 @@ def test_bearer_tokens_compare_whole() -> None:
     assert not bearer_matches("Basic s3cret-token", "s3cret-token")
     assert not bearer_matches("Bearer x", "")
     assert not bearer_matches(None, "s3cret-token")
+
+
+@pytest.mark.parametrize("skew", [-1000, 0, 1000])
+def test_a_nonce_is_remembered_for_as_long_as_its_signature_is_accepted(skew: int) -> None:
+    guard = ReplayGuard(window_ms=1000)
+    ts = NOW + skew
+    assert guard.admit("n", ts, NOW) is None
+    for later in range(NOW, ts + 1001, 50):  # every moment the timestamp check still passes
+        if abs(later - ts) <= 1000:
+            assert "replay" in guard.admit("n", ts, later).remark
+    assert "clock" in guard.admit("n", ts, ts + 1001).remark
+    assert guard.admit("other", NOW + 5000, NOW + 5000) is None
+    assert len(guard) == 1  # the expired nonce's bucket is gone
