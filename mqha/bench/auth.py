@@ -49,7 +49,7 @@ from mqha.bench.replication import (
     replication_cluster,
     settle,
 )
-from mqha.bench.report import Outcome, Target, fmt, format_table, ratio
+from mqha.bench.report import Outcome, Target, fmt, format_table, median, ratio
 from mqha.cluster.client_auth import client_headers
 from mqha.controller_client.caller import Signer
 from mqha.replicas_manager.client import signer_of
@@ -202,11 +202,24 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
     return data
 
 
+def paired(off: Mapping[str, Any], on: Mapping[str, Any], key: str) -> float | None:
+    """on/off of ``key``: the median of the rounds' own ratios when both sides kept their rounds (each
+    round's two figures were measured back to back, on the clusters of that turn), else the ratio of
+    the medians. Pairing removes the drift between rounds, which is larger than the effect measured."""
+    off_rounds, on_rounds = off.get("rounds"), on.get("rounds")
+    if off_rounds and on_rounds and len(off_rounds) == len(on_rounds):
+        ratios = [ratio(b[key], a[key]) for a, b in zip(off_rounds, on_rounds, strict=True)]
+        known = [r for r in ratios if r is not None]
+        if known:
+            return median(known)
+    return ratio(on[key], off[key])
+
+
 def _pair_row(label: tuple[Any, ...], off: Mapping[str, Any], on: Mapping[str, Any]) -> tuple[Any, ...]:
     """``label`` then ops/s, p50 and p99 off, on and on/off, then the errors off / on."""
     cells: list[Any] = [*label]
     for key, spec in (("ops_per_s", ".0f"), ("p50_ms", ".2f"), ("p99_ms", ".2f")):
-        cells += [fmt(off[key], spec), fmt(on[key], spec), fmt(ratio(on[key], off[key]), ".3f")]
+        cells += [fmt(off[key], spec), fmt(on[key], spec), fmt(paired(off, on, key), ".3f")]
     errors = [off["errors"], on["errors"]]
     cells.append(" / ".join(str(e if isinstance(e, int) else sum(e.values())) for e in errors))
     return tuple(cells)
@@ -278,8 +291,8 @@ def _split_table(data: dict[str, Any]) -> str:
             bare, off, on = (ctl[f"{workload} {side}"][clients] for side in (NO_RAFT_PASSWORD, "off", "on"))
             row: list[Any] = [workload, clients]
             for key, spec in (("ops_per_s", ".0f"), ("p50_ms", ".2f")):
-                row += [fmt(bare[key], spec), fmt(ratio(off[key], bare[key]), ".3f")]
-                row.append(fmt(ratio(on[key], bare[key]), ".3f"))
+                row += [fmt(bare[key], spec), fmt(paired(bare, off, key), ".3f")]
+                row.append(fmt(paired(bare, on, key), ".3f"))
             rows.append(tuple(row))
     header = ("workload", "clients", "no password ops/s", "off/none", "on/none")
     header += ("no password p50 ms", "off/none", "on/none")
@@ -303,7 +316,7 @@ def _targets(data: dict[str, Any]) -> list[Target]:
         targets += [
             Target(
                 f"{workload} ops/s on/off at {n} client{'s' if n != '1' else ''}",
-                ratio(on[n]["ops_per_s"], off[n]["ops_per_s"]),
+                paired(off[n], on[n], "ops_per_s"),
                 1 - MAX_COST,
                 True,
             )
@@ -312,15 +325,15 @@ def _targets(data: dict[str, Any]) -> list[Target]:
         targets.append(
             Target(
                 f"{workload} p50 on/off at {one} client",
-                ratio(on[one]["p50_ms"], off[one]["p50_ms"]),
+                paired(off[one], on[one], "p50_ms"),
                 1 + MAX_COST,
                 False,
             )
         )
     off, on = _sides(data["put"])
     targets += [
-        Target("put msgs/s on/off", ratio(on["ops_per_s"], off["ops_per_s"]), 1 - MAX_COST, True),
-        Target("put p50 on/off", ratio(on["p50_ms"], off["p50_ms"]), 1 + MAX_COST, False),
+        Target("put msgs/s on/off", paired(off, on, "ops_per_s"), 1 - MAX_COST, True),
+        Target("put p50 on/off", paired(off, on, "p50_ms"), 1 + MAX_COST, False),
     ]
     off, on = _sides(data["catch_up"])
     targets.append(
