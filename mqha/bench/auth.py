@@ -67,7 +67,7 @@ CONTROLLER_SIDES: dict[str, tuple[bool, dict[str, str]]] = {
     NO_RAFT_PASSWORD: (False, {}),
 }
 """Controller clusters: (authentication on, settings over the generated ones)."""
-CLUSTERS_PER_SIDE = 2
+CLUSTERS_PER_SIDE = 3
 """Clusters per side, used in turn round by round: two clusters of identical config differ by ~10 %
 at 1 client (their Raft tick phases), more than the effect measured, so each side's figure pools
 several clusters."""
@@ -80,7 +80,7 @@ MAX_COST = 0.05  # issue 23: authentication costs at most 5 % of any figure
 def settings(quick: bool) -> dict[str, Any]:
     """Sizes: ``--quick`` is a smoke test (one short round each), the full run gives stable medians
     (short rounds, many of them: a 5 % difference needs the drift averaged out)."""
-    window, rounds = (0.5, 1) if quick else (2.0, 8)
+    window, rounds = (0.5, 1) if quick else (2.0, 12)
     return {
         "clients": (1, 8, 32),
         "window": window,
