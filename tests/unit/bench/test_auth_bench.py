@@ -63,7 +63,11 @@ def _data(on_cost: float, catch_up_on: float | None) -> dict[str, Any]:
 def test_the_report_has_the_tables_and_a_target_per_figure() -> None:
     outcome = _report(_data(on_cost=0.02, catch_up_on=490.0))
     text = outcome.text()
-    for title in ("controller: authentication off vs on", "the Raft password's own cost", "put: authentication"):
+    for title in (
+        "controller: authentication off vs on",
+        "the Raft password's own cost",
+        "put: authentication",
+    ):
         assert title in text
     assert "| alter    | 32      | 32000     | 31360    | 0.980  |" in text
     assert "| 8       | 5000      | 5000     | 1.000  |" in text and "| 0 / 2 " in text
