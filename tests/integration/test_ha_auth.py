@@ -94,6 +94,15 @@ class Pair:
         assert code == 200, reply
         return reply
 
+    def wait_slave_in_sync_state_set(self) -> None:
+        """Until the master's SyncStateSet holds the slave: only then does every put wait for its ack
+        (a put before that is acknowledged by the master alone, which would hide a spoof's effect)."""
+        wait_until(
+            lambda: self.slave_id in self.master.get("/v1/status")["syncStateSet"],
+            20,
+            message="the slave joins the SyncStateSet",
+        )
+
     def ha_slave_addresses(self) -> list[str]:
         return [c["addr"] for c in self.master.get("/v1/ha/status")["haConnectionInfo"]]
 
@@ -237,6 +246,7 @@ def test_authenticated_pair_replicates_and_spoofing_slaves_get_nothing(authentic
         end = reply["results"][0]["offset"] + reply["results"][0]["size"]
         assert pair.slave.status()["maxOffset"] >= end
 
+    pair.wait_slave_in_sync_state_set()
     # A replayable proof: a valid hello for the challenge of an earlier connection.
     with socket.create_connection(("127.0.0.1", pair.master.ha_port), timeout=5) as first:
         challenge = b""
