@@ -129,6 +129,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._role_pending: act.RoleChange | None = None
         self._sss_in_flight: frozenset[int] | None = None
         self._sss_pending: frozenset[int] | None = None
+        self._sss_pending_from_check = False  # the pending wish is a periodic check's answer
         self._check_in_flight = False
         # Start sequence bookkeeping.
         self._retry_at: int | None = None

@@ -44,7 +44,7 @@ class SyncStateSetUpkeep:
         self._check_in_flight = False
         if not wanted:
             return []  # the HA layer is not (yet) master: it has no opinion
-        return self._propose(frozenset(wanted) | {self.broker_id})
+        return self._propose(frozenset(wanted) | {self.broker_id}, from_check=True)
 
     def on_sync_state_set_proposal(self, proposed: frozenset[int], now_ms: int) -> list[Action]:
         """``report_sync_state_set`` of the HA layer (expand or connection loss)."""
@@ -52,13 +52,14 @@ class SyncStateSetUpkeep:
             return []
         return self._propose(frozenset(proposed) | {self.broker_id})
 
-    def _propose(self, proposed: frozenset[int]) -> list[Action]:
+    def _propose(self, proposed: frozenset[int], *, from_check: bool = False) -> list[Action]:
         if not self.is_master or self.state is State.SHUTDOWN:
             return []
         if proposed == self._sss_in_flight:
             return []  # the same proposal is on its way: merge
         if self._sss_in_flight is not None:
             self._sss_pending = proposed  # the newest wish goes next
+            self._sss_pending_from_check = from_check
             return []
         if proposed == self.sync_state_set:
             return []
@@ -85,6 +86,11 @@ class SyncStateSetUpkeep:
         else:
             out += self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
         pending, self._sss_pending = self._sss_pending, None
-        if pending is not None:
-            out += self._propose(pending)
-        return out
+        if pending is None:
+            return out
+        if self._sss_pending_from_check and out:
+            # A check answered while the set was changing: its answer predates the change (an expansion
+            # the HA layer had not seen confirmed yet), and proposing it would undo the change -- the set
+            # flapped {m, s} -> {m} -> {m, s} every check period. Ask the HA layer again instead.
+            return out + self._check_sync_state_set()
+        return out + self._propose(pending, from_check=self._sss_pending_from_check)

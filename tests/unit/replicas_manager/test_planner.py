@@ -606,6 +606,30 @@ def test_reports_merge_identical_in_flight_and_queue_the_newest_spec_9_5() -> No
     assert p.sync_state_set == {2}
 
 
+def test_a_check_answered_during_an_expansion_does_not_undo_it() -> None:
+    """The check's answer ({2}) predates the expansion to {2, 3} in flight: once the controller confirms
+    the expansion, the planner asks the HA layer again instead of proposing {2} (the set used to flap
+    {2, 3} -> {2} -> {2, 3} every check period)."""
+    p = running_master()
+    expand = one(p.on_sync_state_set_proposal(frozenset({2, 3}), 0), act.ProposeSyncStateSet)
+    assert act.CheckSyncStateSet in kinds(p.tick(10_000))
+    assert p.on_sync_state_set_check(frozenset({2}), 10_001) == []  # queued behind the expansion
+    out = p.on_controller_reply(
+        expand, ok(newSyncStateSetEpoch=2, syncStateSet=[2, 3], syncStateSetEpoch=2), 502
+    )
+    assert p.sync_state_set == {2, 3}
+    assert act.ProposeSyncStateSet not in kinds(out)
+    assert act.CheckSyncStateSet in kinds(out)
+    # A report of the HA layer itself (a connection loss) queued the same way still goes next.
+    p.on_sync_state_set_check(frozenset({2, 3}), 10_600)
+    shrink = one(p.on_sync_state_set_proposal(frozenset({2}), 10_601), act.ProposeSyncStateSet)
+    assert p.on_sync_state_set_proposal(frozenset({2, 3}), 10_602) == []
+    out = p.on_controller_reply(
+        shrink, ok(newSyncStateSetEpoch=3, syncStateSet=[2], syncStateSetEpoch=3), 10_603
+    )
+    assert one(out, act.ProposeSyncStateSet).request.sync_state_set == {2, 3}
+
+
 def test_report_equal_to_the_current_set_or_on_a_slave_is_dropped() -> None:
     p = running_master()
     assert p.on_sync_state_set_proposal(frozenset({2}), 0) == []
