@@ -2,8 +2,10 @@
 
 On a master only: the periodic check asks the HA layer for the set it wants, the HA layer reports
 expansions and connection losses, and a set that differs from the recorded one is proposed to the
-controller (AlterSyncStateSet), one proposal in flight, the newest wish next. A set takes effect only
-with a newer SyncStateSet epoch (``changeSyncStateSet``).
+controller (AlterSyncStateSet), one proposal in flight, the newest wish next -- except a periodic
+check's answer that arrived while the set changed: it predates the change, so the HA layer is asked
+again rather than that answer proposed. A set takes effect only with a newer SyncStateSet epoch
+(``changeSyncStateSet``).
 """
 
 from __future__ import annotations
