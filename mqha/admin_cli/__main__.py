@@ -47,6 +47,7 @@ from mqha.codes import ResponseCode
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer, Silence, TransportFailure, fetch
 from mqha.controller_client.policy import Policy, Why
 from mqha.errors import ConfigError, RemoteProtocolError
+from mqha.security.signing import bearer_header
 from mqha.security.tls import trust_context
 
 DISCOVERY_PAUSE_MS = 200
@@ -91,7 +92,7 @@ class Http:
         self.headers = {"Accept": "application/json"}
         self.plain = dict(self.headers)  # brokers have no admin-only route: no token
         if token:
-            self.headers["Authorization"] = f"Bearer {token}"
+            self.headers["Authorization"] = bearer_header(token)
         self._session: aiohttp.ClientSession | None = None
 
     @property

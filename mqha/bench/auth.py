@@ -54,6 +54,7 @@ from mqha.cluster.client_auth import client_headers
 from mqha.controller_client.caller import Signer
 from mqha.replicas_manager.client import signer_of
 from mqha.security.credentials import parse_inner_credentials
+from mqha.security.signing import bearer_header
 
 SIDES = ("off", "on")
 NO_RAFT_PASSWORD = "off, no Raft password"
@@ -94,7 +95,7 @@ def settings(quick: bool) -> dict[str, Any]:
 
 def bearer(token: str) -> Signer:
     """The admin's proof: the same ``Authorization: Bearer <adminAuthToken>`` on every request."""
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": bearer_header(token)}
     return lambda method, target, body: headers
 
 

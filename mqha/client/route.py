@@ -24,6 +24,7 @@ from mqha.controller_client.policy import Policy, parse_addresses
 from mqha.errors import RemoteProtocolError
 from mqha.security.basic import basic_header
 from mqha.security.credentials import User
+from mqha.security.tls import scheme_of
 from mqha.wire.controller_api import ReplicaInfoPayload
 
 
@@ -124,7 +125,7 @@ class RoutedClient:
 
     def _url(self, address: str, path: str) -> str:
         """A broker URL: https when the client has a TLS context (docs/architecture.md §12.5)."""
-        return f"{'http' if self._ssl is None else 'https'}://{address}{path}"
+        return f"{scheme_of(self._ssl)}://{address}{path}"
 
     async def __aenter__(self) -> Self:
         return await self.start()

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from mqha.security.basic import basic_header
 from mqha.security.credentials import User, parse_user
+from mqha.security.signing import bearer_header
 
 
 def broker_user(broker_settings: Mapping[str, str]) -> User | None:
@@ -29,4 +30,4 @@ def client_headers(broker_settings: Mapping[str, str]) -> dict[str, str]:
 def admin_headers(broker_settings: Mapping[str, str]) -> dict[str, str]:
     """Headers of an admin call on these brokers: ``Authorization: Bearer <adminAuthToken>`` when set."""
     token = broker_settings.get("adminAuthToken") or ""
-    return {"Authorization": f"Bearer {token}"} if token else {}
+    return {"Authorization": bearer_header(token)} if token else {}

@@ -24,6 +24,7 @@ import aiohttp
 
 from mqha.controller_client.caller import LeaderCaller, TransportFailure
 from mqha.errors import RemoteProtocolError
+from mqha.security.tls import scheme_of
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class HeartbeatSessions:
             try:
                 ws = await asyncio.wait_for(
                     self._caller.session.ws_connect(
-                        f"{'http' if self._caller.ssl is None else 'https'}://{link.address}{SESSION_PATH}",
+                        f"{scheme_of(self._caller.ssl)}://{link.address}{SESSION_PATH}",
                         ssl=self._caller.ssl or True,  # docs/architecture.md §12.5
                         headers=self._caller.headers_for("GET", SESSION_PATH),  # signed per attempt
                         autoping=True,  # answer the controller's pings

@@ -137,6 +137,11 @@ class RequestVerifier:
         return self.guard.admit(fields["Nonce"], timestamp, now_ms)
 
 
+def bearer_header(token: str) -> str:
+    """The ``Authorization`` value of an admin call: ``Bearer <adminAuthToken>``."""
+    return f"Bearer {token}"
+
+
 def bearer_matches(header: str | None, token: str) -> bool:
     """Whether ``header`` is ``Bearer <token>`` (constant-time comparison)."""
     if not header or not token:

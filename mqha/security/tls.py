@@ -78,11 +78,6 @@ def check_tls_files(values: Mapping[str, Any]) -> None:
     client_context(values)
 
 
-def scheme(values: Mapping[str, Any]) -> str:
-    """``https`` with ``tlsEnable``, else ``http``."""
-    return "https" if values.get("tlsEnable") else "http"
-
-
 def scheme_of(context: ssl.SSLContext | None) -> str:
     """``https`` when a client has a TLS context, else ``http``."""
     return "http" if context is None else "https"
