@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import time
 from collections.abc import Sequence
 from ssl import SSLContext
 
 import aiohttp
 
-from mqha.client.recording import ClientRecorder, RecordTarget
+from mqha.client.recording import RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
-from mqha.client.route import RoutedClient, RouteResolver
+from mqha.client.route import RoutedClient
 from mqha.security.credentials import User
 
 _PAUSE_MIN = 0.005
@@ -67,20 +66,20 @@ class Consumer(RoutedClient):
         user: User | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
-        self.broker_name = broker_name
-        self._user = user
-        self._ssl = ssl
+        self._set_up(
+            "consumer",
+            controllers,
+            broker_name,
+            session=session,
+            user=user,
+            ssl=ssl,
+            client_id=client_id,
+            record_to=record_to,
+        )
         self.max_messages = max_messages
         self.request_timeout = request_timeout
         self.poll_timeout = poll_timeout
-        self.client_id = client_id or f"consumer-{os.getpid()}-{os.urandom(3).hex()}"
         self._offset = offset
-        self._controllers = controllers
-        self._given_session = session
-        self._session = session
-        self._resolver: RouteResolver | None = None
-        self._route: Route | None = None
-        self._recorder = ClientRecorder(record_to, self.client_id) if record_to is not None else None
         self.confirm_offset = -1
         self.route_refreshes = 0
 

@@ -41,9 +41,9 @@ from typing import Any
 
 import aiohttp
 
-from mqha.client.recording import ClientRecorder, RecordTarget
+from mqha.client.recording import RecordTarget
 from mqha.client.results import NoRouteError, Route, SendResult, SendStatus, describe, json_field
-from mqha.client.route import RoutedClient, RouteResolver
+from mqha.client.route import RoutedClient
 from mqha.security.credentials import User
 
 _STORED = {s.value: s for s in SendStatus if s.stored}
@@ -194,24 +194,24 @@ class Producer(RoutedClient):
         user: User | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
-        self.broker_name = broker_name
-        self._user = user
-        self._ssl = ssl
+        self._set_up(
+            "producer",
+            controllers,
+            broker_name,
+            session=session,
+            user=user,
+            ssl=ssl,
+            client_id=client_id,
+            record_to=record_to,
+        )
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self.retry_unknown = retry_unknown
-        self.client_id = client_id or f"producer-{os.getpid()}-{os.urandom(3).hex()}"
-        self._controllers = controllers
         self._route_timeout = route_timeout
-        self._given_session = session
-        self._session: aiohttp.ClientSession | None = session
-        self._resolver: RouteResolver | None = None
-        self._route: Route | None = None
         self._route_lock = asyncio.Lock()
         self._ack_modes: dict[str, str | None] = {}
         self._fixed_ack_mode = ack_mode
-        self._recorder = ClientRecorder(record_to, self.client_id) if record_to is not None else None
         # 32 hex digits like RocketMQ's client msgIds: a random per-producer prefix and a counter.
         self._id_prefix = os.urandom(8).hex().upper()
         self._counter = itertools.count()

@@ -10,6 +10,7 @@ is stale (slave redirect, connection error, SERVICE_NOT_AVAILABLE).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from ssl import SSLContext
 from typing import Self
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from mqha.client.recording import ClientRecorder
+from mqha.client.recording import ClientRecorder, RecordTarget
 from mqha.client.results import NoRouteError, Route
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy, parse_addresses
@@ -98,11 +99,36 @@ class RoutedClient:
     _recorder: ClientRecorder | None
     _route_timeout: float = 1.0
     _ssl: SSLContext | None = None  # https to controllers and brokers, verified by it (§12.5)
-    _user: User | None = None
+    _auth: dict[str, str]
+
+    def _set_up(
+        self,
+        kind: str,
+        controllers: str | Sequence[str],
+        broker_name: str,
+        *,
+        session: aiohttp.ClientSession | None,
+        user: User | None,
+        ssl: SSLContext | None,
+        client_id: str | None,
+        record_to: RecordTarget | None,
+    ) -> None:
+        """The state the producer and the consumer share, set by their constructors."""
+        self.broker_name = broker_name
+        self.client_id = client_id or f"{kind}-{os.getpid()}-{os.urandom(3).hex()}"
+        self._controllers = controllers
+        self._given_session = session
+        self._session = session
+        self._resolver = None
+        self._route: Route | None = None
+        self._recorder = ClientRecorder(record_to, self.client_id) if record_to is not None else None
+        self._ssl = ssl
+        # Built once: every put and read sends it.
+        self._auth = {"Authorization": basic_header(user)} if user is not None else {}
 
     def _auth_headers(self) -> dict[str, str]:
         """The ``Authorization: Basic`` header of the broker API user, if one was given (puts, reads)."""
-        return {"Authorization": basic_header(self._user)} if self._user is not None else {}
+        return self._auth
 
     def _new_session(self) -> aiohttp.ClientSession:
         return aiohttp.ClientSession()
