@@ -13,8 +13,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +26,7 @@ from mqha.config import render_properties
 from mqha.controller.config import load_controller_config
 from mqha.controller.config_store import check_config
 from mqha.controller.raft import RaftStartError
+from mqha.controller.raft.identity import IdentityError
 from mqha.controller.service import ControllerService
 from mqha.errors import ConfigError
 from mqha.process import StartError
@@ -34,17 +38,26 @@ PROG = "mqcontroller"
 
 
 async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> None:
-    """Run one node until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
+    """Run one node until ``stop`` is set (by default: until SIGTERM or SIGINT).
+
+    The API serves first, so that peers can ask this node about its store while it decides its role
+    (docs/raft.md §10); until the Raft member runs, every route but the storage read answers 503.
+    An observer that was added to the voter set stops here and asks :func:`main` to start it again.
+    """
     from aiohttp import web
 
     from mqha.controller.http_api import build_app
 
     stop = process.stop_on_signals(stop)
-    service = ControllerService(config)
+
+    def restart() -> None:
+        _restart_wanted.set()
+        stop.set()
+
     try:
-        await service.start()
-    except RaftStartError as exc:
-        raise StartError(str(exc)) from None
+        service = ControllerService(config, on_restart_wanted=restart)
+    except IdentityError as exc:
+        raise StartError(f"config key 'controllerStorePath': {exc}") from None
     except OSError as exc:  # e.g. controllerStorePath cannot be created
         raise StartError(f"config key 'controllerStorePath': {exc}") from None
     runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=2.0)
@@ -54,16 +67,18 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
         await web.TCPSite(runner, peer.host, peer.port, ssl_context=server_context(config)).start()
     except OSError as exc:
         await runner.cleanup()
-        await service.stop()
         raise StartError(f"cannot listen on {peer.api_address}: {exc.strerror or exc}") from None
-    log.info(
-        "controller %s serving the API on %s (raft %s, store %s)",
-        service.node_id,
-        peer.api_address,
-        peer.raft_address(config["controllerRaftPortOffset"]),
-        config["controllerStorePath"],
-    )
     try:
+        if not await _start_unless_stopped(service, stop):
+            return
+        log.info(
+            "controller %s serving the API on %s (raft %s as a %s, store %s)",
+            service.node_id,
+            peer.api_address,
+            service.parts.log.self_id,
+            service.parts.identity.role,
+            config["controllerStorePath"],
+        )
         await stop.wait()
         log.info("controller %s stopping", service.node_id)
     finally:
@@ -71,6 +86,29 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
         await runner.cleanup()
         await service.stop()
         log.info("controller %s stopped", service.node_id)
+
+
+async def _start_unless_stopped(service: ControllerService, stop: asyncio.Event) -> bool:
+    """Start the service; False when ``stop`` came first (a pending store may wait for its peers)."""
+    starting = asyncio.ensure_future(service.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        return False
+    try:
+        starting.result()
+    except RaftStartError as exc:
+        raise StartError(str(exc)) from None
+    except OSError as exc:
+        raise StartError(f"config key 'controllerStorePath': {exc}") from None
+    return True
+
+
+_restart_wanted = threading.Event()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -84,6 +122,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stdout.write(render_properties(masked(config)))  # secrets (SECRET_KEYS) as MASK
         return
     process.run(PROG, args.log_level, lambda: serve(config))
+    if _restart_wanted.is_set():
+        # Same pid, same arguments: the store now says "voter" (docs/raft.md §10).
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "mqha.controller", *(sys.argv[1:] if argv is None else argv)],
+        )
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ ROUTE_ACCESS: dict[str, Access] = {
     "electMaster": Access.BROKER,  # ADMIN when designated: the handler asks again after decoding
     "updateControllerConfig": Access.ADMIN,
     "cleanBrokerData": Access.ADMIN,
+    "addControllerPeer": Access.ADMIN,
+    "removeControllerPeer": Access.ADMIN,
 }
 """Routes (by name, ``mqha.controller.http_api.ROUTES``) that are not open."""
 

@@ -45,6 +45,7 @@ from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
 from mqha.wire.codec import Request, decode_any
 from mqha.wire.controller_api import Reply
+from mqha.wire.controller_quorum import AddControllerPeerRequest, RemoveControllerPeerRequest
 from mqha.wire.types import NAME_RULE, is_valid_name
 
 R = TypeVar("R", bound=Request)
@@ -226,6 +227,26 @@ async def get_status(request: web.Request) -> web.Response:
     return respond(request, _service(request).node_status())
 
 
+async def get_storage(request: web.Request) -> web.Response:
+    return respond(request, _service(request).get_storage())
+
+
+async def get_quorum(request: web.Request) -> web.Response:
+    return respond(request, _service(request).get_quorum())
+
+
+async def add_controller_peer(request: web.Request) -> web.Response:
+    req = await _read_request(request, AddControllerPeerRequest)
+    _require_admin(request)
+    return respond(request, await _service(request).add_controller_peer(req.raft_id))
+
+
+async def remove_controller_peer(request: web.Request) -> web.Response:
+    req = await _read_request(request, RemoveControllerPeerRequest)
+    _require_admin(request)
+    return respond(request, await _service(request).remove_controller_peer(req.raft_id, req.address))
+
+
 async def get_next_broker_id(request: web.Request) -> web.Response:
     query = _query(request, ("clusterName", "brokerName"))
     req = _parse(api.GetNextBrokerIdRequest, query)
@@ -372,6 +393,10 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v1/controller/config", "getControllerConfig", get_config),
     ("PUT", "/v1/controller/config", "updateControllerConfig", update_config),
     ("GET", "/v1/controller/status", "getControllerStatus", get_status),
+    ("GET", "/v1/controller/storage", "getControllerStorage", get_storage),
+    ("GET", "/v1/controller/quorum", "getControllerQuorum", get_quorum),
+    ("POST", "/v1/controller/peers/add", "addControllerPeer", add_controller_peer),
+    ("POST", "/v1/controller/peers/remove", "removeControllerPeer", remove_controller_peer),
     ("GET", "/v1/brokers/next-id", "getNextBrokerId", get_next_broker_id),
     ("POST", "/v1/brokers/apply-id", "applyBrokerId", apply_broker_id),
     ("POST", "/v1/brokers/register", "registerBroker", register_broker),
@@ -417,6 +442,20 @@ async def _envelope(request: web.Request, handler: Handler) -> web.StreamRespons
     return response
 
 
+_WHILE_STARTING = frozenset({"getControllerStorage", "healthz"})
+"""Routes a node answers before its Raft member runs (peers ask a pending node about its store)."""
+
+
+@web.middleware
+async def _until_started(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """503 (code 14) for every route but ``_WHILE_STARTING`` until the store's role is decided and the
+    Raft member runs (docs/raft.md §10)."""
+    if not _service(request).started and request.match_info.route.name not in _WHILE_STARTING:
+        reply = Reply(Code.SERVICE_NOT_AVAILABLE, "starting: this controller has not joined its cluster yet")
+        raise HttpError(503, reply)
+    return await handler(request)
+
+
 @web.middleware
 async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     """With ``authenticationEnabled``: the caller's proof, checked before the body is decoded (an
@@ -441,7 +480,9 @@ async def _on_shutdown(app: web.Application) -> None:
 
 def build_app(service: ControllerService) -> web.Application:
     # Bodies are read by ``_read_json`` with the live ``maxRequestBodyBytes``; this is a backstop.
-    app = web.Application(middlewares=[_envelope, _authenticate], client_max_size=64 * 1024 * 1024)
+    app = web.Application(
+        middlewares=[_envelope, _until_started, _authenticate], client_max_size=64 * 1024 * 1024
+    )
     app[SERVICE] = service
     for method, path, name, handler in ROUTES:
         app.router.add_route(method, path, handler, name=name)

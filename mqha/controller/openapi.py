@@ -37,6 +37,7 @@ from mqha.wire.controller_api import (
     ReplicaInfoPayload,
     SyncStateDataPayload,
 )
+from mqha.wire.controller_quorum import AddControllerPeerRequest, RemoveControllerPeerRequest
 
 _REF = "#/components/schemas/{name}"
 _MESSAGES: tuple[type[msgspec.Struct], ...] = (
@@ -46,6 +47,8 @@ _MESSAGES: tuple[type[msgspec.Struct], ...] = (
     ElectMasterRequest,
     AlterSyncStateSetRequest,
     CleanBrokerDataRequest,
+    AddControllerPeerRequest,
+    RemoveControllerPeerRequest,
     GetNextBrokerIdRequest,
     GetSyncStateDataRequest,
     NextBrokerIdPayload,
@@ -225,6 +228,49 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "summary": "Debug, any node: Raft status, this node's applied state (snapshot JSON) and "
                 "heartbeat table",
                 "responses": _responses(("200",)),
+            },
+        ),
+        (
+            "GET",
+            "/v1/controller/storage",
+            "getControllerStorage",
+            {
+                "summary": "docs/raft.md §10, any node, also while starting: this store's identity "
+                "{nodeId, storageId, raftId, role (pending|voter|observer), clusterId, "
+                "bootstrapVoters, voters}",
+                "responses": _responses(("200",)),
+            },
+        ),
+        (
+            "GET",
+            "/v1/controller/quorum",
+            "getControllerQuorum",
+            {
+                "summary": "docs/raft.md §10, any node: {clusterId, self, role, leaderId, leaderRaftId, "
+                "commitIndex, voters: [{raftId, apiAddress, storageId, connected, matchIndex}], observers}",
+                "responses": _responses(("200",)),
+            },
+        ),
+        (
+            "POST",
+            "/v1/controller/peers/add",
+            "addControllerPeer",
+            {
+                "summary": "docs/raft.md §10, leader, admin token: make a caught-up observer a voter "
+                "(one change at a time); 503 code 14 while it catches up",
+                "requestBody": _body(request_schema(AddControllerPeerRequest)),
+                "responses": _responses(_WRITE),
+            },
+        ),
+        (
+            "POST",
+            "/v1/controller/peers/remove",
+            "removeControllerPeer",
+            {
+                "summary": "docs/raft.md §10, leader, admin token: remove a voter by raftId or API "
+                "address; the leader itself hands leadership over and answers 2007",
+                "requestBody": _body(request_schema(RemoveControllerPeerRequest)),
+                "responses": _responses(_WRITE),
             },
         ),
         (

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqha.clock import Clock
+from mqha.controller import bootstrap
 from mqha.controller.applier import ControllerApplier
 from mqha.controller.config import Peer, parse_peers
 from mqha.controller.config_store import ConfigStore
 from mqha.controller.console_feed import ConsoleFeed
 from mqha.controller.liveness import HeartbeatTable
-from mqha.controller.raft import ReplicatedLog
+from mqha.controller.raft import ReplicatedLog, api_address_of
+from mqha.controller.raft import identity as ids
 from mqha.controller.sessions import SessionOwner, SessionRegistry
 from mqha.history.recorder import HistoryRecorder, controller_observer
 
@@ -56,6 +58,12 @@ class NodeParts:
         )
         self.history: HistoryRecorder | None = None
         self.console = ConsoleFeed()
+        # The store's identity (docs/raft.md §10): read, or a blank store formatted ``pending``, now;
+        # its role is decided in start(), asking the peers if need be.
+        self.identity: ids.StorageIdentity = bootstrap.load_or_format(
+            config["controllerStorePath"], self.node_id
+        )
+        self.started = False
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -63,7 +71,11 @@ class NodeParts:
         return self.config_store.config
 
     async def start(self) -> None:
-        """Open the history, bind the console feed to the loop, start the Raft member."""
+        """Decide the store's role, open the history, bind the console feed, start the Raft member."""
+        self.identity = await bootstrap.resolve_role(self.identity, self.config)
+        self.log.use_identity(
+            self.identity.storage_id, list(self.identity.voters), observer=self.identity.role == ids.OBSERVER
+        )
         # History (docs/architecture.md §5): every applied entry, journal replays included (re-inserts of a
         # known raftIndex are ignored), queued on the tick thread and written off it in batches.
         self.history = HistoryRecorder.in_store(self.config["controllerStorePath"])
@@ -72,6 +84,7 @@ class NodeParts:
         self.applier.add_observer(self.console.on_applied)
         self.log.add_leadership_listener(lambda _change: self.console.notify())
         await self.log.start()
+        self.started = True
 
     async def stop(self) -> None:
         """Close the sessions, stop the Raft member, flush the history."""
@@ -83,10 +96,17 @@ class NodeParts:
     # ------------------------------------------------------------------------------ leadership
 
     def leader(self) -> tuple[str | None, str | None]:
-        """(node id, API address) of the Raft leader as this node knows it."""
+        """(node id, API address) of the Raft leader as this node knows it; a leader that is not in
+        ``controllerDLegerPeers`` (added online) is named by its API address."""
         raft = self.log.leader_address()
-        peer = self._peer_by_raft.get(raft) if raft else None
-        return (peer.node_id, peer.api_address) if peer else (None, None)
+        if not raft:
+            return None, None
+        address = raft.partition("/")[0]  # a raftId names the store after the address
+        peer = self._peer_by_raft.get(address)
+        if peer is not None:
+            return peer.node_id, peer.api_address
+        api_address = api_address_of(address, self.config["controllerRaftPortOffset"])
+        return api_address, api_address
 
     def is_serving_leader(self) -> bool:
         return self.log.is_serving_leader()

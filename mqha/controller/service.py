@@ -16,6 +16,7 @@ module              class                 job
 ``config_store``    ``ConfigStore``       the live config: checks, typed updates, persistence
 ``auth``            ``ControllerAuth``    who a request is (signature, admin token) and what it may call
 ``status_views``    ``StatusViews``       metadata, debug status, metric gauges, console documents
+``membership``      ``Membership``        the store identity, the voter set: quorum view, add/remove
 ==================  ====================  ============================================================
 
 ``ControllerService`` wires them through their constructors and exposes the methods ``http_api``,
@@ -24,13 +25,14 @@ module              class                 job
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mqha.clock import Clock, MonotonicClock
 from mqha.controller.auth import ControllerAuth
 from mqha.controller.config_store import ConfigStore
 from mqha.controller.liveness_watch import LivenessWatch
+from mqha.controller.membership import Membership
 from mqha.controller.metrics import ControllerMetrics
 from mqha.controller.parts import NodeParts
 from mqha.controller.role_changes import RoleChangeFanout
@@ -44,7 +46,15 @@ class ControllerService:
     Build it, ``await start()``, serve ``http_api``, ``await stop()``.
     """
 
-    def __init__(self, config: Mapping[str, Any], *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        clock: Clock | None = None,
+        on_restart_wanted: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_restart_wanted``: called when this node must restart to take a new role (an observer
+        that was added to the voter set); without it the node logs and stays as it is."""
         self.config_store = ConfigStore(config)
         self.parts = parts = NodeParts(self.config_store, clock or MonotonicClock(), session_owner=self)
         self.views = StatusViews(parts)
@@ -53,6 +63,7 @@ class ControllerService:
         self.writes = WritePath(parts, self.metrics, self.role_changes.notify_role_change)
         self.liveness = LivenessWatch(parts, self.writes.elect_master)
         self.auth = ControllerAuth(self.config_store)
+        self.membership = Membership(parts, on_restart_wanted or (lambda: None))
 
         self.node_id = parts.node_id
         self.self_peer = parts.self_peer
@@ -78,9 +89,19 @@ class ControllerService:
         self.node_status = self.views.node_status
         self.console_snapshot = self.views.console_snapshot
         self.console_analysis = self.views.console_analysis
+        self.get_storage = self.membership.storage
+        self.get_quorum = self.membership.quorum
+        self.add_controller_peer = self.membership.add_peer
+        self.remove_controller_peer = self.membership.remove_peer
+
+    @property
+    def started(self) -> bool:
+        """True once the store's role is decided and the Raft member runs."""
+        return self.parts.started
 
     async def start(self) -> None:
         await self.parts.start()
+        self.membership.start_watch()
         self.liveness.start_scans()
 
     def begin_stop(self) -> None:
@@ -90,6 +111,7 @@ class ControllerService:
 
     async def stop(self) -> None:
         self.begin_stop()
+        await self.membership.stop_watch()
         await self.liveness.wait_stopped()
         await self.parts.stop()
 

@@ -73,6 +73,12 @@ OptionalName = Annotated[
 Address = Annotated[
     str, Meta(pattern=ADDRESS_PATTERN, max_length=MAX_ADDRESS_LENGTH, extra={"rule": ADDRESS_RULE})
 ]
+RAFT_ID_RULE = f"<{ADDRESS_RULE}>/<32 lowercase hex digits: the storageId>"
+RAFT_ID_PATTERN = rf"^{_HOST}:{_PORT}/[0-9a-f]{{32}}{_END}"
+RaftId = Annotated[
+    str, Meta(pattern=RAFT_ID_PATTERN, max_length=MAX_ADDRESS_LENGTH, extra={"rule": RAFT_ID_RULE})
+]
+"""A controller's Raft identity: its Raft address and its store's id (docs/raft.md §10)."""
 CheckCode = Annotated[
     str, Meta(pattern=CHECK_CODE_PATTERN, max_length=MAX_ADDRESS_LENGTH, extra={"rule": CHECK_CODE_RULE})
 ]

@@ -20,7 +20,7 @@ from pysyncobj.transport import TCPTransport
 from mqha.controller.raft.addresses import store_paths
 from mqha.controller.raft.journal import DurableFileJournal
 from mqha.controller.raft.node import LEADER, PipelinedSyncObj, RecordConsumer
-from mqha.controller.raft.transport import GroupCommitTransport
+from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 from mqha.controller.raft.tuning import RaftTuning, build_conf
 from tests.helpers.processes import free_port
 from tests.integration.raft_node import KVApplier
@@ -71,7 +71,7 @@ def test_init_builds_the_member_on_our_journal_and_transport(members: list[Membe
 
     stock = _member(members, tmp_path / "stock", durable=False)
     assert type(stock.sync.raft_log()) is FileJournal
-    assert type(stock.sync.raft_transport()) is TCPTransport
+    assert type(stock.sync.raft_transport()) is IdentityTransport  # stock sends, peers named by id
     assert not stock.sync.uses(durable.journal)
 
 

@@ -8,7 +8,10 @@ errors         what the log raises; PySyncObj failure codes -> exceptions
 addresses      Raft address <-> API address; the member's file names
 tuning         timing knobs (``RaftTuning``), the ``SyncObjConf`` built from them, the lease's quorum math
 journal        durable storage: ``DurableFileJournal`` and ``DurableMetaStorer`` (PySyncObj subclasses)
-transport      group commit: ``GroupCommitTransport`` (a PySyncObj ``TCPTransport`` subclass)
+identity       who a store is (``storage.json``: nodeId, storageId, role) and how a blank store joins (pure)
+storage_file   reading and durably writing ``storage.json``
+members        ``StoreNode``: a PySyncObj node named by its store (``<host:port>/<storageId>``)
+transport      peers named by raftId (``IdentityTransport``) and group commit (``GroupCommitTransport``)
 decoding       peer data (frames, log entries, dumps) is unpickled by an allow-list, never into code
 node           ``PipelinedSyncObj`` (the ``SyncObj`` subclass) and ``RecordConsumer`` (the one replicated
                method); every read of PySyncObj's private state goes through them

@@ -30,6 +30,8 @@ import pysyncobj.journal
 import pysyncobj.pickle
 from pysyncobj.node import TCPNode
 
+from mqha.controller.raft.members import StoreNode
+
 log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL = 60.0  # seconds between two log lines about refused peer data
@@ -55,6 +57,10 @@ class _SealedClass(type):
 
 class PeerTCPNode(TCPNode, metaclass=_SealedClass):
     """A ``TCPNode`` decoded from peer data (the member set in a dump); equal to the same address's node."""
+
+
+class PeerStoreNode(StoreNode, metaclass=_SealedClass):
+    """A :class:`StoreNode` decoded from peer data (a membership change, the member set in a dump)."""
 
 
 class _Latin1Bytes:
@@ -91,6 +97,7 @@ ADMITTED: dict[tuple[str, str], object] = {
     **_builtin("bytes", _EmptyBytes()),
     **_builtin("set", set),
     ("pysyncobj.node", "TCPNode"): PeerTCPNode,
+    ("mqha.controller.raft.members", "StoreNode"): PeerStoreNode,
 }
 
 

@@ -22,27 +22,13 @@ Proposals
     those of ``errors.py``.
 
 Serving
-    :meth:`ReplicatedLog.is_serving_leader` is True only when all three hold:
-
-    1. PySyncObj says this node is leader (``_isLeader()``);
-    2. the barrier -- our ``noop_record`` proposed when this node became leader -- has been applied on
-       this node *in the current term* (so every entry of earlier terms is applied here too); and
-    3. a quorum-confirmed lease is valid: enough partners to form a majority with us have answered an
-       AppendEntries within ``lease_timeout``. PySyncObj records, on the leader, the monotonic time of the
-       last ``next_node_idx`` reply per partner (:meth:`PipelinedSyncObj.last_response_times`; the
-       same data its ``leaderFallbackTimeout`` step-down uses; reset to "now" at election, as the votes
-       just came from a majority). We read a copy of its values from the asyncio thread. Those times
-       are PySyncObj's clock, ``CLOCK_MONOTONIC_RAW`` -- not ``time.monotonic()``, which drifts from it
-       (0.24 s apart on the dev VM); compare them only with :func:`raft_clock`.
-
-    The lease bounds how long an isolated leader keeps serving (it stops after ``lease_timeout`` and
-    steps down after ``leader_fallback_timeout``). It is NOT an exclusivity guarantee: PySyncObj voters
-    have no leader stickiness or PreVote, so a new leader can be elected while the old lease runs
-    (docs/raft.md §2.4). Safety comes from commit needing a majority and from epoch compare-and-set in apply.
-    Leadership changes are reported to listeners (:meth:`ReplicatedLog.add_leadership_listener`) on
-    the loop: ``LEADER`` when elected (barrier pending), ``SERVING`` when the barrier applied,
-    ``FOLLOWER``/``CANDIDATE`` when leadership is lost. A lease lapse is not an event; poll
-    ``is_serving_leader()`` per decision.
+    :meth:`ReplicatedLog.is_serving_leader` holds only for the leader whose barrier (``noop_record``)
+    applied in the current term and whose quorum-confirmed lease is valid: enough *voters* to form a
+    majority with us acked within ``lease_timeout``, on PySyncObj's clock ``CLOCK_MONOTONIC_RAW``
+    (compare only with :func:`raft_clock`). The lease bounds how long an isolated leader serves; it is
+    not exclusive (no PreVote): safety comes from majority commit and epoch compare-and-set in apply
+    (docs/raft.md §2.4, §3). Role changes reach listeners on the loop (``LEADER``, ``SERVING``,
+    ``FOLLOWER``/``CANDIDATE``); a lease lapse is not an event: poll ``is_serving_leader()``.
 """
 
 from __future__ import annotations
@@ -76,6 +62,7 @@ from mqha.controller.raft.errors import (
     failure_for,
 )
 from mqha.controller.raft.journal import DurableFileJournal
+from mqha.controller.raft.members import StoreNode
 from mqha.controller.raft.node import (
     CANDIDATE,
     LEADER,
@@ -91,6 +78,7 @@ from mqha.controller.raft.tuning import (
     build_conf,
     quorum_ack_age,
 )
+from mqha.controller.raft.voter_set import VoterSet
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +105,7 @@ class LeadershipChange:
     leader_address: str | None
 
 
-class ReplicatedLog:
+class ReplicatedLog(VoterSet):
     """The asyncio face of one Raft member. Build it and call :meth:`start` in the main thread."""
 
     def __init__(
@@ -131,13 +119,21 @@ class ReplicatedLog:
         noop_record: bytes = b"",
         durable: bool = True,
         tuning: RaftTuning | None = None,
+        storage_id: str | None = None,
+        observer: bool = False,
         **tuning_overrides: Any,
     ) -> None:
         """``self_address``/``partner_addresses`` are Raft ``host:port`` strings spelled identically on
         every member. ``noop_record`` is what the applier receives as the leader's barrier.
-        ``tuning_overrides`` replace single :class:`RaftTuning` fields (``raft_min_timeout=0.3``)."""
+        ``tuning_overrides`` replace single :class:`RaftTuning` fields (``raft_min_timeout=0.3``).
+
+        With ``storage_id`` members are raftIds (docs/raft.md §10): ``partner_addresses`` are the
+        other voters' raftIds and the voter set changes online; an ``observer`` never votes."""
         self._self_address = self_address
-        self._partners = [p for p in partner_addresses if p != self_address]
+        self._storage_id = storage_id
+        self._self_id = f"{self_address}/{storage_id}" if storage_id else self_address
+        self._observer = observer and storage_id is not None
+        self._partners = [p for p in partner_addresses if p not in (self_address, self._self_id)]
         self._store_dir = store_dir
         self._applier = applier
         self._password = password
@@ -153,6 +149,7 @@ class ReplicatedLog:
         self._barrier_task: asyncio.Task[None] | None = None
         self._ready = False
         self._stopped = False
+        super().__init__()
 
     # -- lifecycle
 
@@ -174,10 +171,22 @@ class ReplicatedLog:
             password=self._password,
             on_state_changed=self._on_state_changed_tick,
             on_ready=self._on_ready_tick,
+            dynamic_membership=self._storage_id is not None,
         )
         journal = DurableFileJournal(*store_paths(self._store_dir)) if self._durable else None
-        sync = PipelinedSyncObj(self._self_address, self._partners, conf, self._consumer, journal=journal)
+        identity: dict[str, Any] = {}
+        if self._storage_id is not None:
+            identity = {"node_class": StoreNode, "observer_id": self._self_id if self._observer else None}
+        sync = PipelinedSyncObj(
+            None if self._observer else self._self_id,
+            self._partners,
+            conf,
+            self._consumer,
+            journal=journal,
+            **identity,
+        )
         self._sync = sync
+        sync.addOnTickCallback(self._run_tick_calls)
         if journal is not None and not sync.uses(journal):
             await self._destroy_sync()
             raise RaftStartError("pysyncobj internals changed: durable journal not installed (pin 0.3.17)")
@@ -197,13 +206,15 @@ class ReplicatedLog:
                 self._self_address,
             )
         try:
-            await self._loop.run_in_executor(None, sync.waitBinded)
+            if not self._observer:  # a read-only member binds nothing (and waitBinded would never return)
+                await self._loop.run_in_executor(None, sync.waitBinded)
         except Exception as exc:
             await self._destroy_sync()
             raise RaftStartError(f"cannot bind the Raft port {self._self_address}: {exc!r}") from exc
         log.info(
-            "raft member %s started (partners %s, store %s, durable=%s)",
-            self._self_address,
+            "raft member %s started as %s (partners %s, store %s, durable=%s)",
+            self._self_id,
+            "an observer" if self._observer else "a voter",
             ",".join(self._partners),
             self._store_dir,
             self._durable,
@@ -258,6 +269,13 @@ class ReplicatedLog:
         return await self._submit(data, timeout)
 
     async def _submit(self, data: bytes, timeout: float) -> object:
+        return await self._submit_with(
+            lambda callback: self._consumer.apply_record(data, callback=callback), timeout
+        )
+
+    async def _submit_with(
+        self, enqueue: Callable[[Callable[[object, int], None]], object], timeout: float
+    ) -> object:
         loop = self._loop
         assert loop is not None
         fut: asyncio.Future[object] = loop.create_future()
@@ -269,7 +287,7 @@ class ReplicatedLog:
                 loop.call_soon_threadsafe(self._resolve, fut, result, error)
 
         try:
-            self._consumer.apply_record(data, callback=on_done)
+            enqueue(on_done)
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             raise ProposalTimeout(timeout) from None
@@ -331,11 +349,13 @@ class ReplicatedLog:
         sync = self._sync
         assert sync is not None
         try:
-            # Written by the tick thread; list() of a dict of floats runs without releasing the GIL.
-            acks = list(sync.last_response_times().values())
-        except RuntimeError:  # resized mid-copy (a fresh election): no lease
+            # Written by the tick thread; copies of a dict and a set run without releasing the GIL.
+            times = dict(sync.last_response_times())
+            voters = sync.otherNodes
+        except RuntimeError:  # resized mid-copy (a fresh election, a membership change): no lease
             return None
-        return quorum_ack_age(acks, len(self._partners), raft_clock())
+        acks = [t for node, t in times.items() if node in voters]  # observers never count
+        return quorum_ack_age(acks, len(voters), raft_clock())
 
     def _on_state_changed_tick(self, old: int, new: int) -> None:
         # Tick thread, in the middle of a Raft transition: only post to the loop, never raise (P4).
@@ -441,12 +461,13 @@ class ReplicatedLog:
                 "next_index": raw.get(f"next_node_idx_server_{p}") if sync._isLeader() else None,
                 "last_ack_age": acks.get(p) if sync._isLeader() else None,
             }
-            for p in self._partners
+            for p in self.partner_ids()
         }
         state = raw.get("state", -1)
         return {
-            "self": self._self_address,
-            "state": STATE_NAMES.get(state, "unknown"),
+            "self": self._self_id,
+            "role": "observer" if self._observer else "voter",
+            "state": "observer" if self._observer else STATE_NAMES.get(state, "unknown"),
             "term": raw.get("raft_term"),
             "commit_index": raw.get("commit_idx"),
             "last_applied": raw.get("last_applied"),
@@ -464,6 +485,7 @@ class ReplicatedLog:
             "apply_failures": self._consumer.apply_failures,
             "durable": self._durable,
             "partners": partners,
+            "observers": self.observers() if sync._isLeader() else {},
         }
 
     def _require_started(self) -> PipelinedSyncObj:

@@ -29,12 +29,12 @@ from typing import Any, Protocol
 
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
-from pysyncobj.transport import TCPTransport
+from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
 from mqha.controller.raft.errors import ApplyFailure
 from mqha.controller.raft.journal import DurableFileJournal
-from mqha.controller.raft.transport import GroupCommitTransport
+from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +90,14 @@ class PipelinedSyncObj(SyncObj):
 
     def __init__(
         self,
-        self_address: str,
+        self_address: str | None,
         partners: list[str],
         conf: SyncObjConf,
         consumer: RecordConsumer,
         *,
         journal: DurableFileJournal | None = None,
+        node_class: type[TCPNode] = TCPNode,
+        observer_id: str | None = None,
     ) -> None:
         """Extends ``pysyncobj.SyncObj.__init__``.
 
@@ -107,16 +109,20 @@ class PipelinedSyncObj(SyncObj):
         Before anything is built, PySyncObj's decoding is made restricted (:func:`decoding.install`):
         the constructor already loads a dump and journal meta, and every later frame is peer data.
         With a password, frames are encrypted by :class:`~mqha.controller.raft.cipher.RaftCipher`
-        (installed as PySyncObj's ``getEncryptor``) instead of Fernet.
+        (installed as PySyncObj's ``getEncryptor``) instead of Fernet. Nodes are ``node_class``
+        (``members.StoreNode`` when members are raftIds); ``self_address=None`` makes a read-only member
+        (an observer, named ``observer_id`` in its handshake).
         """
         decoding.install()
         cipher.install()  # before the constructor, which builds the encryptor from conf.password
+        kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
         if journal is None:
-            super().__init__(self_address, partners, conf, consumers=[consumer], transportClass=TCPTransport)
+            transport = functools.partial(IdentityTransport, observer_id=observer_id)
+            super().__init__(self_address, partners, conf, transportClass=transport, **kwargs)
             return
-        transport = functools.partial(GroupCommitTransport, journal=journal)
+        transport = functools.partial(GroupCommitTransport, journal=journal, observer_id=observer_id)
         with _journal_installed(journal):
-            super().__init__(self_address, partners, conf, consumers=[consumer], transportClass=transport)
+            super().__init__(self_address, partners, conf, transportClass=transport, **kwargs)
 
     def uses(self, journal: DurableFileJournal) -> bool:
         """True when this member writes through ``journal`` and sends through a group-commit transport on
@@ -148,6 +154,15 @@ class PipelinedSyncObj(SyncObj):
             if next_index.get(node, sent_up_to) < sent_up_to:
                 next_index[node] = sent_up_to
 
+    def _SyncObj__updateClusterConfiguration(self, newNodes: Any) -> None:
+        """Overrides ``pysyncobj.SyncObj.__updateClusterConfiguration`` (a dump's member set is loaded).
+
+        Why: a dump written by a read-only member (an observer) holds ``None`` for its own node, and the
+        stock code would build a node from it. Differs: ``None`` is dropped, then the stock update runs.
+        """
+        nodes = [node for node in newNodes if node is not None]
+        SyncObj._SyncObj__updateClusterConfiguration(self, nodes)  # type: ignore[attr-defined]
+
     # -- reads of PySyncObj's private state (pinned to 0.3.17, see tests/unit/controller/test_raft_pins.py)
 
     def last_response_times(self) -> dict[Any, float]:
@@ -163,6 +178,16 @@ class PipelinedSyncObj(SyncObj):
     def raft_transport(self) -> object:
         """``SyncObj.__transport``: the transport this member sends through."""
         return self._SyncObj__transport
+
+    def match_indexes(self) -> dict[Any, int]:
+        """``SyncObj.__raftMatchIndex``: on the leader, each voter's and read-only member's match index."""
+        indexes: dict[Any, int] = self._SyncObj__raftMatchIndex
+        return indexes
+
+    def last_log_index(self) -> int:
+        """The index of the last entry in this member's log."""
+        entries = self.raft_log()
+        return int(entries[-1][1]) if len(entries) else 0  # type: ignore[arg-type,index]
 
 
 class RecordConsumer(SyncObjConsumer):

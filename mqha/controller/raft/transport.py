@@ -1,5 +1,6 @@
-"""Group commit on PySyncObj's TCP transport: no Raft message leaves before the journal it describes is
-on disk (docs/raft.md §7.3).
+"""PySyncObj's TCP transport, twice extended: peers are known by their Raft identity (storage included,
+docs/raft.md §10), and no Raft message leaves before the journal it describes is on disk (group commit,
+docs/raft.md §7.3).
 
 How what peers send us is decoded lives in ``decoding.py`` (it covers more than the transport's
 frames); storage stays in ``journal.py``.
@@ -12,10 +13,71 @@ from typing import Any
 from pysyncobj import SyncObj
 from pysyncobj.transport import TCPTransport
 
+from mqha.controller.raft.identity import OBSERVER_HANDSHAKE_PREFIX
 from mqha.controller.raft.journal import DurableFileJournal
 
 
-class GroupCommitTransport(TCPTransport):
+class IdentityTransport(TCPTransport):
+    """Names a connection by the peer's full node id (a raftId: address and storageId), not its address.
+
+    Stock 0.3.17 sends the address as the first message of a connection and looks the peer up by
+    address, so a member whose store was replaced (same address, new storageId) would be taken for the
+    old one. Here the first message is the node id and the lookup is by id: a peer whose id is not in
+    this member's voter set is disconnected (or, if it says ``observer:<raftId>``, served as a
+    read-only node that is remembered under that id, so the leader knows which observer has caught
+    up). For a plain ``TCPNode`` the id is the address, so nothing changes there.
+    """
+
+    def __init__(
+        self, syncObj: SyncObj, selfNode: Any, otherNodes: Any, *, observer_id: str | None = None
+    ) -> None:
+        """Extends ``pysyncobj.transport.TCPTransport.__init__``. Why: an observer must say who it is.
+        Differs: keeps ``observer_id`` (sent in the handshake when this member is read-only) and a map
+        of connected observers."""
+        self.observer_id = observer_id
+        self.observers: dict[Any, str] = {}  # read-only Node -> the raftId it gave
+        super().__init__(syncObj, selfNode, otherNodes)
+
+    def addNode(self, node: Any) -> None:
+        """Extends ``TCPTransport.addNode``. Why: the handshake lookup must be by id. Differs: the node is
+        registered under its id instead of its address."""
+        super().addNode(node)
+        self._nodeAddrToNode.pop(node.address, None)
+        self._nodeAddrToNode[node.id] = node
+
+    def dropNode(self, node: Any) -> None:
+        """Extends ``TCPTransport.dropNode``. Differs: also forgets the id key, and the observer name."""
+        super().dropNode(node)
+        if self._nodeAddrToNode.get(node.id) is node:
+            del self._nodeAddrToNode[node.id]
+        self.observers.pop(node, None)
+
+    def _sendSelfAddress(self, conn: Any) -> None:
+        """Overrides ``TCPTransport._sendSelfAddress``. Differs: sends the node id, or
+        ``observer:<raftId>`` from a read-only member (plain ``readonly`` when it has no id)."""
+        if self._selfIsReadonlyNode:
+            conn.send(OBSERVER_HANDSHAKE_PREFIX + self.observer_id if self.observer_id else "readonly")
+        else:
+            conn.send(self._selfNode.id)
+
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        """Extends ``TCPTransport._onIncomingMessageReceived`` (first messages of an incoming connection).
+
+        Why: an observer's handshake names it. Differs: ``observer:<raftId>`` is handled as stock
+        ``readonly`` and the new read-only node is remembered with that raftId."""
+        if isinstance(message, str) and message.startswith(OBSERVER_HANDSHAKE_PREFIX):
+            before = self._readonlyNodesCounter
+            super()._onIncomingMessageReceived(conn, "readonly")
+            if self._readonlyNodesCounter == before + 1:
+                created = next((n for n in self._readonlyNodes if n.id == str(before)), None)
+                if created is not None:
+                    self.observers = {n: i for n, i in self.observers.items() if n in self._readonlyNodes}
+                    self.observers[created] = message[len(OBSERVER_HANDSHAKE_PREFIX) :]
+            return
+        super()._onIncomingMessageReceived(conn, message)
+
+
+class GroupCommitTransport(IdentityTransport):
     """Holds outgoing Raft messages while the journal has unsynced changes; one sync per tick.
 
     A ``send`` while the journal is dirty (or earlier messages wait) is held, in order. At the end of
@@ -31,14 +93,21 @@ class GroupCommitTransport(TCPTransport):
     """
 
     def __init__(
-        self, syncObj: SyncObj, selfNode: Any, otherNodes: Any, *, journal: DurableFileJournal
+        self,
+        syncObj: SyncObj,
+        selfNode: Any,
+        otherNodes: Any,
+        *,
+        journal: DurableFileJournal,
+        observer_id: str | None = None,
     ) -> None:
-        """Extends ``pysyncobj.transport.TCPTransport.__init__``. Why: PySyncObj constructs the transport
-        itself, with three positional arguments. Differs: takes the journal to sync as a keyword (bound
-        by ``functools.partial``) and starts with no held messages."""
+        """Extends ``pysyncobj.transport.TCPTransport.__init__`` (through ``IdentityTransport``). Why:
+        PySyncObj constructs the transport itself, with
+        three positional arguments. Differs: takes the journal to sync as a keyword (bound by
+        ``functools.partial``) and starts with no held messages."""
         self._held: list[tuple[Any, Any]] = []
         self.journal = journal
-        super().__init__(syncObj, selfNode, otherNodes)
+        super().__init__(syncObj, selfNode, otherNodes, observer_id=observer_id)
 
     def send(self, node: Any, message: Any) -> bool:
         """Overrides ``pysyncobj.transport.TCPTransport.send``.

@@ -98,8 +98,10 @@ def build_conf(
     password: str | None = None,
     on_state_changed: Callable[[int, int], None] | None = None,
     on_ready: Callable[[], None] | None = None,
+    dynamic_membership: bool = False,
 ) -> SyncObjConf:
-    """The ``SyncObjConf`` of one member. Pure: builds an object, opens nothing."""
+    """The ``SyncObjConf`` of one member. Pure: builds an object, opens nothing. ``dynamic_membership``:
+    the voter set lives in the log (members named by raftIds, docs/raft.md §10)."""
     tuning.validate()
     split_address(self_address)
     if password and not HAS_CRYPTO:
@@ -124,7 +126,7 @@ def build_conf(
         logCompactionSplit=tuning.log_compaction_split,
         maxBindRetries=tuning.bind_retries,
         bindRetryTime=tuning.bind_retry_time,
-        dynamicMembershipChange=False,  # peers are static config (controllerDLegerPeers)
+        dynamicMembershipChange=dynamic_membership,
         onStateChanged=on_state_changed,
         onReady=on_ready,
     )

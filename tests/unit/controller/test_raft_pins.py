@@ -23,7 +23,7 @@ from pysyncobj.version import VERSION
 
 from mqha.controller.raft.journal import DurableFileJournal, DurableMetaStorer
 from mqha.controller.raft.node import PipelinedSyncObj, RecordConsumer
-from mqha.controller.raft.transport import GroupCommitTransport
+from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 
 # (our class, method, PySyncObj class it overrides, PySyncObj's parameter names)
 OVERRIDES: list[tuple[type, str, type, list[str]]] = [
@@ -34,6 +34,7 @@ OVERRIDES: list[tuple[type, str, type, list[str]]] = [
         ["self", "selfNode", "otherNodes", "conf", "consumers", "nodeClass", "transport", "transportClass"],
     ),
     (PipelinedSyncObj, "_SyncObj__onMessageReceived", SyncObj, ["self", "node", "message"]),
+    (PipelinedSyncObj, "_SyncObj__updateClusterConfiguration", SyncObj, ["self", "newNodes"]),
     (RecordConsumer, "__init__", SyncObjConsumer, ["self"]),
     (RecordConsumer, "_serialize", SyncObjConsumer, ["self"]),
     (RecordConsumer, "_deserialize", SyncObjConsumer, ["self", "data"]),
@@ -42,6 +43,11 @@ OVERRIDES: list[tuple[type, str, type, list[str]]] = [
     (DurableFileJournal, "add", FileJournal, ["self", "command", "idx", "term"]),
     (DurableFileJournal, "deleteEntriesFrom", FileJournal, ["self", "entryFrom"]),
     (DurableFileJournal, "clear", FileJournal, ["self"]),
+    (IdentityTransport, "__init__", TCPTransport, ["self", "syncObj", "selfNode", "otherNodes"]),
+    (IdentityTransport, "addNode", TCPTransport, ["self", "node"]),
+    (IdentityTransport, "dropNode", TCPTransport, ["self", "node"]),
+    (IdentityTransport, "_sendSelfAddress", TCPTransport, ["self", "conn"]),
+    (IdentityTransport, "_onIncomingMessageReceived", TCPTransport, ["self", "conn", "message"]),
     (GroupCommitTransport, "__init__", TCPTransport, ["self", "syncObj", "selfNode", "otherNodes"]),
     (GroupCommitTransport, "send", TCPTransport, ["self", "node", "message"]),
     (GroupCommitTransport, "_onTick", TCPTransport, ["self"]),
@@ -57,6 +63,14 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
     (SyncObj.__init__, "consumer._syncObj = self"),
     (SyncObj._SyncObj__onMessageReceived, "self.__lastResponseTime[node] = monotonicTime()"),  # type: ignore[attr-defined]
     (SyncObj._SyncObj__onMessageReceived, "self.__raftNextIndex[node] = nextNodeIdx"),  # type: ignore[attr-defined]
+    (SyncObj.__init__, "self.__raftMatchIndex = {}"),
+    (TCPTransport.__init__, "self._nodeAddrToNode = {}"),
+    (TCPTransport.__init__, "self._readonlyNodesCounter = 0"),
+    (TCPTransport._onIncomingMessageReceived, "nodeId = str(self._readonlyNodesCounter)"),
+    (
+        TCPTransport._onIncomingMessageReceived,
+        "node = self._nodeAddrToNode[message] if message in self._nodeAddrToNode else None",
+    ),
     (FileJournal.__init__, "self.__journalFile = ResizableFile(journalFile"),
     (FileJournal.__init__, "self.__metaStorer = MetaStorer(journalFile + '.meta')"),
     (ResizableFile.__init__, "self.__f = open(fileName, 'r+b')"),
@@ -74,6 +88,12 @@ SYNCOBJ_MEMBERS = [
     "waitBinded",
     "destroy",
     "tick_thread_alive",
+    "otherNodes",
+    "addNodeToCluster",
+    "removeNodeFromCluster",
+    "transferLeadership",
+    "addOnTickCallback",
+    "raftCommitIndex",
 ]
 STATUS_KEYS = [
     "'state'",
