@@ -257,8 +257,11 @@ class Controllers:
         )
 
     def start(self) -> None:
+        # All at once: a first start waits until every configured peer answers (docs/raft.md §10).
         for node in self.cluster.controllers:
-            self.cluster.start_node(node, timeout=30)
+            self.cluster.start_node(node, wait=False)
+        for node in self.cluster.controllers:
+            self.cluster.probe.wait_healthy(node, 30)
 
     def stop(self) -> None:
         self.cluster.stop()

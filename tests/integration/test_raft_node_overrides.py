@@ -18,7 +18,9 @@ from pysyncobj.journal import FileJournal
 from pysyncobj.transport import TCPTransport
 
 from mqha.controller.raft.addresses import store_paths
+from mqha.controller.raft.identity import OBSERVER_HANDSHAKE_PREFIX, new_storage_id, raft_id, split_raft_id
 from mqha.controller.raft.journal import DurableFileJournal
+from mqha.controller.raft.members import StoreNode
 from mqha.controller.raft.node import LEADER, PipelinedSyncObj, RecordConsumer
 from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 from mqha.controller.raft.tuning import RaftTuning, build_conf
@@ -141,3 +143,85 @@ def test_on_tick_syncs_then_releases_before_the_stock_tick(
     transport._onTick()
     assert events == ["sync dirty=True", "append_entries", "stock tick"]
     assert not journal.dirty
+
+
+class _Conn:
+    """The parts of a ``TcpConnection`` the handshake touches."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self.disconnected = False
+        self.sendRandKey = None
+
+    def send(self, message: Any) -> None:
+        self.sent.append(message)
+
+    def disconnect(self) -> None:
+        self.disconnected = True
+
+    def setOnMessageReceivedCallback(self, callback: Any) -> None:
+        pass
+
+
+def _identity_member(tmp_path: Path, *, observer: bool = False) -> tuple[PipelinedSyncObj, str, str]:
+    """A hand-ticked member named by raftIds, with one partner that nobody serves."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    self_id = raft_id(f"127.0.0.1:{free_port()}", new_storage_id())
+    partner = raft_id(f"127.0.0.1:{free_port()}", new_storage_id())
+    conf = build_conf(split_raft_id(self_id)[0], str(tmp_path), RaftTuning(), dynamic_membership=True)
+    conf.autoTick = False
+    sync = PipelinedSyncObj(
+        None if observer else self_id,
+        [partner],
+        conf,
+        RecordConsumer(KVApplier()),
+        node_class=StoreNode,
+        observer_id=self_id if observer else None,
+    )
+    return sync, self_id, partner
+
+
+def test_identity_transport_knows_peers_by_raft_id_not_address(tmp_path: Path) -> None:
+    """``IdentityTransport.addNode``/``_onIncomingMessageReceived``: a store replaced at the same
+    address is another member, and its connection is refused."""
+    sync, _, partner = _identity_member(tmp_path)
+    try:
+        transport = sync.raft_transport()
+        assert (
+            partner in transport._nodeAddrToNode
+            and split_raft_id(partner)[0] not in transport._nodeAddrToNode
+        )
+        replaced = raft_id(split_raft_id(partner)[0], new_storage_id())
+        stranger = _Conn()
+        transport._unknownConnections.add(stranger)
+        transport._onIncomingMessageReceived(stranger, replaced)
+        assert stranger.disconnected
+        known = _Conn()
+        transport._unknownConnections.add(known)
+        transport._onIncomingMessageReceived(known, partner)
+        assert not known.disconnected and transport._connections[StoreNode(partner)] is known
+        transport.dropNode(StoreNode(partner))
+        assert partner not in transport._nodeAddrToNode
+    finally:
+        sync.destroy()
+
+
+def test_identity_transport_names_observers(tmp_path: Path) -> None:
+    """``_sendSelfAddress`` says the raftId (or ``observer:<raftId>``); an observer's handshake is
+    remembered under its raftId."""
+    sync, self_id, _ = _identity_member(tmp_path / "voter")
+    observer, observer_id, _ = _identity_member(tmp_path / "observer", observer=True)
+    try:
+        conn = _Conn()
+        sync.raft_transport()._sendSelfAddress(conn)
+        observer.raft_transport()._sendSelfAddress(conn)
+        assert conn.sent == [self_id, OBSERVER_HANDSHAKE_PREFIX + observer_id]
+        transport = sync.raft_transport()
+        incoming = _Conn()
+        transport._unknownConnections.add(incoming)
+        transport._onIncomingMessageReceived(incoming, OBSERVER_HANDSHAKE_PREFIX + observer_id)
+        assert not incoming.disconnected
+        assert list(transport.observers.values()) == [observer_id]
+    finally:
+        sync.destroy()
+        observer.destroy()

@@ -48,8 +48,7 @@ class IdentityTransport(TCPTransport):
     def dropNode(self, node: Any) -> None:
         """Extends ``TCPTransport.dropNode``. Differs: also forgets the id key, and the observer name."""
         super().dropNode(node)
-        if self._nodeAddrToNode.get(node.id) is node:
-            del self._nodeAddrToNode[node.id]
+        self._nodeAddrToNode.pop(node.id, None)
         self.observers.pop(node, None)
 
     def _sendSelfAddress(self, conn: Any) -> None:
