@@ -47,10 +47,9 @@ def load_or_format(store_dir: str, node_id: str) -> ids.StorageIdentity:
 
 async def resolve_role(identity: ids.StorageIdentity, config: Mapping[str, Any]) -> ids.StorageIdentity:
     """Return ``identity`` with a decided role, asking the peers while it is pending (no time limit:
-    a first start waits for every configured peer; the wait is logged)."""
+    a first start waits for every configured peer; the wait is logged). Not saved: see below."""
     if identity.role != ids.PENDING:
         return identity
-    store_dir = config["controllerStorePath"]
     raft_port_offset = config["controllerRaftPortOffset"]
     peers = parse_peers(config["controllerDLegerPeers"])
     others = [p for p in peers if p.node_id != identity.node_id]
@@ -68,7 +67,9 @@ async def resolve_role(identity: ids.StorageIdentity, config: Mapping[str, Any])
                 identity, self_raft, {p.node_id: a for p, a in zip(others, answers, strict=True)}
             )
             if isinstance(decision, ids.StorageIdentity):
-                storage_file.save(store_dir, decision)
+                # Not saved here: the caller saves the role once the Raft journal exists, so that a
+                # "voter" storage.json always comes with the journal it votes from (load refuses one
+                # without). A crash before that leaves it pending: it asks again and decides the same.
                 log.info(
                     "store %s joins cluster %s as a %s (voters %s)",
                     decision.storage_id,

@@ -19,7 +19,7 @@ from mqha.controller.config import Peer, parse_peers
 from mqha.controller.config_store import ConfigStore
 from mqha.controller.console_feed import ConsoleFeed
 from mqha.controller.liveness import HeartbeatTable
-from mqha.controller.raft import ReplicatedLog, api_address_of
+from mqha.controller.raft import ReplicatedLog, api_address_of, storage_file
 from mqha.controller.raft import identity as ids
 from mqha.controller.sessions import SessionOwner, SessionRegistry
 from mqha.history.recorder import HistoryRecorder, controller_observer
@@ -84,6 +84,8 @@ class NodeParts:
         self.applier.add_observer(self.console.on_applied)
         self.log.add_leadership_listener(lambda _change: self.console.notify())
         await self.log.start()
+        # The role is saved once the journal exists (storage_file.load refuses a voter without one).
+        await asyncio.to_thread(storage_file.save, self.config["controllerStorePath"], self.identity)
         self.started = True
 
     async def stop(self) -> None:

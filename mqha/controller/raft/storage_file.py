@@ -7,7 +7,7 @@ import os
 
 from mqha import durable
 from mqha.controller.raft.addresses import JOURNAL_FILE_NAME
-from mqha.controller.raft.identity import IdentityError, StorageIdentity, dumps
+from mqha.controller.raft.identity import VOTER, IdentityError, StorageIdentity, dumps
 
 STORAGE_FILE_NAME = "storage.json"
 
@@ -33,9 +33,16 @@ def load(store_dir: str) -> StorageIdentity | None:
             ) from None
         return None
     try:
-        return StorageIdentity.from_json(json.loads(text))
+        identity = StorageIdentity.from_json(json.loads(text))
     except (ValueError, IdentityError) as exc:
         raise IdentityError(f"{path}: {exc}") from None
+    if identity.role == VOTER and not os.path.exists(os.path.join(store_dir, JOURNAL_FILE_NAME)):
+        raise IdentityError(
+            f"{path} says this store votes, but its Raft journal is gone: the store lost data it may have "
+            "voted or acknowledged from; move it away and start with an empty store (the node then "
+            "rejoins as an observer, docs/raft.md §10)"
+        )
+    return identity
 
 
 def save(store_dir: str, identity: StorageIdentity) -> None:

@@ -136,3 +136,13 @@ def test_raft_files_without_an_identity_are_not_silently_adopted(tmp_path: Path)
     (tmp_path / JOURNAL_FILE_NAME).write_bytes(b"\0" * 16)
     with pytest.raises(ids.IdentityError, match="predates storage identities"):
         storage_file.load(str(tmp_path))
+
+
+def test_a_voter_whose_journal_is_gone_refuses_to_start(tmp_path: Path) -> None:
+    """A store that kept storage.json but lost its Raft files forgot its votes: not a voter any more."""
+    identity = dataclasses.replace(_pending("n0"), role=ids.VOTER, cluster_id="c" * 16)
+    storage_file.save(str(tmp_path), identity)
+    with pytest.raises(ids.IdentityError, match="journal is gone"):
+        storage_file.load(str(tmp_path))
+    (tmp_path / JOURNAL_FILE_NAME).write_bytes(b"\0" * 16)
+    assert storage_file.load(str(tmp_path)) == identity
