@@ -10,7 +10,8 @@ Names (Prometheus conventions: ``_total`` counters, base units, snake_case):
 - ``mqha_controller_elections_total{trigger,result}`` — trigger ``broker``/``admin``/``controller``,
   result the response code name; ``mqha_controller_election_duration_seconds{trigger}`` — decide +
   commit of one election attempt (observed when the caller passes ``seconds`` to ``observe_election``)
-- ``mqha_controller_is_leader``, ``mqha_controller_raft_term``, ``mqha_controller_raft_commit_index``,
+- ``mqha_controller_is_leader``, ``mqha_controller_raft_term``, ``mqha_controller_raft_voter``,
+  ``mqha_controller_raft_voters``, ``mqha_controller_raft_commit_index``,
   ``mqha_controller_raft_last_applied_index``
 - ``mqha_controller_broker_groups``, ``mqha_controller_live_brokers``, ``mqha_controller_broker_sessions``,
   ``mqha_controller_sync_state_set_size{broker_name}``, ``mqha_controller_master_epoch{broker_name}``,
@@ -54,6 +55,8 @@ class NodeView:
     live_brokers: int
     sessions: int
     groups: list[GroupGauge] = field(default_factory=list)
+    voter: bool = True
+    voters: int = 0
 
 
 class _NodeCollector(Collector):
@@ -70,6 +73,14 @@ class _NodeCollector(Collector):
             value=int(view.is_leader),
         )
         yield GaugeMetricFamily("mqha_controller_raft_term", "current Raft term", value=view.raft_term)
+        yield GaugeMetricFamily(
+            "mqha_controller_raft_voter",
+            "1 while this node's store is in the voter set, 0 while it is an observer",
+            value=int(view.voter),
+        )
+        yield GaugeMetricFamily(
+            "mqha_controller_raft_voters", "voters in the voter set as this node knows it", value=view.voters
+        )
         yield GaugeMetricFamily(
             "mqha_controller_raft_commit_index", "Raft commit index known here", value=view.commit_index
         )

@@ -64,6 +64,8 @@ class StatusViews(NodePart):
             last_applied=raft.get("last_applied") or 0,
             live_brokers=sum(1 for info in self.heartbeats.entries() if info.is_alive(now)),
             sessions=len(self.sessions),
+            voter=not self.log.is_observer,
+            voters=len(self.log.voter_ids()),
             groups=[
                 GroupGauge(
                     name, len(group.sync_state_set), group.master_epoch, group.master_broker_id is not None
