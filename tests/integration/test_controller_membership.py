@@ -9,10 +9,12 @@ set and ``/v1/groups`` are the same before and after.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,7 +208,21 @@ def _remove(cluster: ControllerCluster, node: Node, timeout: float = 20.0) -> li
     return handed_over
 
 
-def _assert_no_failed_put(producer: Producer, at_least: int) -> None:
+@contextlib.contextmanager
+def _under_load(cluster: ControllerCluster, brokers: list[Broker], at_least: int) -> Iterator[Producer]:
+    """Runs the body with the producer putting; then no put may have failed (at least ``at_least`` acked)
+    and the controllers' decisions must be what they were before."""
+    producer = Producer(brokers)
+    producer.start()
+    try:
+        producer.wait_acked(20)
+        before = _decisions(cluster)
+        yield producer
+        producer.wait_acked(20)
+        after = _decisions(cluster)
+    finally:
+        producer.finish()
+    assert after == before
     failed = producer.failed()
     assert not failed, f"{len(failed)} of {len(producer.outcomes)} puts failed, first: {failed[:5]}"
     assert producer.acked() >= at_least, f"only {producer.acked()} acknowledged puts"
@@ -218,23 +234,12 @@ def test_a_controller_disk_is_replaced_under_a_produce_load(group: ProcessGroup,
     cluster.start()
     cluster.leader(timeout=10)
     brokers = _start_brokers(group, tmp_path, ";".join(n.address for n in cluster.nodes))
-    producer = Producer(brokers)
-    producer.start()
-    try:
-        producer.wait_acked(20)
-        before = _decisions(cluster)
-
+    with _under_load(cluster, brokers, at_least=60) as producer:
         # Round 1: a follower's disk; round 2: the leader's.
         leader = cluster.leader(timeout=10)
         _replace_disk(cluster, cluster.followers(leader)[0])
         producer.wait_acked(20)
         _replace_disk(cluster, cluster.leader(timeout=10))
-        producer.wait_acked(20)
-        after = _decisions(cluster)
-    finally:
-        producer.finish()
-    assert after == before
-    _assert_no_failed_put(producer, at_least=60)
     print(f"disk replacement: {producer.acked()} puts acked in {time.monotonic() - started:.1f} s")
 
 
@@ -253,12 +258,7 @@ def test_controllers_scale_from_3_to_5_and_back_under_a_produce_load(
     for node in new:
         cluster.write_config(node)
     brokers = _start_brokers(group, tmp_path, ";".join(n.address for n in old))
-    producer = Producer(brokers)
-    producer.start()
-    try:
-        producer.wait_acked(20)
-        before = _decisions(cluster)
-
+    with _under_load(cluster, brokers, at_least=80) as producer:
         # 3 -> 5: the new nodes find the cluster and join as observers, then are added one at a time.
         for node in new:
             _restart(cluster, node)
@@ -290,12 +290,6 @@ def test_controllers_scale_from_3_to_5_and_back_under_a_produce_load(
         cluster.nodes[:] = old
         _wait_voters(cluster, old)
         cluster.wait_same_state(old, timeout=15)
-        producer.wait_acked(20)
-        after = _decisions(cluster)
-    finally:
-        producer.finish()
-    assert after == before
-    _assert_no_failed_put(producer, at_least=80)
     print(
         f"scale 3 -> 5 -> 3: {producer.acked()} puts acked in {time.monotonic() - started:.1f} s;"
         f" leaders that handed over when removed: {handed_over}"
