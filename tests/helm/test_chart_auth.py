@@ -248,6 +248,12 @@ class _Cluster:
         self.server.server_close()
         self.thread.join(timeout=5)
 
+    def __enter__(self) -> _Cluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 @pytest.fixture
 def cluster() -> Iterator[_Cluster]:

@@ -33,11 +33,8 @@ REMOVE = f"Job/{RELEASE}-controller-remove-voters"
 
 @pytest.fixture
 def cluster() -> Iterator[_Cluster]:
-    fake = _Cluster()
-    try:
+    with _Cluster() as fake:
         yield fake
-    finally:
-        fake.close()
 
 
 def jobs(objects: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -63,8 +63,19 @@ _BROKER_SETS_OPTIONS = (
 _PEER_HELP = "API address host:port of the controller (as in controllerDLegerPeers)"
 
 
-def _peer_option(what: str) -> Option:
-    return _opt("-p", "--peerAddress", dest="peerAddress", help=f"{_PEER_HELP} {what}", required=True)
+def _voter_change(name: str, summary: str, what: str) -> Command:
+    """addControllerPeer / removeControllerPeer: -a finds the leader, -p names the controller."""
+    return Command(
+        name,
+        summary,
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _opt("-p", "--peerAddress", dest="peerAddress", help=f"{_PEER_HELP} {what}", required=True),
+        ),
+        mutating=True,
+        epilog=_CHANGE_EPILOG,
+        timeout=DEFAULT_CHANGE_TIMEOUT,
+    )
 
 
 _CHANGE_EPILOG = (
@@ -167,27 +178,15 @@ COMMANDS: dict[str, Command] = {
             (_opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),),
             epilog="Without a serving leader, the view of the first listed controller that answers.",
         ),
-        Command(
+        _voter_change(
             "addControllerPeer",
             "Make a new controller (an observer: a blank store that joined) a voter.",
-            (
-                _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
-                _peer_option("to add"),
-            ),
-            mutating=True,
-            epilog=_CHANGE_EPILOG,
-            timeout=DEFAULT_CHANGE_TIMEOUT,
+            "to add",
         ),
-        Command(
+        _voter_change(
             "removeControllerPeer",
             "Remove a controller from the voter set (it may be down; it is never contacted).",
-            (
-                _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
-                _peer_option("to remove"),
-            ),
-            mutating=True,
-            epilog=_CHANGE_EPILOG,
-            timeout=DEFAULT_CHANGE_TIMEOUT,
+            "to remove",
         ),
     )
 }

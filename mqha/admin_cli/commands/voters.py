@@ -8,6 +8,7 @@ from typing import Any
 
 from mqha.admin_cli.commands.calls import Answer, HttpCall
 from mqha.admin_cli.commands.failures import CommandFailed, Failure, failed
+from mqha.admin_cli.commands.text import config_value_text
 from mqha.codes import ResponseCode
 
 RETRY_PAUSE = 0.5  # seconds between two asks of a voter change the leader cannot make yet
@@ -101,11 +102,7 @@ def _members(items: Any) -> list[Mapping[str, Any]]:
 
 
 def _show(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return config_value_text(value) or "-"  # absent (e.g. the answering node's own match index): "-"
 
 
 def _connected(member: Mapping[str, Any]) -> str:
@@ -133,15 +130,11 @@ def format_controller_quorum(answer: Answer) -> str:
 
 def controller_quorum_json(answer: Answer) -> dict[str, Any]:
     p = answer.payload
-    return {
-        "address": answer.address,
-        "clusterId": p.get("clusterId"),
-        "leaderId": p.get("leaderId"),
-        "leaderRaftId": p.get("leaderRaftId"),
-        "commitIndex": p.get("commitIndex"),
-        "voters": [dict(v) for v in _members(p.get("voters"))],
-        "observers": [dict(o) for o in _members(p.get("observers"))],
-    }
+    obj: dict[str, Any] = {"address": answer.address}
+    obj.update((key, p.get(key)) for key in ("clusterId", "leaderId", "leaderRaftId", "commitIndex"))
+    for members in ("voters", "observers"):
+        obj[members] = [dict(m) for m in _members(p.get(members))]
+    return obj
 
 
 def _voters_of(answer: Answer) -> list[str]:
