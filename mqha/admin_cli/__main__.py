@@ -30,6 +30,7 @@ from typing import Any, NoReturn, TextIO
 import aiohttp
 
 from mqha.admin_cli import commands as core
+from mqha.admin_cli import voters
 from mqha.admin_cli.commands import (
     ACCESS_TIMEOUT,
     COMMANDS,
@@ -377,6 +378,9 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
     "cleanBrokerMetadata": run_clean_broker_metadata,
     "getControllerConfig": run_get_controller_config,
     "updateControllerConfig": run_update_controller_config,
+    "getControllerQuorum": voters.run_get_controller_quorum,
+    "addControllerPeer": voters.run_add_controller_peer,
+    "removeControllerPeer": voters.run_remove_controller_peer,
 }
 
 
@@ -448,7 +452,9 @@ def run(argv: Sequence[str]) -> int:
         ssl = trust_context(ca) if ca else None
     except ConfigError as exc:
         _usage_exit(parser, f"--tls-ca: {str(exc).partition(': ')[2]}")
-    ctx = Context(args, Http(args.timeout, token, ssl), sys.stderr)
+    # A command whose --timeout bounds it all (retries included) keeps the usual bound per request.
+    per_request = args.timeout if command.timeout is None else min(args.timeout, DEFAULT_TIMEOUT)
+    ctx = Context(args, Http(per_request, token, ssl), sys.stderr)
     interval: float | None = getattr(args, "interval", None)
     try:
         return asyncio.run(_serve(ctx, RUNNERS[command.name]))

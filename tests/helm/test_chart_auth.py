@@ -137,20 +137,36 @@ def test_given_values_are_stored_as_given() -> None:
 
 
 class _FakeKubeApi(BaseHTTPRequestHandler):
-    """Answers the two requests of Helm's `lookup` of a Secret: core discovery and a GET by name."""
+    """Answers the requests of the chart's Helm `lookup`s (its Secret, the controller StatefulSet):
+    discovery of the group version and a GET by name."""
 
     secrets: dict[str, dict[str, Any]]  # name -> Secret object in namespace NAMESPACE
+    statefulsets: dict[str, dict[str, Any]]  # name -> StatefulSet object in namespace NAMESPACE
     paths: list[str]
 
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         self.paths.append(path)
         prefix = f"/api/v1/namespaces/{NAMESPACE}/secrets/"
+        sts_prefix = f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/"
         if path == "/api/v1":
             resource = {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret"}
             body, status = {"kind": "APIResourceList", "groupVersion": "v1", "resources": [resource]}, 200
+        elif path == "/apis/apps/v1":
+            resource = {
+                "name": "statefulsets",
+                "singularName": "statefulset",
+                "namespaced": True,
+                "kind": "StatefulSet",
+            }
+            body, status = (
+                {"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [resource]},
+                200,
+            )
         elif path.startswith(prefix) and path[len(prefix) :] in self.secrets:
             body, status = self.secrets[path[len(prefix) :]], 200
+        elif path.startswith(sts_prefix) and path[len(sts_prefix) :] in self.statefulsets:
+            body, status = self.statefulsets[path[len(sts_prefix) :]], 200
         else:
             body = {
                 "kind": "Status",
@@ -176,8 +192,13 @@ class _Cluster:
 
     def __init__(self) -> None:
         self.secrets: dict[str, dict[str, Any]] = {}
+        self.statefulsets: dict[str, dict[str, Any]] = {}
         self.paths: list[str] = []
-        handler = type("Handler", (_FakeKubeApi,), {"secrets": self.secrets, "paths": self.paths})
+        handler = type(
+            "Handler",
+            (_FakeKubeApi,),
+            {"secrets": self.secrets, "statefulsets": self.statefulsets, "paths": self.paths},
+        )
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -211,9 +232,11 @@ class _Cluster:
             for d in yaml.safe_load_all(text)
             if d
         ]
-        secret = next((d for d in docs if d["kind"] == "Secret"), None)
-        if secret is not None:
-            self.secrets[secret["metadata"]["name"]] = secret  # what the API server then holds
+        for doc in docs:  # what the API server then holds (hooks are not applied)
+            if doc["kind"] == "Secret":
+                self.secrets[doc["metadata"]["name"]] = doc
+            elif doc["kind"] == "StatefulSet":
+                self.statefulsets[doc["metadata"]["name"]] = doc
         return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}
 
     def stored(self) -> dict[str, str]:
@@ -224,6 +247,12 @@ class _Cluster:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+    def __enter__(self) -> _Cluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 @pytest.fixture

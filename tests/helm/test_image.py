@@ -46,7 +46,9 @@ def test_dockerignore_lets_every_package_in() -> None:
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.startswith("!")
     }
-    top_level = {name.split(".")[0] for name in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
+    top_level = {
+        name.split(".")[0] for name in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
     assert top_level == {"mqha"}, "one import root (docs/architecture.md §2)"
     missing = top_level - allowed
     assert not missing, f".dockerignore keeps these packages out of the image build: {sorted(missing)}"

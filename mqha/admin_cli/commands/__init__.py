@@ -14,6 +14,7 @@ Everything the shell (``mqha.admin_cli.__main__``) needs to decide is here, as p
 - ``leader_of``: where a metadata reply says the serving controller leader is;
 - ``format_*``: the exact text lines of docs/reference-behaviour.md §19 (plus the electMaster member lines the
   reference never prints, docs/architecture.md §7) and ``*_json`` shapes for ``--json``;
+- the voter-set commands (``voters``): their calls, retries, checks and text;
 - ``unknown_command_text``: the command list with the closest match (difflib).
 
 Failures are values too: :class:`CommandFailed` carries a response code, its name and a remark, and
@@ -107,6 +108,25 @@ from mqha.admin_cli.commands.text import (
     replica_identity_text,
     sync_state_sets_json,
 )
+from mqha.admin_cli.commands.voters import (
+    DEFAULT_CHANGE_TIMEOUT,
+    RETRY_PAUSE,
+    add_peer_call,
+    add_peer_json,
+    controller_quorum_json,
+    format_add_peer,
+    format_controller_quorum,
+    format_remove_peer,
+    gave_up,
+    quorum_call,
+    raft_id_to_add,
+    remove_peer_call,
+    remove_peer_json,
+    storage_call,
+    unreadable_peer,
+    voter_ids,
+    worth_retrying,
+)
 from mqha.wire.controller_api import ReplicasInfo
 
 __all__ = [
@@ -114,6 +134,7 @@ __all__ = [
     "COMMANDS",
     "CONNECTION_LOST",
     "CONNECT_FAILED",
+    "DEFAULT_CHANGE_TIMEOUT",
     "DEFAULT_INTERVAL",
     "DEFAULT_TIMEOUT",
     "EXIT_FAILED",
@@ -122,6 +143,7 @@ __all__ = [
     "EXIT_USAGE",
     "HA_HEADER",
     "PROG",
+    "RETRY_PAUSE",
     "TLS_CA_ENV",
     "TOKEN_ENV",
     "Answer",
@@ -133,6 +155,8 @@ __all__ = [
     "ReplicaTarget",
     "ReplicasInfo",
     "UsageError",
+    "add_peer_call",
+    "add_peer_json",
     "answer_from_http",
     "base_url",
     "broker_epoch_json",
@@ -149,6 +173,7 @@ __all__ = [
     "config_value_text",
     "controller_config_of",
     "controller_metadata_json",
+    "controller_quorum_json",
     "decode_reply",
     "dumps",
     "elect_call",
@@ -158,15 +183,19 @@ __all__ = [
     "failed",
     "failure_json",
     "failure_text",
+    "format_add_peer",
     "format_broker_epoch",
     "format_clean",
     "format_controller_config",
     "format_controller_metadata",
+    "format_controller_quorum",
     "format_elect_master",
     "format_ha_status",
+    "format_remove_peer",
     "format_sync_state_set",
     "format_sync_state_sets",
     "format_update_config",
+    "gave_up",
     "get_config_call",
     "groups_call",
     "ha_status_json",
@@ -177,15 +206,23 @@ __all__ = [
     "master_target",
     "metadata_call",
     "peers_list",
+    "quorum_call",
+    "raft_id_to_add",
+    "remove_peer_call",
+    "remove_peer_json",
     "replica_identity_text",
     "replica_targets",
     "require_known_sets",
     "require_success",
     "split_addresses",
+    "storage_call",
     "sync_state_data_call",
     "sync_state_sets_json",
     "sync_state_table",
     "unknown_command_text",
     "unreachable",
+    "unreadable_peer",
     "update_config_call",
+    "voter_ids",
+    "worth_retrying",
 ]

@@ -69,12 +69,16 @@ def build_parser(command: Command) -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"PEM CA bundle: use https and trust only it (tlsEnable=true clusters; default: ${TLS_CA_ENV})",
     )
+    if command.timeout is None:
+        timeout_help = f"per-request timeout, also the leader-discovery bound (default {DEFAULT_TIMEOUT:g})"
+    else:
+        timeout_help = f"bound of the whole command, retries included (default {command.timeout:g})"
     common.add_argument(
         "--timeout",
         type=_positive_float,
-        default=DEFAULT_TIMEOUT,
+        default=command.timeout or DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help=f"per-request timeout, also the leader-discovery bound (default {DEFAULT_TIMEOUT:g})",
+        help=timeout_help,
     )
     if any(option.kind == "interval" for option in command.options):
         common.add_argument(

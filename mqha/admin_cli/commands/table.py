@@ -7,6 +7,7 @@ import difflib
 from dataclasses import dataclass
 
 from mqha.admin_cli.commands.failures import DEFAULT_INTERVAL, PROG, UsageError
+from mqha.admin_cli.commands.voters import DEFAULT_CHANGE_TIMEOUT
 from mqha.table_text import columns
 
 
@@ -31,6 +32,7 @@ class Command:
     options: tuple[Option, ...]
     mutating: bool = False  # needs the admin token when the controller has one
     epilog: str = ""
+    timeout: float | None = None  # --timeout bounds the whole command (default this), not one request
 
 
 def _opt(*flags: str, dest: str, help: str, required: bool = False, kind: str = "str") -> Option:
@@ -56,6 +58,29 @@ _BROKER_SETS_OPTIONS = (
     _opt("-b", "--brokerName", dest="brokerName", help="broker set name"),
     _opt("-c", "--clusterName", dest="clusterName", help="every broker set of this cluster"),
     _opt("-i", "--interval", dest="interval", help=_INTERVAL_HELP, kind="interval"),
+)
+
+_PEER_HELP = "API address host:port of the controller (as in controllerDLegerPeers)"
+
+
+def _voter_change(name: str, summary: str, what: str) -> Command:
+    """addControllerPeer / removeControllerPeer: -a finds the leader, -p names the controller."""
+    return Command(
+        name,
+        summary,
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _opt("-p", "--peerAddress", dest="peerAddress", help=f"{_PEER_HELP} {what}", required=True),
+        ),
+        mutating=True,
+        epilog=_CHANGE_EPILOG,
+        timeout=DEFAULT_CHANGE_TIMEOUT,
+    )
+
+
+_CHANGE_EPILOG = (
+    "The leader is asked again every 0.5 s while it cannot make the change yet (the observer is "
+    "catching up, leadership is moving) until --timeout, which bounds the whole command here."
 )
 
 COMMANDS: dict[str, Command] = {
@@ -146,6 +171,22 @@ COMMANDS: dict[str, Command] = {
                 _opt("-v", "--value", dest="value", help="config value", required=True),
             ),
             mutating=True,
+        ),
+        Command(
+            "getControllerQuorum",
+            "Show the controller cluster's id, leader, voters and observers (from the leader).",
+            (_opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),),
+            epilog="Without a serving leader, the view of the first listed controller that answers.",
+        ),
+        _voter_change(
+            "addControllerPeer",
+            "Make a new controller (an observer: a blank store that joined) a voter.",
+            "to add",
+        ),
+        _voter_change(
+            "removeControllerPeer",
+            "Remove a controller from the voter set (it may be down; it is never contacted).",
+            "to remove",
         ),
     )
 }

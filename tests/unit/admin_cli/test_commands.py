@@ -52,9 +52,18 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "cleanBrokerMetadata": {"-a", "-bn", "-b", "-c", "-l"},
         "getControllerConfig": {"-a"},
         "updateControllerConfig": {"-a", "-k", "-v"},
+        "getControllerQuorum": {"-a"},
+        "addControllerPeer": {"-a", "-p"},
+        "removeControllerPeer": {"-a", "-p"},
     }
     mutating = {name for name, c in core.COMMANDS.items() if c.mutating}
-    assert mutating == {"electMaster", "cleanBrokerMetadata", "updateControllerConfig"}
+    assert mutating == {
+        "electMaster",
+        "cleanBrokerMetadata",
+        "updateControllerConfig",
+        "addControllerPeer",
+        "removeControllerPeer",
+    }
 
 
 @pytest.mark.parametrize(
