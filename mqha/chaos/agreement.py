@@ -26,8 +26,7 @@ class ControllerView:
 
 @dataclass(frozen=True)
 class Agreement:
-    """The controllers' agreement: whether they agree, and one line saying so or naming the first
-    difference."""
+    """Whether the controllers agree, with one line saying so or naming the first difference."""
 
     ok: bool
     text: str
