@@ -18,7 +18,9 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     chaos.add_argument("--duration", type=float, default=120.0, help="seconds during which faults start")
     chaos.add_argument(
-        "--faults", default="kill,pause,partition", help="kinds, comma-separated: kill,pause,partition,loss"
+        "--faults",
+        default="kill,pause,partition",
+        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe (disk-wipe: 3+ controllers)",
     )
     chaos.add_argument("--seed", type=int, default=1, help="the same seed gives the same fault schedule")
     chaos.add_argument("--groups", type=int, default=1, help="broker groups (default 1)")
@@ -44,7 +46,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
     """Run ``args`` if it is one of ours; None otherwise."""
     if args.command != "chaos":
         return None
-    from mqha.chaos.schedule import parse_kinds
+    from mqha.chaos.schedule import DISK_WIPE, DISK_WIPE_MIN_CONTROLLERS, parse_kinds
 
     try:
         kinds = parse_kinds(args.faults)
@@ -53,6 +55,12 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return 2
     if min(args.groups, args.replicas, args.controllers) < 1 or args.duration <= 0:
         print("mqha chaos: --groups, --replicas, --controllers, --duration must be positive", file=sys.stderr)
+        return 2
+    if DISK_WIPE in kinds and args.controllers < DISK_WIPE_MIN_CONTROLLERS:
+        print(
+            f"mqha chaos: {DISK_WIPE} needs --controllers {DISK_WIPE_MIN_CONTROLLERS} or more",
+            file=sys.stderr,
+        )
         return 2
     if args.plan:
         from mqha.chaos.schedule import Topology, plan, schedule_text

@@ -7,9 +7,11 @@ Sequence (decisions live in ``mqha.chaos.schedule``, ``mqha.chaos.links`` and ``
 2. per broker group, a producer (unique msgIds, every answer recorded) and a consumer (every read
    recorded);
 3. the schedule's steps, one at a time: inject, hold, heal, wait until every group is whole again
-   (bounded), a quiet gap; no new step starts after ``duration`` seconds;
-4. heal everything, let it settle, stop the clients, read every replica's final log, stop the
-   cluster, ``mqha export`` + ``mqha analyze`` (``mqha.cluster.checking``), print the verdict table.
+   (bounded), a quiet gap; no new step starts after ``duration`` seconds (a ``disk-wipe`` is
+   injected and healed by ``mqha.chaos.controller_stores``);
+4. heal everything (every controller a voter again), let it settle, stop the clients, check that the
+   controllers agree, read every replica's final log, stop the cluster, ``mqha export`` +
+   ``mqha analyze`` (``mqha.cluster.checking``), print the verdict table.
 
 Every process is started through the cluster (stopped by pid in the ``finally``); the proxy is a
 thread of this process.
@@ -27,10 +29,12 @@ from pathlib import Path
 from typing import TextIO
 
 from mqha.chaos import links as chaos_links
+from mqha.chaos.controller_stores import ControllerStores
 from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
 from mqha.chaos.schedule import (
     BROKER,
     CONTROLLER_LEADER,
+    DISK_WIPE,
     KILL,
     MASTER,
     MASTER_AND_LEADER,
@@ -74,6 +78,7 @@ class ChaosOptions:
     concurrency: int = 4
     body_size: int = 200
     settle_timeout: float = 30.0  # per step: heal -> every group whole again
+    rejoin_timeout: float = 60.0  # disk-wipe: observer -> voter again (waits out an overlapping fault)
     plant_ack_before_replication: bool = False  # the planted bug (tests only)
     broker_settings: dict[str, str] = field(default_factory=dict)
 
@@ -134,6 +139,7 @@ class ChaosRun:
         self.producers: dict[str, ProduceWorkload] = {}
         self.consumers: dict[str, ConsumeWorkload] = {}
         self.outcomes: list[FaultOutcome] = []
+        self.stores = ControllerStores(self.cluster)
         self.child = ToolChild()
         self.started = time.monotonic()
 
@@ -238,7 +244,9 @@ class ChaosRun:
         names = self._link_names(step, nodes) if step.kind in (PARTITION, LOSS) else []
         marks = {g: len(self.producers[g].results) for g in groups}
         injected_at = time.monotonic()
-        if step.kind == KILL:
+        if step.kind == DISK_WIPE:
+            self.stores.hit(step, nodes)
+        elif step.kind == KILL:
             for node in nodes:
                 self.cluster.kill(node)
         elif step.kind == PAUSE:
@@ -247,14 +255,20 @@ class ChaosRun:
         else:
             self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
         time.sleep(max(0.0, injected_at + step.hold - time.monotonic()))
-        if step.kind == KILL:
+        heal_started = time.monotonic()
+        if step.kind == DISK_WIPE:
+            problem = self.stores.heal(step, nodes, self.options.rejoin_timeout)
+            done = f"a voter again {time.monotonic() - heal_started:.1f} s after its restart"
+            self.say(f"    {nodes[0]}: {problem or done}")
+        elif step.kind == KILL:
             self._start_stopped(nodes)
         elif step.kind == PAUSE:
             for node in nodes:
                 self.cluster.resume(node)
         else:
             self.proxy.set_mode(names, PASS)
-        healed_at = time.monotonic()
+        # A wiped controller is healed when it restarts: the procedure counts toward "whole again".
+        healed_at = heal_started if step.kind == DISK_WIPE else time.monotonic()
         whole_at: float | None = None
         try:
             self.cluster.wait_ready(self.options.settle_timeout)
@@ -286,11 +300,14 @@ class ChaosRun:
                 self.say(f"    restart of {node} failed: {str(exc).splitlines()[0]}")
 
     def heal_all(self) -> bool:
-        """Every link open, every node resumed and running; True when every group is whole again."""
+        """Every link open, every node resumed and running, every controller a voter; True when every
+        group is whole again."""
         self.proxy.heal()
         for node in self.cluster.nodes.values():
             self.cluster.resume(node)
         self._start_stopped(list(self.cluster.nodes))
+        for problem in self.stores.ensure_voters(self.options.rejoin_timeout):
+            self.say(f"not a voter again after the final heal: {problem}")
         try:
             self.cluster.wait_ready(60)
         except ClusterError as exc:
@@ -310,6 +327,7 @@ class ChaosRun:
             consumer.catch_up(end, timeout=30)
             consumer.stop()
         reads = sum(c.delivered for c in self.consumers.values())
+        controllers = self.stores.agreement(30.0)
         staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
         dumped = dump_final_logs(self.cluster, staging)
         final_logs = {}
@@ -342,6 +360,7 @@ class ChaosRun:
             check_problem=problem,
             settled=settled,
             heartbeat_timeout=int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000,
+            controllers=controllers,
         )
         verdict = judge(facts)
         self.say()

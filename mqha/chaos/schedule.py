@@ -7,6 +7,11 @@ starts; nodes that do not depend on the run (a random broker, a controller major
 
 A step is: inject, hold for ``hold`` seconds, heal (restart / SIGCONT / unblock), wait until the
 cluster is whole again, then wait ``gap`` seconds before the next step.
+
+A ``disk-wipe`` step kills a controller, wipes its store and, after ``hold``, restarts it and brings
+it back through the disk-replacement procedure (docs/raft.md §10). Sometimes (``overlap``)
+one other controller is killed or paused at the same moment and healed once the wiped one runs as an
+observer: a minority of the controllers is wiped, and for a while a second one is out too.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ KILL = "kill"
 PAUSE = "pause"
 PARTITION = "partition"
 LOSS = "loss"
-FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS)
+DISK_WIPE = "disk-wipe"
+FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE)
+DISK_WIPE_MIN_CONTROLLERS = 3  # the others must keep the cluster (and a quorum to change voters)
+WIPE_OVERLAPS = ("", "", KILL, PAUSE)  # what hits one other controller meanwhile ("": nothing)
 
 # Targets: which node(s) a step hits.
 BROKER = "broker"  # a broker chosen here (any group)
@@ -68,6 +76,7 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
         (MASTER, REPLICATION_LINKS),
         (BROKER, CONTROLLER_LINKS),
     ),
+    DISK_WIPE: ((CONTROLLER, ""),),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -76,10 +85,17 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     PAUSE: (0.5, 5.0),
     PARTITION: (2.0, 6.0),
     LOSS: (3.0, 8.0),
+    DISK_WIPE: (0.5, 3.0),  # down with an empty store before the restart
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
-SETTLE_ESTIMATE = {KILL: 4.0, PAUSE: 3.0, PARTITION: 3.0, LOSS: 1.0}  # planning only: heal -> whole
+SETTLE_ESTIMATE = {
+    KILL: 4.0,
+    PAUSE: 3.0,
+    PARTITION: 3.0,
+    LOSS: 1.0,
+    DISK_WIPE: 6.0,
+}  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
 quicker than estimated, and the runner, which starts no step after the duration, must not run out of
@@ -126,12 +142,14 @@ class FaultStep:
     group: str | None = None
     links: str = ""  # partition / loss: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS
     fraction: float = 0.0  # loss: the share of chunks dropped
+    overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
 
     @property
     def category(self) -> str:
-        """What the verdict groups recovery times by: kind, target and link scope."""
+        """What the verdict groups recovery times by: kind, target, link scope, overlapping fault."""
         scope = f"[{self.links}]" if self.links else ""
-        return f"{self.kind} {self.target}{scope}"
+        also = f"+{self.overlap}" if self.overlap else ""
+        return f"{self.kind} {self.target}{scope}{also}"
 
     @property
     def hits_controllers(self) -> bool:
@@ -148,8 +166,17 @@ class FaultStep:
             PAUSE: f"SIGSTOP {who} for {self.hold:.1f} s",
             PARTITION: f"partition {who} [{self.links} links] for {self.hold:.1f} s",
             LOSS: f"drop {self.fraction:.0%} of chunks of {who} [{self.links} links] for {self.hold:.1f} s",
+            DISK_WIPE: self._describe_wipe(),
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
+
+    def _describe_wipe(self) -> str:
+        wiped, others = (self.nodes[0], self.nodes[1:]) if self.nodes else ("?", ())
+        what = f"wipe the store of {self.target}({wiped}), restart after {self.hold:.1f} s, replace its voter"
+        if self.overlap and others:
+            verb = "kill -9" if self.overlap == KILL else "SIGSTOP"
+            what += f" ({verb} {','.join(others)} until it is an observer)"
+        return what
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:
@@ -176,6 +203,8 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         raise ValueError("at least one fault kind")
     if not topology.controllers or not topology.brokers:
         raise ValueError("a topology needs controllers and brokers")
+    if DISK_WIPE in kinds and len(topology.controllers) < DISK_WIPE_MIN_CONTROLLERS:
+        raise ValueError(f"{DISK_WIPE} needs at least {DISK_WIPE_MIN_CONTROLLERS} controllers")
     rng = random.Random(seed)
     majority = len(topology.controllers) // 2 + 1
     steps: list[FaultStep] = []
@@ -198,10 +227,17 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         elif target == CONTROLLER_MAJORITY:
             nodes = tuple(sorted(rng.sample(topology.controllers, majority)))
         fraction = rng.choice(LOSS_FRACTIONS) if kind == LOSS else 0.0
+        overlap = ""
+        if kind == DISK_WIPE:
+            overlap = rng.choice(WIPE_OVERLAPS)
+            if overlap:
+                nodes += (rng.choice([c for c in topology.controllers if c not in nodes]),)
         spent += hold + gap + SETTLE_ESTIMATE[kind]
         if spent > budget and steps:
             return steps
-        steps.append(FaultStep(len(steps) + 1, kind, target, hold, gap, nodes, group, links, fraction))
+        steps.append(
+            FaultStep(len(steps) + 1, kind, target, hold, gap, nodes, group, links, fraction, overlap)
+        )
         if spent > budget:
             return steps
 

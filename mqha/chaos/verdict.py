@@ -11,9 +11,10 @@ Pure: values in (what the runner observed), text and numbers out.
 - failed puts of a fault: sends of those groups that ended without ``PUT_OK`` and overlapped the
   fault, from injection to the moment the cluster was whole again.
 
-The run fails (exit 1) on any lost message, any invariant violation, a check that could not run, or
-a cluster that was not whole again at the end. Recovery targets are reported, not enforced: on a
-shared machine they measure the machine as much as the system.
+The run fails (exit 1) on any lost message, any invariant violation, a check that could not run, a
+cluster that was not whole again at the end, or controllers that do not agree at the end
+(``mqha.chaos.agreement``: all voters, one voter set, one applied state). Recovery targets are
+reported, not enforced: on a shared machine they measure the machine as much as the system.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mqha.analysis.invariants import DUPLICATE
+from mqha.chaos.agreement import Agreement
 from mqha.chaos.schedule import (
     KILL,
     MASTER,
@@ -69,6 +71,7 @@ class RunFacts:
     check_problem: str | None  # why the analysis gave no result
     settled: bool  # every group whole again after the final heal
     heartbeat_timeout: float  # controllerHeartBeatTimeoutMills, seconds
+    controllers: Agreement | None = None  # None: not checked
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -233,6 +236,8 @@ def judge(facts: RunFacts) -> Verdict:
         reasons.append("the cluster was not whole again after the final heal")
     if not facts.final_logs:
         reasons.append("no final master log could be read")
+    if facts.controllers is not None and not facts.controllers.ok:
+        reasons.append(f"the controllers disagree: {facts.controllers.text}")
 
     lines = [facts.title]
     lines.append(
@@ -249,6 +254,9 @@ def judge(facts: RunFacts) -> Verdict:
         f"reads: {facts.reads:,} delivered to consumers; read-uncommitted "
         + ("-" if read_uncommitted is None else str(read_uncommitted))
     )
+    if facts.controllers is not None:
+        agree = "agree" if facts.controllers.ok else "DISAGREE"
+        lines.append(f"controllers: {agree}: {facts.controllers.text}")
     figures = category_figures(facts)
     if figures:
         lines.append("recovery per fault (injection -> first acked send on a master):")

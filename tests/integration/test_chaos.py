@@ -140,6 +140,27 @@ def test_smoke_run_passes_and_replays_its_schedule(tmp_path: Path) -> None:
     print(f"smoke chaos run: {elapsed:.0f} s")
 
 
+def test_disk_wipes_bring_controllers_back_as_voters_and_the_run_passes(tmp_path: Path) -> None:
+    # Seed 1: n0 is wiped while n1 is killed (no quorum until n1 is back), then n1 is wiped alone.
+    args = ("--duration", "20", "--faults", "disk-wipe", "--seed", "1")
+    code, out, _ = _chaos(tmp_path, *args)
+    assert code == 0, out
+    assert "faults injected: 2 of 2 planned (disk-wipe 2)" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("  disk-wipe controller")]
+    assert sorted(r[1] for r in rows) == ["controller", "controller+kill"], out
+    assert all(r[2] == "1" for r in rows)  # N: one fault of each
+    assert out.count("a voter again") == 2
+    assert "controllers: agree: n0,n1,n2 all voters, one voter set" in out
+    assert "epoch_not_increasing   ok" in out  # the wiped stores' histories were kept and checked
+    assert "verdict: PASS" in out
+    assert sorted(
+        p.parent.parent.name for p in (tmp_path / "run" / "controllers").glob("*/wiped-*/history.db")
+    ) == [
+        "n0",
+        "n1",
+    ]
+
+
 def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:
     # One 4.4 s partition of the master (seed 3): with the bug it keeps acknowledging what only it
     # holds, the controllers elect another master after the 1.5 s heartbeat timeout, and the old

@@ -8,6 +8,7 @@ from mqha.chaos.schedule import (
     BROKER,
     CONTROLLER,
     CONTROLLER_MAJORITY,
+    DISK_WIPE,
     FAULT_KINDS,
     HOLD_RANGES,
     KILL,
@@ -80,7 +81,8 @@ def test_steps_are_well_formed() -> None:
         if s.target in (MASTER, MASTER_AND_LEADER):
             assert s.nodes == () and s.group in ("broker-a", "broker-b")
         if s.target == CONTROLLER:
-            assert len(s.nodes) == 1 and s.nodes[0] in TOPO.controllers
+            assert len(s.nodes) == (2 if s.overlap else 1) and set(s.nodes) <= set(TOPO.controllers)
+        assert (s.overlap != "") <= (s.kind == DISK_WIPE)
         if s.target == CONTROLLER_MAJORITY:
             assert len(s.nodes) == 2 and set(s.nodes) <= set(TOPO.controllers)
     # every menu entry shows up over a long run
@@ -127,3 +129,40 @@ def test_describe_and_category() -> None:
     assert "kill -9 controller-majority(n0,n2), restart after 1.0 s" in kill.describe()
     assert not FaultStep(1, PAUSE, MASTER, 1.0, 1.0, group="broker-a").hits_controllers
     assert FaultStep(1, PAUSE, MASTER_AND_LEADER, 1.0, 1.0, group="broker-a").hits_controllers
+
+
+def test_disk_wipes_hit_one_controller_sometimes_with_one_other_killed_or_paused() -> None:
+    wipes = [s for s in plan(11, (DISK_WIPE,), 3600, TOPO) if s.kind == DISK_WIPE]
+    assert {s.overlap for s in wipes} == {"", KILL, PAUSE}  # each variant shows up
+    assert {s.nodes[0] for s in wipes} == set(TOPO.controllers)
+    for s in wipes:
+        assert s.target == CONTROLLER and s.hits_controllers
+        assert len(s.nodes) == (2 if s.overlap else 1)  # never more than one other controller out
+        assert len(set(s.nodes)) == len(s.nodes)
+        assert HOLD_RANGES[DISK_WIPE][0] <= s.hold <= HOLD_RANGES[DISK_WIPE][1]
+
+
+def test_disk_wipe_needs_three_controllers() -> None:
+    with pytest.raises(ValueError, match="at least 3 controllers"):
+        plan(1, (KILL, DISK_WIPE), 60, Topology.local(2, ["broker-a"], 2))
+    assert plan(1, (KILL,), 60, Topology.local(2, ["broker-a"], 2))
+    assert parse_kinds("disk-wipe,kill") == (DISK_WIPE, KILL)
+
+
+def test_disk_wipe_category_and_description_name_the_overlap() -> None:
+    alone = FaultStep(1, DISK_WIPE, CONTROLLER, 1.5, 2.0, nodes=("n1",))
+    assert alone.category == "disk-wipe controller"
+    assert "wipe the store of controller(n1), restart after 1.5 s, replace its voter;" in alone.describe()
+    killed = FaultStep(2, DISK_WIPE, CONTROLLER, 1.0, 2.0, nodes=("n0", "n2"), overlap=KILL)
+    assert killed.category == "disk-wipe controller+kill"
+    assert "(kill -9 n2 until it is an observer)" in killed.describe()
+    paused = FaultStep(3, DISK_WIPE, CONTROLLER, 1.0, 2.0, nodes=("n0", "n1"), overlap=PAUSE)
+    assert paused.category == "disk-wipe controller+pause"
+    assert "(SIGSTOP n1 until it is an observer)" in paused.describe()
+
+
+def test_adding_disk_wipe_leaves_other_kinds_schedules_alone() -> None:
+    # Only disk-wipe steps draw the overlap: a seed's schedule without them is what it was.
+    steps = plan(4, (KILL, PAUSE), 300, TOPO)
+    assert all(s.overlap == "" for s in steps)
+    assert steps == plan(4, (KILL, PAUSE), 300, TOPO)

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from mqha.chaos.agreement import Agreement
 from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
 from mqha.chaos.verdict import (
     FaultOutcome,
@@ -193,3 +194,13 @@ def test_a_fault_with_no_later_ack_is_unrecovered() -> None:
     line = next(line for line in verdict.text.splitlines() if "partition master[all]" in line)
     assert line.split()[2:8] == ["1", "-", "-", "-", "1", "0"]
     assert line.endswith("MISSED")
+
+
+def test_controllers_that_disagree_fail_the_run_and_are_shown() -> None:
+    agreed = judge(facts(controllers=Agreement(True, "n0,n1,n2 all voters")))
+    assert agreed.ok and "controllers: agree: n0,n1,n2 all voters" in agreed.text
+    split = judge(facts(controllers=Agreement(False, "n2 is observer, not a voter")))
+    assert not split.ok
+    assert "the controllers disagree: n2 is observer, not a voter" in split.reasons
+    assert "controllers: DISAGREE: n2 is observer, not a voter" in split.text
+    assert "controllers:" not in judge(facts()).text  # not checked: no line
