@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -53,16 +54,37 @@ def _port_free(port: int) -> bool:
     return True
 
 
+LISTEN_PORTS = (10000, 32000)
+"""Where listening ports are picked: below the kernel's ephemeral range (``ip_local_port_range``,
+32768-60999 by default). A port the kernel handed out for ``bind(0)`` is in that range, so any
+outgoing connection may take it after its listener died, and a restarted node could not listen
+again ("address already in use" for ~20 s, seen in the demo and in chaos runs)."""
+
+
+def _ephemeral_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as file:
+            return int(file.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def pick_port(count: int = 1) -> int:
+    """A free port ``p`` (with ``p + 1 .. p + count - 1`` free too) below the ephemeral range, never
+    handed out before by this process."""
+    low, high = LISTEN_PORTS[0], min(LISTEN_PORTS[1], _ephemeral_start()) - count
+    for _ in range(500):
+        port = random.randint(low, high)
+        span = set(range(port, port + count))
+        if not span & handed_out and all(_port_free(p) for p in span):
+            handed_out.update(span)
+            return port
+    raise RuntimeError(f"no {count} free adjacent port(s) on 127.0.0.1 in {low}..{high} after 500 tries")
+
+
 def free_port_pair() -> int:
     """A free port ``p`` with ``p + 1`` free too (controller API + Raft, broker API + HA)."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((LOCALHOST, 0))
-            port = int(s.getsockname()[1])
-        if port + 1 < 65536 and not {port, port + 1} & handed_out and _port_free(port + 1):
-            handed_out.update((port, port + 1))
-            return port
-    raise RuntimeError("no free pair of adjacent ports on 127.0.0.1 after 200 tries")
+    return pick_port(2)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec

@@ -116,4 +116,5 @@ class ControllerService:
         await self.parts.stop()
 
     def healthy(self) -> bool:
-        return self.parts.log.healthy()
+        """Started (the store's role decided and saved, the Raft member running) and the member healthy."""
+        return self.parts.started and self.parts.log.healthy()

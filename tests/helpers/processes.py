@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mqha.cluster.nodes import http_json
-from mqha.cluster.processes import LOCALHOST, NodeProcess, handed_out, stop_all
+from mqha.cluster.processes import LOCALHOST, NodeProcess, handed_out, pick_port, stop_all
 
 T = TypeVar("T")
 
 
 def free_port(host: str = LOCALHOST) -> int:
     """A TCP port that was free a moment ago and was not handed out before by this process (the set
-    ``mqha.cluster.processes`` keeps, so a test's ports and a local cluster's never collide)."""
+    ``mqha.cluster.processes`` keeps, so a test's ports and a local cluster's never collide); on
+    127.0.0.1 below the kernel's ephemeral range (``pick_port``)."""
+    if host == LOCALHOST:
+        return pick_port()
     for _ in range(100):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
