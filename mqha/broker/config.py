@@ -33,6 +33,9 @@ from mqha.wire.types import NAME_RULE, is_valid_address, is_valid_name
 _INT_MAX = 2**31 - 1
 _MIB = 1024 * 1024
 NAME = Rule(is_valid_name, NAME_RULE)
+HOURS = Rule(
+    lambda value: parse_delete_when(value) is not None, "hours 00-23 separated by ';', e.g. 04 or 04;16"
+)
 """Cluster and broker-set names: the rule every request checks too (docs/architecture.md §8)."""
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
 
@@ -74,7 +77,57 @@ BROKER_CONFIG = ConfigSpec(
         Key("maxMessageSize", int, 4 * _MIB, rule=POSITIVE_INT),
         Key("flushDiskType", str, "ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH")),
         Key("flushIntervalCommitLog", int, 500, rule=MILLIS),
+        # Retention and full disk: RocketMQ's MessageStoreConfig names, units and defaults
         Key("fileReservedTime", int, 72, "hours a commit log segment is kept", rule=POSITIVE_INT),
+        Key(
+            "deleteWhen",
+            str,
+            "04",
+            "hours of the day (00-23, ';'-separated) when expired segments go",
+            rule=HOURS,
+        ),
+        Key(
+            "diskMaxUsedSpaceRatio",
+            int,
+            75,
+            "percent of the disk used above which expired segments go at once",
+            rule=between(10, 95),
+        ),
+        Key(
+            "diskSpaceWarningLevelRatio",
+            int,
+            90,
+            "percent of the disk used above which puts are refused",
+            rule=between(35, 90),
+        ),
+        Key(
+            "diskSpaceCleanForciblyRatio",
+            int,
+            85,
+            "percent of the disk used above which the oldest segments go even unexpired",
+            rule=between(30, 85),
+        ),
+        Key(
+            "cleanFileForciblyEnable",
+            bool,
+            True,
+            "allow deleting unexpired segments above diskSpaceCleanForciblyRatio",
+        ),
+        Key("cleanResourceInterval", int, 10000, "milliseconds between two retention passes", rule=MILLIS),
+        Key(
+            "destroyMapedFileIntervalForcibly",
+            int,
+            120000,
+            "milliseconds a segment still being read is kept after it was due",
+            rule=MILLIS,
+        ),
+        Key(
+            "deleteCommitLogFilesInterval",
+            int,
+            100,
+            "milliseconds between two segment deletions of one pass",
+            rule=between(0, 2**31 - 1),
+        ),
         Key("haListenPort", int, lambda values: values["listenPort"] + 1, rule=PORT),
         Key("haSendHeartbeatInterval", int, 5000, rule=MILLIS),
         Key("haHousekeepingInterval", int, 20000, rule=MILLIS),
@@ -111,6 +164,17 @@ BROKER_CONFIG = ConfigSpec(
 )
 
 
+def parse_delete_when(text: str) -> frozenset[int] | None:
+    """``deleteWhen`` ("04", "04;16") as a set of hours; None when malformed."""
+    hours = set()
+    for part in text.split(";"):
+        hour = part.strip()
+        if not hour.isdigit() or not 0 <= int(hour) <= 23:
+            return None
+        hours.add(int(hour))
+    return frozenset(hours) or None
+
+
 def check_broker_config(values: Mapping[str, Any]) -> None:
     """Cross-key rules; raises ``ConfigError`` naming the key."""
     if not values["enableControllerMode"]:
@@ -126,6 +190,8 @@ def check_broker_config(values: Mapping[str, Any]) -> None:
     if values["mappedFileSizeCommitLog"] <= values["maxMessageSize"] + 64:
         raise ConfigError("mappedFileSizeCommitLog", "must be larger than maxMessageSize")
     check_security_keys(values, ("innerClientAuthenticationCredentials", "initAuthenticationUser"))
+    if values["diskSpaceCleanForciblyRatio"] > values["diskSpaceWarningLevelRatio"]:
+        raise ConfigError("diskSpaceCleanForciblyRatio", "must not exceed diskSpaceWarningLevelRatio")
     if values["haListenPort"] == values["listenPort"]:
         raise ConfigError("haListenPort", "must differ from listenPort")
 
