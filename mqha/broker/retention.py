@@ -1,6 +1,6 @@
 """Which commit-log segments go, and whether the disk is full (core: pure, no IO, no clock).
 
-RocketMQ's store rules with its keys (docs/architecture.md §4.2): a pass runs every
+RocketMQ's store rules with its keys (docs/architecture.md §4): a pass runs every
 ``cleanResourceInterval``; it deletes when the hour is one of ``deleteWhen`` or the disk is more than
 ``diskMaxUsedSpaceRatio`` % used. It deletes segments whose last write is older than
 ``fileReservedTime`` hours; above ``diskSpaceCleanForciblyRatio`` % (with ``cleanFileForciblyEnable``)
