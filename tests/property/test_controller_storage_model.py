@@ -16,6 +16,8 @@ issue 24) must fail: the issue's own sequence, and a random search, find the vio
 
 from __future__ import annotations
 
+from random import Random
+
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings, target
 from hypothesis import strategies as st
@@ -113,7 +115,8 @@ def test_no_committed_record_is_lost_and_no_epoch_is_reused(steps: list[Action])
 
 
 @pytest.mark.slow
-@settings(max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.timeout(1200)  # ~4 min of CPU; more on 2 shared cores
+@settings(max_examples=5_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(actions(max_size=300))
 def test_no_committed_record_is_lost_and_no_epoch_is_reused_long(steps: list[Action]) -> None:
     cluster = Cluster()
@@ -144,7 +147,8 @@ def test_without_the_identity_rule_a_random_search_finds_a_violation() -> None:
         steer(cluster)
         return bool(violations)
 
-    found = find(actions(max_size=120), unsafe, settings=FIND)
+    # A fixed seed keeps the run short and repeatable (it finds one within a few hundred examples).
+    found = find(actions(max_size=120), unsafe, settings=FIND, random=Random(24))
     assert run(Cluster(identity_rule=False), found)
 
 
