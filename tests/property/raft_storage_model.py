@@ -7,28 +7,25 @@ Raft as PySyncObj 0.3.17 runs it (docs/raft.md §1, §2), reduced to what decide
 - a candidate increments its term and votes for itself; a voter grants one vote per term, only to a
   candidate whose log is at least as up to date, and a candidate counts every vote of its term (as
   PySyncObj does, whoever sent it) against a majority of its own voter set;
-- a new leader appends a no-op; it commits only entries of its own term, by a majority of match
-  indexes of its voter set (itself included);
-- a follower answers ``next_node_idx``-like replies; on a matching ``prevLogIdx`` it drops every entry
-  after it (PySyncObj truncates unconditionally) and appends the new ones;
+- a new leader appends a no-op and commits only entries of its own term, by a majority of match
+  indexes of its voter set (itself included); on a matching ``prevLogIdx`` a follower drops every
+  entry after it (PySyncObj truncates unconditionally), appends the new ones and answers;
 - membership changes (``add``/``remove`` entries) take effect when appended and are undone when
   truncated (the voter set is read from the log); the controller proposes them one at a time, only
   once its no-op committed and the previous change committed (PySyncObj 0.3.17 never sets its
   ``__changeClusterIDx``, so this rule is the controller's, not the library's);
-- the network: one FIFO channel per directed link (TCP); a crash or a reset empties a channel; a
-  partition holds messages back on a link, one-way partitions included.
+- the network: a FIFO channel per directed link (TCP); a crash or a reset empties it; a partition holds
+  messages back on chosen links (one-way ones too).
 
-Storage identity (DESIGN24): a member is ``(node, storageId)``. A wipe destroys a store; the node comes
+Storage identity (issue 24): a member is ``(node, storageId)``. A wipe destroys a store; the node comes
 back with a new storageId as an observer (receives entries, never votes, never campaigns, never counts
 toward commit) once a live peer holds the cluster; an admin removes the old identity and adds the new
 one once the observer caught up, and the observer becomes a voter when it applies its own ``add``.
 ``identity_rule=False`` models the code before issue 24: a wiped node comes back as the same voter
 with an empty store.
 
-The state machine is one broker group's masterEpoch; a client record is "elect at expected + 1",
-applied by compare-and-set (docs/raft.md §3). :class:`Cluster` records every invariant violation in
-``violations`` as it happens.
-"""
+The state machine is one group's masterEpoch; a record "elect at expected + 1" applies by compare-and-set
+(docs/raft.md §3). :class:`Cluster` records each invariant violation in ``violations`` when it happens."""
 
 from __future__ import annotations
 
@@ -141,18 +138,19 @@ def voter_set(log: list[Entry], bootstrap: frozenset[Identity]) -> set[Identity]
     """The voter set a log defines: the bootstrap voters changed by every appended add/remove."""
     voters = set(bootstrap)
     for entry in log:
-        if entry.kind == "add" and entry.member is not None:
-            voters.add(entry.member)
-        elif entry.kind == "remove" and entry.member is not None:
-            voters.discard(entry.member)
+        if entry.member is not None and entry.kind in ("add", "remove"):
+            (voters.add if entry.kind == "add" else voters.discard)(entry.member)
     return voters
 
 
 class Cluster:
     """A 3-node controller group driven one action at a time; collects invariant violations."""
 
-    def __init__(self, identity_rule: bool = True, ack_term_check: bool = False) -> None:
+    def __init__(
+        self, identity_rule: bool = True, ack_term_check: bool = False, one_disk_at_a_time: bool = True
+    ) -> None:
         self.identity_rule = identity_rule
+        self.one_disk_at_a_time = one_disk_at_a_time
         self.ack_term_check = ack_term_check
         self.nodes = {n: Node(n, Store(storage_id=0, role="voter")) for n in NODES}
         self.bootstrap = frozenset((n, 0) for n in NODES)
@@ -181,11 +179,10 @@ class Cluster:
         store.term += 1
         store.voted_for = node.identity
         node.state, node.votes = "candidate", {node.identity}
+        request = RequestVote(store.term, node.identity, len(store.log), store.last_term())
         for other in NODES:
             if other != name:
-                self._send(
-                    name, other, RequestVote(store.term, node.identity, len(store.log), store.last_term())
-                )
+                self._send(name, other, request)
         self._maybe_win(node)
 
     def heartbeat(self, name: str) -> None:
@@ -246,9 +243,7 @@ class Cluster:
     def deliver_all(self) -> None:
         """One network round: every message in flight now, on every open link, in order."""
         for link, queue in self.channels.items():
-            if link in self.blocked:
-                continue
-            for _ in range(len(queue)):
+            for _ in range(0 if link in self.blocked else len(queue)):
                 if queue:
                     self._receive(link[1], link[0], queue.pop(0))
 
@@ -264,7 +259,7 @@ class Cluster:
         self.channels[(src, dst)].clear()
 
     def partition(self, blocked: frozenset[Link]) -> None:
-        self.blocked = blocked
+        self.blocked = blocked  # one-way when only one direction of a pair is listed
 
     def heal(self) -> None:
         self.blocked = frozenset()
@@ -281,13 +276,13 @@ class Cluster:
     def wipe(self, name: str) -> None:
         """The node is stopped (if up) and loses its store (term, vote, log, identity).
 
-        One disk at a time (a minority of 3): refused while another node's store is missing or not yet
-        a voter again. Losing two stores of three only makes the group unavailable, never wrong, and
-        the runs that reach it are wasted.
+        ``one_disk_at_a_time`` (a minority): refused while another store is missing or not a voter
+        again. Losing two of three makes the group unavailable (never wrong) and wastes the run.
         """
         node = self.nodes[name]
         others = [n.store for n in self.nodes.values() if n.name != name]
-        if node.store is None or any(s is None or s.role != "voter" for s in others):
+        lost = any(s is None or s.role != "voter" for s in others)
+        if node.store is None or (lost and self.one_disk_at_a_time):
             return
         self.crash(name)
         if self.identity_rule:
@@ -302,7 +297,7 @@ class Cluster:
             return
         if node.store is None:
             if not any(n.alive for n in self.nodes.values() if n.name != name):
-                return  # waits for a peer that knows the cluster (DESIGN24 "Bootstrap vs. rejoin")
+                return  # a blank store waits for a peer that knows the cluster
             node.store = Store(storage_id=self.next_storage_id, role="observer")
             self.next_storage_id += 1
         node.up, node.state, node.votes, node.waiting = True, "follower", set(), set()
@@ -387,11 +382,11 @@ class Cluster:
         if prev > 0 and store.log[prev - 1].term != message.prev_term:
             self._send(node.name, src, AppendReply(message.term, node.identity, prev, False, True))
             return
-        if len(store.log) > prev:
-            if prev < node.applied:
-                self._violate(f"{node.identity} truncates applied entries from {prev + 1}")
-            del store.log[prev:]
+        applied = store.log[prev : node.applied]  # PySyncObj re-adds what it truncates: same is harmless
+        del store.log[prev:]
         store.log.extend(message.entries)
+        if store.log[prev : node.applied] != applied:
+            self._violate(f"{node.identity} replaces applied entries from {prev + 1}")
         store.commit = min(store.commit, len(store.log))
         if message.commit > store.commit:
             store.commit = min(message.commit, len(store.log))
@@ -490,13 +485,6 @@ class Cluster:
                         f"committed in term {term}"
                     )
         return self.violations
-
-    def serving_leader(self) -> Node | None:
-        """A leader whose no-op committed (the controller's barrier), if any."""
-        for node in self.nodes.values():
-            if node.alive and node.state == "leader" and node.store and node.store.commit >= node.noop_index:
-                return node
-        return None
 
 
 Action = tuple  # ("timeout", "a"), ("deliver", "a", "b"), ("partition", frozenset(links)), ("heal",), ...
