@@ -1,12 +1,12 @@
 """Issue 24's property: over random crash / restart / wipe / partition sequences of a 3-controller group,
-no committed record is lost and no masterEpoch is handed out twice (issue 24, storage identity).
+no committed record is lost and no masterEpoch is handed out twice (storage identity).
 
 The group is the pure model of ``raft_storage_model``: PySyncObj 0.3.17's Raft plus the storage-identity
 rules (a wiped store comes back as an observer under a new storageId; an admin removes the old identity
 and adds the new one once it caught up). Invariants, checked after every step:
 
 1. no committed entry is lost: every later leader holds it at its index, no node commits or applies a
-   different entry at an index (state-machine safety), no node truncates an entry it applied;
+   different entry at an index (state-machine safety), no node replaces an entry it applied;
 2. no masterEpoch is handed out twice (records are compare-and-set, docs/raft.md §3);
 3. at most one leader per term.
 
@@ -127,7 +127,7 @@ def test_no_committed_record_is_lost_and_no_epoch_is_reused(steps: list[Action])
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # ~4 min of CPU; more on 2 shared cores
+@pytest.mark.timeout(1200)  # ~2.5 min each on 2 shared cores
 @pytest.mark.parametrize("one_disk_at_a_time", [True, False], ids=["one-disk", "any-disks"])
 @settings(max_examples=3_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=actions(max_size=300))
