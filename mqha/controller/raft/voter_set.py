@@ -7,11 +7,12 @@ dynamic membership, kept in the log and in snapshots. :class:`VoterSet` is a par
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable
 
-from mqha.controller.raft.errors import NotLeaderError
+from mqha.controller.raft.errors import NotLeaderError, ProposalFailed
 from mqha.controller.raft.members import StoreNode
 from mqha.controller.raft.node import PipelinedSyncObj
 
@@ -30,6 +31,8 @@ class VoterSet:
 
     def __init__(self) -> None:
         self._on_tick_calls: collections.deque[Callable[[], None]] = collections.deque()
+        self._change_lock = asyncio.Lock()
+        self._change_barrier = 0  # a voter change may start once the log has applied up to here
 
     def use_identity(self, storage_id: str, voters: list[str], *, observer: bool) -> None:
         """Name this member by its store before :meth:`start` (see the constructor's ``storage_id``)."""
@@ -96,23 +99,42 @@ class VoterSet:
         return self._require_started().last_log_index()
 
     async def add_voter(self, raft_id: str, timeout: float) -> None:
-        """Add ``raft_id`` to the voter set (one change at a time; on the leader only). Returns once the
-        change is committed and applied here; PySyncObj refuses (``ProposalFailed``) while another
-        change is in flight or before this leader's first entry committed."""
-        sync = self._require_started()
-        if not sync._isLeader():
-            raise NotLeaderError(self.leader_address())
+        """Add ``raft_id`` to the voter set (on the leader only). Returns once the change is committed and
+        applied here. One change at a time: see :meth:`_change`."""
         node = StoreNode(raft_id)
-        await self._submit_with(lambda callback: sync.addNodeToCluster(node, callback=callback), timeout)
+        await self._change(lambda sync, callback: sync.addNodeToCluster(node, callback=callback), timeout)
 
     async def remove_voter(self, raft_id: str, timeout: float) -> None:
         """Remove ``raft_id`` from the voter set (on the leader; not the leader itself: see
         :meth:`transfer_leadership`)."""
-        sync = self._require_started()
-        if not sync._isLeader():
-            raise NotLeaderError(self.leader_address())
         node = StoreNode(raft_id)
-        await self._submit_with(lambda callback: sync.removeNodeFromCluster(node, callback=callback), timeout)
+        await self._change(
+            lambda sync, callback: sync.removeNodeFromCluster(node, callback=callback), timeout
+        )
+
+    async def _change(
+        self, enqueue: Callable[[PipelinedSyncObj, Callable[[object, int], None]], object], timeout: float
+    ) -> None:
+        """Propose one voter-set change, never while another is in flight.
+
+        Raft's single-server changes are safe only one at a time, and PySyncObj 0.3.17 does not enforce
+        it (its ``__changeClusterIDx`` guard is never set; it only waits for the leader's first entry of
+        the term). So changes here are serialised by a lock, and a change may start only once every
+        entry up to where the previous one could sit (the log's end when it was answered or timed out)
+        has applied; a new leader's own first entry covers changes of earlier terms.
+        """
+        async with self._change_lock:
+            sync = self._require_started()
+            if not sync._isLeader():
+                raise NotLeaderError(self.leader_address())
+            if sync.raftLastApplied < self._change_barrier:
+                raise ProposalFailed(
+                    "the previous voter change has not committed yet; retry", outcome_unknown=False
+                )
+            try:
+                await self._submit_with(lambda callback: enqueue(sync, callback), timeout)
+            finally:
+                self._change_barrier = max(self._change_barrier, sync.last_log_index())
 
     def transfer_leadership(self) -> None:
         """Ask PySyncObj to hand leadership to the most caught-up connected voter (Raft TimeoutNow).
