@@ -1,11 +1,15 @@
-"""Durable small-file writes: the one atomic-replace helper of mqha (kernel; blocking file IO).
+"""Durable file writes: the one atomic-replace and directory-fsync helper of mqha (kernel; blocking IO).
 
 ``write_atomically`` replaces a file so that a crash at any instant leaves either its old complete
 content or its new one, never a torn mix, and so that the new content survives a power loss once the
 call returns: write a temp file in the same directory, ``fsync`` it, ``os.replace`` it over the target,
 then ``fsync`` the directory (the rename itself lives in the directory). Callers: the epoch file and
 its backup (docs/reference-behaviour.md §12.1), the broker identity files (§9.3), the controller's
-config store.
+config store and ``storage.json``, the Raft ``.meta`` file, the cluster layout's files.
+
+``fsync_directory`` makes the creations, renames and unlinks in a directory durable (also for the commit
+log's segment names); ``fsync_file`` a file renamed into place by someone else (the Raft dump).
+No other module renames files or fsyncs directories (``tests/unit/layout/test_durable_writes.py``).
 
 The functions block; shells call them from a worker thread when they run on an event loop.
 """
@@ -14,31 +18,60 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import secrets
 
-# Errors a file system may answer to fsync on a directory it cannot sync: the rename is still atomic
-# there, only its durability is up to the file system.
+log = logging.getLogger(__name__)
+
+# Errors a file system (or the directory's permissions) answers to fsync on a directory it cannot sync
+# at all: a fixed property of the place, not of this write, so raising would fail every later write
+# there too. The rename is still atomic; only its durability is up to the file system. Write errors
+# (EIO, ENOSPC, EROFS, ...) are raised: the caller's write did not become durable.
 _DIRECTORY_SYNC_UNSUPPORTED = frozenset(
     {errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR}
 )
+_warned_directories: set[str] = set()  # one warning per directory, not one per write
 
 
 def fsync_directory(directory: str) -> None:
-    """Make the renames and unlinks done in ``directory`` durable (best effort where unsupported)."""
+    """Make the creations, renames and unlinks done in ``directory`` durable. Raises ``OSError``, except
+    where the file system cannot sync a directory (logged once per directory)."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        if exc.errno in _DIRECTORY_SYNC_UNSUPPORTED:
-            return
-        raise
+        _unsupported_or_raise(directory, exc)
+        return
     try:
         os.fsync(fd)
     except OSError as exc:
-        if exc.errno not in _DIRECTORY_SYNC_UNSUPPORTED:
-            raise
+        _unsupported_or_raise(directory, exc)
     finally:
         os.close(fd)
+
+
+def _unsupported_or_raise(directory: str, exc: OSError) -> None:
+    if exc.errno not in _DIRECTORY_SYNC_UNSUPPORTED:
+        raise exc
+    if directory not in _warned_directories and len(_warned_directories) < 64:
+        _warned_directories.add(directory)
+        log.warning(
+            "cannot fsync directory %s (%s): names made there may not survive a power loss", directory, exc
+        )
+
+
+def fsync_file(path: str) -> bool:
+    """fsync the file ``path`` (e.g. one another library renamed into place without syncing it); False
+    when it does not exist (nothing to make durable). The caller fsyncs the directory if the name is new."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def write_atomically(

@@ -8,11 +8,11 @@ import logging
 from mqha.broker.commitlog.checkpoint import (
     Checkpoint,
 )
-from mqha.broker.commitlog.segment import fsync_directory
 from mqha.broker.commitlog.types import (
     CommitLogState,
     FlushMode,
 )
+from mqha.durable import fsync_directory
 
 log = logging.getLogger(__name__)
 

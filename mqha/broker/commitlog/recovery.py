@@ -17,12 +17,13 @@ from mqha.broker.commitlog.scanning import (
     ScanStop,
     scan_units,
 )
-from mqha.broker.commitlog.segment import SPARE_NAME, Segment, fsync_directory, parse_segment_name
+from mqha.broker.commitlog.segment import SPARE_NAME, Segment, parse_segment_name
 from mqha.broker.commitlog.types import (
     CHECKPOINT_NAME,
     CommitLogState,
     RecoveryReport,
 )
+from mqha.durable import fsync_directory
 from mqha.errors import CorruptFileError, ForeignFileError
 
 log = logging.getLogger(__name__)

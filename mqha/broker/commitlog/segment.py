@@ -52,15 +52,6 @@ def parse_segment_name(name: str) -> int | None:
     return None
 
 
-def fsync_directory(directory: str) -> None:
-    """Make creations, renames and deletions in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Segment:
     """The file ``<directory>/<20-digit base>`` of ``size`` bytes, holding offsets [base, base + size)."""
 

@@ -80,7 +80,7 @@ from mqha.broker.commitlog.scanning import (
     message_walk,
     scan_units,
 )
-from mqha.broker.commitlog.segment import Segment, SpareFile, fsync_directory
+from mqha.broker.commitlog.segment import Segment, SpareFile
 from mqha.broker.commitlog.types import (
     MIN_SEGMENT_SIZE,
     AppendResult,
@@ -88,6 +88,7 @@ from mqha.broker.commitlog.types import (
     RecoveryReport,
 )
 from mqha.clock import wall_ms
+from mqha.durable import fsync_directory
 from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
 
 log = logging.getLogger(__name__)

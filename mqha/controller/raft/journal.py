@@ -12,7 +12,8 @@ crash on a majority can lose acknowledged writes, or let a member vote twice in 
   of the tick, then the held messages go out in order (group commit). A follower's ack thus follows its
   disk write, and a leader's AppendEntries follows its own, so a committed entry is on disk on the
   leader and on a majority;
-- ``.meta`` is written tmp + fsync + rename + directory fsync (term and vote before any vote leaves);
+- ``.meta`` is written by ``mqha.durable.write_atomically`` (temp file + fsync + rename + directory fsync;
+  term and vote before any vote leaves);
 - the dump is fsynced before the journal is cut back to it (compaction, installed snapshot).
 
 Measured on the shared 2-vCPU dev VM, 3 members on one host, ext4 on virtio, load inside the leader
@@ -44,17 +45,7 @@ from typing import Any
 from pysyncobj.journal import FileJournal, MetaStorer
 from pysyncobj.pickle import dumps as _pickle_dumps
 
-
-def fsync_path(path: str) -> None:
-    """fsync a file or directory by path; a missing path is fine (nothing to make durable)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from mqha import durable
 
 
 class DurableMetaStorer(MetaStorer):
@@ -64,16 +55,11 @@ class DurableMetaStorer(MetaStorer):
         """Overrides ``pysyncobj.journal.MetaStorer.storeMeta``.
 
         Why: the stock write (tmp file + ``shutil.move``) has no fsync, so after a power loss a member
-        can forget its vote and vote twice in a term (P8). Differs: the tmp file is fsynced before the
-        rename, and the directory after it; same pickle format, so stock PySyncObj reads it.
+        can forget its vote and vote twice in a term (P8). Differs: written by
+        ``mqha.durable.write_atomically`` (a temp file fsynced before the rename, the directory after
+        it); same pickle format, so stock PySyncObj reads it.
         """
-        path = self.getPath()
-        with open(path + ".tmp", "wb") as f:
-            f.write(_pickle_dumps(meta))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
-        fsync_path(os.path.dirname(path) or ".")
+        durable.write_atomically(self.getPath(), _pickle_dumps(meta))
 
 
 class DurableFileJournal(FileJournal):
@@ -103,7 +89,7 @@ class DurableFileJournal(FileJournal):
         super().__init__(journal_file)
         self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
         self._journal_fd()
-        fsync_path(os.path.dirname(journal_file) or ".")
+        durable.fsync_directory(_directory_of(journal_file))
 
     def sync(self) -> None:
         """Make every change since the last sync durable (one ``fdatasync``); no-op when clean."""
@@ -135,7 +121,11 @@ class DurableFileJournal(FileJournal):
         the journal was cut could leave neither. Differs: the dump and its directory are fsynced before
         the stock clear, and the journal is marked dirty after it.
         """
-        fsync_path(self._dump_file)
-        fsync_path(os.path.dirname(self._dump_file) or ".")
+        durable.fsync_file(self._dump_file)
+        durable.fsync_directory(_directory_of(self._dump_file))
         super().clear()
         self.dirty = True
+
+
+def _directory_of(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))

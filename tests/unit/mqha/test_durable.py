@@ -105,3 +105,56 @@ def test_remove_durably(tmp_path: Path) -> None:
     assert durable.remove_durably(str(target)) is True
     assert not target.exists()
     assert durable.remove_durably(str(target)) is False
+
+
+def _failing_directory_fsync(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    real_fsync = os.fsync
+
+    def failing(fd: int) -> None:
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(code, os.strerror(code))
+        real_fsync(fd)
+
+    monkeypatch.setattr(durable.os, "fsync", failing)
+
+
+def test_a_directory_write_error_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EIO means the names did not reach the disk: the caller (e.g. the commit log's flush) must know."""
+    _failing_directory_fsync(monkeypatch, errno.EIO)
+    with pytest.raises(OSError) as raised:
+        durable.fsync_directory(str(tmp_path))
+    assert raised.value.errno == errno.EIO
+
+
+def test_an_unsupported_directory_fsync_is_logged_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _failing_directory_fsync(monkeypatch, errno.EINVAL)
+    for _ in range(3):
+        durable.fsync_directory(str(tmp_path))
+    assert [r.getMessage() for r in caplog.records].count(
+        f"cannot fsync directory {tmp_path} ([Errno {errno.EINVAL}] {os.strerror(errno.EINVAL)}): "
+        "names made there may not survive a power loss"
+    ) == 1
+
+
+def test_fsync_directory_refuses_a_file(tmp_path: Path) -> None:
+    """O_DIRECTORY: a file path passed by mistake fails instead of silently syncing the file."""
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        durable.fsync_directory(str(tmp_path / "f"))
+
+
+def test_fsync_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(durable.os, "fsync", spy)
+    (tmp_path / "dump").write_bytes(b"d")
+    assert durable.fsync_file(str(tmp_path / "dump")) is True
+    assert durable.fsync_file(str(tmp_path / "missing")) is False  # nothing to make durable
+    assert synced == [str(tmp_path / "dump")]
