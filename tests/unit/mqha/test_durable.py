@@ -69,15 +69,21 @@ def test_a_failed_rename_keeps_the_old_content_and_removes_the_temp_file(
     assert os.listdir(tmp_path) == ["f"]
 
 
-def test_the_file_and_its_directory_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    synced: list[str] = []
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths fsynced, in order."""
+    calls: list[str] = []
     real_fsync = os.fsync
 
     def spy(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
     monkeypatch.setattr(durable.os, "fsync", spy)
+    return calls
+
+
+def test_the_file_and_its_directory_are_fsynced(tmp_path: Path, synced: list[str]) -> None:
     durable.write_atomically(str(tmp_path / "f"), "x")
     assert len(synced) == 2
     assert synced[0].startswith(str(tmp_path / ".f."))  # the temp file, before the rename
@@ -145,15 +151,7 @@ def test_fsync_directory_refuses_a_file(tmp_path: Path) -> None:
         durable.fsync_directory(str(tmp_path / "f"))
 
 
-def test_fsync_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(durable.os, "fsync", spy)
+def test_fsync_file(tmp_path: Path, synced: list[str]) -> None:
     (tmp_path / "dump").write_bytes(b"d")
     assert durable.fsync_file(str(tmp_path / "dump")) is True
     assert durable.fsync_file(str(tmp_path / "missing")) is False  # nothing to make durable
