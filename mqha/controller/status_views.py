@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mqha.codes import ResponseCode
-from mqha.controller.config import parse_peers
 from mqha.controller.console_view import PeerView, ServingNode, build_snapshot, summarize_verdict
 from mqha.controller.metrics import GroupGauge, NodeView
 from mqha.controller.parts import NodePart
-from mqha.controller.raft import ReplicationError
+from mqha.controller.raft import ReplicationError, api_address_of
 from mqha.controller.state import encode_state
 from mqha.history.schema import VERDICT_FILE
 from mqha.wire.controller_api import ControllerMetadataPayload, Reply
@@ -27,9 +26,9 @@ from mqha.wire.controller_api import ControllerMetadataPayload, Reply
 Code = ResponseCode
 
 
-def peers_text(config: Mapping[str, Any]) -> str:
+def peers_text(peers: Sequence[tuple[str, str]]) -> str:
     """docs/reference-behaviour.md §5.8: ``id:address;`` repeated."""
-    return "".join(f"{p.node_id}:{p.api_address};" for p in parse_peers(config["controllerDLegerPeers"]))
+    return "".join(f"{node_id}:{address};" for node_id, address in peers)
 
 
 class StatusViews(NodePart):
@@ -43,7 +42,7 @@ class StatusViews(NodePart):
             leader_id=node_id,
             leader_address=address,
             is_leader=self.log.is_serving_leader(),
-            peers=peers_text(self.config),
+            peers=peers_text([(v.node_id, v.address) for v in self._voters()]),
             self_id=self.node_id,
             self_address=self.self_peer.api_address,
         )
@@ -107,8 +106,6 @@ class StatusViews(NodePart):
         raft: dict[str, Any] = {}
         with contextlib.suppress(ReplicationError):
             raft = self.log.status()
-        partners = raft.get("partners") or {}
-        offset = self.config["controllerRaftPortOffset"]
         leader_id, leader_address = self.leader()
         return ServingNode(
             node_id=self.node_id,
@@ -120,11 +117,28 @@ class StatusViews(NodePart):
             commit_index=raft.get("commit_index"),
             last_applied=raft.get("last_applied"),
             healthy=self.log.healthy(),
-            peers=tuple(
-                PeerView(p.node_id, p.api_address, partners.get(p.raft_address(offset), {}).get("connected"))
-                for p in self.peers
-            ),
+            peers=self._voters(raft),
         )
+
+    def _voters(self, raft: Mapping[str, Any] | None = None) -> tuple[PeerView, ...]:
+        """The voter set as controller nodes (docs/raft.md §10): a voter named in
+        ``controllerDLegerPeers`` by its id there, one added online by its API address; before the
+        Raft member runs, the configured peers."""
+        offset = self.config["controllerRaftPortOffset"]
+        by_raft = {p.raft_address(offset): p for p in self.peers}
+        partners = (raft or {}).get("partners") or {}
+        if not self.parts.started:
+            return tuple(PeerView(p.node_id, p.api_address, None) for p in self.peers)
+        views = []
+        for raft_id in self.log.voter_ids():
+            address = raft_id.partition("/")[0]
+            peer = by_raft.get(address)
+            api = peer.api_address if peer else api_address_of(address, offset)
+            views.append(
+                PeerView(peer.node_id if peer else api, api, partners.get(raft_id, {}).get("connected"))
+            )
+        order = {p.node_id: i for i, p in enumerate(self.peers)}  # the configured order first
+        return tuple(sorted(views, key=lambda v: (order.get(v.node_id, len(order)), v.address)))
 
     def console_snapshot(self) -> dict[str, Any]:
         """The console's document (any node): replicated state, this node's liveness and Raft view."""

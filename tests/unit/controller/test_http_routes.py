@@ -91,4 +91,5 @@ def test_check_config_names_the_offending_key() -> None:
 
 
 def test_peers_text_is_spec_5_8_format() -> None:
-    assert peers_text(_config()) == "n0:127.0.0.1:9878;n1:127.0.0.1:9888;"
+    peers = [("n0", "127.0.0.1:9878"), ("n1", "127.0.0.1:9888")]
+    assert peers_text(peers) == "n0:127.0.0.1:9878;n1:127.0.0.1:9888;"
