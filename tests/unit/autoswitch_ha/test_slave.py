@@ -505,9 +505,8 @@ def test_master_eof_and_local_close() -> None:
 # -- behind the master's log start (retention; docs/architecture.md §4.2) -----------------------------
 
 
-def test_a_slave_streamed_from_beyond_its_end_empties_itself_and_takes_the_stream() -> None:
-    """The master clamped the start to its log start (4096): the first batch jumps past the local end."""
-    offer = EpochHistoryOffer(max_offset=5000, last_epoch=2, entries=((1, 0), (2, 1000)))
+def past_handshake(offer: EpochHistoryOffer) -> SlaveConnection:
+    """A slave with LOCAL up to 1800 and 1 KiB segments, in TRANSFER after ``offer``."""
     conn = SlaveConnection(
         broker_id=3, epochs=LOCAL, max_offset=1800, config=SlaveConfig(mapped_file_size=1024)
     )
@@ -515,6 +514,12 @@ def test_a_slave_streamed_from_beyond_its_end_empties_itself_and_takes_the_strea
     conn.receive_data(encode_frame(offer), 1)
     drain(conn)
     conn.truncation_done(2)
+    return conn
+
+
+def test_a_slave_streamed_from_beyond_its_end_empties_itself_and_takes_the_stream() -> None:
+    """The master clamped the start to its log start (4096): the first batch jumps past the local end."""
+    conn = past_handshake(EpochHistoryOffer(max_offset=5000, last_epoch=2, entries=((1, 0), (2, 1000))))
     conn.receive_data(batch(4096, 2, 1000, b"z" * 10, confirm=4000), 3)
     events = drain(conn)
     assert isinstance(events[0], ResetLog) and events[0].master_start == 4096
@@ -533,14 +538,7 @@ def test_a_slave_streamed_from_beyond_its_end_empties_itself_and_takes_the_strea
     ],
 )
 def test_only_a_data_batch_at_a_segment_base_may_empty_the_slave(first: bytes, why: str) -> None:
-    offer = EpochHistoryOffer(max_offset=5000, last_epoch=2, entries=((1, 0), (2, 1000)))
-    conn = SlaveConnection(
-        broker_id=3, epochs=LOCAL, max_offset=1800, config=SlaveConfig(mapped_file_size=1024)
-    )
-    conn.connection_made(0)
-    conn.receive_data(encode_frame(offer), 1)
-    drain(conn)
-    conn.truncation_done(2)
+    conn = past_handshake(EpochHistoryOffer(max_offset=5000, last_epoch=2, entries=((1, 0), (2, 1000))))
     conn.receive_data(first, 3)
     events = drain(conn)
     assert not any(isinstance(e, ResetLog) for e in events), why
@@ -548,13 +546,7 @@ def test_only_a_data_batch_at_a_segment_base_may_empty_the_slave(first: bytes, w
 
 
 def test_a_later_jump_never_empties_the_slave() -> None:
-    conn = SlaveConnection(
-        broker_id=3, epochs=LOCAL, max_offset=1800, config=SlaveConfig(mapped_file_size=1024)
-    )
-    conn.connection_made(0)
-    conn.receive_data(encode_frame(OFFER_A), 1)
-    drain(conn)
-    conn.truncation_done(2)
+    conn = past_handshake(OFFER_A)
     conn.receive_data(batch(1800, 2, 1000, b"a") + batch(4096, 2, 1000, b"b"), 3)
     events = drain(conn)
     assert not any(isinstance(e, ResetLog) for e in events)
