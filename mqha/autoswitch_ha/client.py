@@ -5,6 +5,7 @@
 moment. Actions run strictly in the order the machine returns them (its docstring explains why):
 
     TruncateTo(o, epochs)  → save the epochs, cut the log to o → ``truncation_done`` (or ``_failed``)
+    ResetLog(start)        → empty the replica: the master's log starts beyond it (retention)
     AppendEpoch(.., epochs)→ save the epochs
     AppendData(o, data)    → append the bytes verbatim → ``log_appended(new max)`` (which ACKs)
     SetConfirmOffset(o)    → store it
@@ -32,7 +33,14 @@ from collections.abc import Callable
 from ssl import SSLContext
 
 from mqha.autoswitch_ha.auth import HAAuthError, SlaveAuth
-from mqha.autoswitch_ha.events import AppendData, AppendEpoch, ConnectionClosed, SetConfirmOffset, TruncateTo
+from mqha.autoswitch_ha.events import (
+    AppendData,
+    AppendEpoch,
+    ConnectionClosed,
+    ResetLog,
+    SetConfirmOffset,
+    TruncateTo,
+)
 from mqha.autoswitch_ha.frames import AUTH_CHALLENGE, AUTH_PROOF
 from mqha.autoswitch_ha.replica import ReplicaStore
 from mqha.autoswitch_ha.server import RateMeter, cancel_and_wait, wait_event, wait_for_tick
@@ -252,17 +260,24 @@ class HAClient:
                 self._store.set_stored_confirm_offset(event.offset)
             elif isinstance(event, AppendEpoch):
                 try:
-                    saved = self._store.append_epoch(event.epoch, event.start_offset)
-                    if saved.pairs() != event.epochs.pairs():
+                    saved = self._store.append_epoch(event.epoch, event.start_offset).pairs()
+                    # Retention may have dropped old entries meanwhile (truncate_epoch_prefix): the file
+                    # must hold the expected history's newest entries, not necessarily all of them.
+                    if not saved or event.epochs.pairs()[-len(saved) :] != saved:
                         expected = event.epochs.pairs()
-                        raise RuntimeError(
-                            f"epoch file holds {saved.pairs()} but the connection expects {expected}"
-                        )
+                        raise RuntimeError(f"epoch file holds {saved} but the connection expects {expected}")
                 except Exception as exc:
                     log.error(
                         "HA client: saving epoch %d at %d failed: %s", event.epoch, event.start_offset, exc
                     )
                     conn.close(f"epoch file write failed: {exc}")
+            elif isinstance(event, ResetLog):
+                log.warning("HA client: emptying this replica to re-sync: %s", event.reason)
+                try:
+                    self._store.reset_log()
+                except Exception as exc:
+                    log.error("HA client: emptying the replica failed: %s", exc)
+                    conn.close(f"reset failed: {exc}")
             elif isinstance(event, TruncateTo):
                 try:
                     self._store.apply_truncation(event.offset, event.epochs)

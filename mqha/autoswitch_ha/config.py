@@ -95,4 +95,5 @@ class HAConfig:
             housekeeping_interval_ms=self.housekeeping_interval_ms,
             sync_from_last_file=self.sync_from_last_file,
             async_learner=self.async_learner,
+            mapped_file_size=self.mapped_file_size,
         )

@@ -248,6 +248,18 @@ class TruncateTo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ResetLog:
+    """Action: empty the local replica (commit log and epoch file) durably, then go on.
+
+    The master's log starts at ``master_start``, beyond everything this replica holds (retention deleted
+    the rest on the master): the replica continues empty from there (docs/architecture.md §4.2).
+    """
+
+    master_start: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class AppendEpoch:
     """Action: persist ``epochs``, which now records that ``epoch`` starts at ``start_offset``.
 
@@ -314,4 +326,4 @@ class ConnectionClosed:
 
 
 MasterEvent = HandshakeRequest | CaughtUp | SlaveAck | ReadLog | ConnectionClosed
-SlaveEvent = TruncateTo | AppendEpoch | AppendData | SetConfirmOffset | ConnectionClosed
+SlaveEvent = TruncateTo | ResetLog | AppendEpoch | AppendData | SetConfirmOffset | ConnectionClosed

@@ -46,6 +46,14 @@ class SlaveLinks:
         """Slave id → acked offset, over live connections past the handshake."""
         return {sid: link.conn.ack_offset for sid, link in self._by_slave.items() if link.conn.is_open}
 
+    def lowest_transfer_offset(self) -> int | None:
+        """The lowest offset a slave is being sent from (its catch-up), over open links past the
+        handshake; None when no slave is streaming. Retention keeps what lies above it a while."""
+        offsets = [
+            link.conn.next_offset for link in self._links if link.conn.is_open and link.conn.next_offset >= 0
+        ]
+        return min(offsets) if offsets else None
+
     def update_log(self, view: LogView) -> None:
         for link in self._links:
             link.update_log(view)

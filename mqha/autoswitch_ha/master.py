@@ -244,15 +244,10 @@ class MasterConnection(Connection[MasterEvent]):
                     f"slave {self.slave_id} reports offset {offset}, "
                     f"beyond the master's max {self._log.max_offset}"
                 )
-            start = self._start_offset(offset)
-            if start < self._log.min_offset:
-                self._fail(
-                    LocalProtocolError(
-                        f"slave {self.slave_id} needs offset {start}, below the master's min offset "
-                        f"{self._log.min_offset}: that data is gone, repair the replica by hand"
-                    )
-                )
-                return
+            # Below the log start (deleted by retention): stream from the log start, as the reference
+            # clamps a slave's start into [minOffset, maxOffset]; the slave sees the jump in the first
+            # frame and empties itself (SlaveConnection._reset_to; docs/architecture.md §4.2).
+            start = max(self._start_offset(offset), self._log.min_offset)
             self._machine.process(Trigger.OFFSET_REPORT)
             self.request_offset = offset
             self.transfer_from = self.next_offset = start
@@ -297,10 +292,12 @@ class MasterConnection(Connection[MasterEvent]):
         ):
             return
         if self.next_offset < self._log.min_offset:
+            # Retention deleted it while this slave was behind (after destroyMapedFileIntervalForcibly):
+            # the slave reconnects, and its next handshake starts it at the log start.
             self._fail(
                 LocalProtocolError(
                     f"offset {self.next_offset} was deleted from the master "
-                    f"(min offset {self._log.min_offset})"
+                    f"(min offset {self._log.min_offset}); the slave re-syncs from there"
                 )
             )
             return

@@ -37,6 +37,7 @@ from mqha.autoswitch_ha.events import (
     Frame,
     HandshakeRequest,
     OffsetReport,
+    ResetLog,
     SetConfirmOffset,
     SlaveEvent,
     TransferBatch,
@@ -59,6 +60,8 @@ class SlaveConfig:
     sync_from_last_file: bool = False  # syncFromLastFile
     async_learner: bool = False  # asyncLearner
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    # mappedFileSizeCommitLog: a log start is a segment base; 0 = unknown (never re-sync by emptying)
+    mapped_file_size: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +70,7 @@ class TruncationDecision:
 
     offset: int
     epochs: EpochHistory
+    reset: bool = False  # drop the whole local log first: it lies below what the master still holds
 
 
 def decide_truncation(
@@ -87,6 +91,10 @@ def decide_truncation(
       retained offset, keeps nothing: it is cut to its min offset (the lowest offset a commit log can
       truncate to). The reference keeps a log without epochs and appends after it unverified; mqha
       cuts it, since nothing proves it matches the master.
+    * no consistent point, but the local log ends at or before the start of the master's oldest epoch
+      entry: the master's retention deleted everything this replica holds (its epoch file's prefix went
+      with it), so there is nothing to compare: the replica is emptied (``reset``) and re-syncs from the
+      master's log start, as an empty replica does (docs/architecture.md §4.2).
     """
     nothing = TruncationDecision(offset=local_min_offset, epochs=EpochHistory())
     if local_max_offset <= local_min_offset:
@@ -97,6 +105,9 @@ def decide_truncation(
         local.with_last_end(local_max_offset), master.with_last_end(master_max_offset)
     )
     if point is None:
+        oldest = master.first()
+        if oldest is not None and local_max_offset <= oldest.start_offset:
+            return TruncationDecision(offset=0, epochs=EpochHistory(), reset=True)
         return None
     offset = min(point, local_max_offset)
     if offset <= local_min_offset:
@@ -129,6 +140,7 @@ class SlaveConnection(Connection[SlaveEvent]):
         self._min_offset = min_offset
         self._expected_offset = max_offset  # where the next batch must start
         self._pending: TruncationDecision | None = None
+        self._first_transfer = True  # no TRANSFER frame yet on this connection
         self.reported_offset = -1  # currentReportedOffset: the last offset ACKed
         self.confirm_offset = -1
         self.master_max_offset = -1  # from the master's handshake
@@ -286,6 +298,13 @@ class SlaveConnection(Connection[SlaveEvent]):
         self._machine.process(Trigger.EPOCH_HISTORY_OFFER)
         self.master_max_offset = offer.max_offset
         self._pending = decision
+        oldest = offer.history().first()
+        if decision.reset and oldest is not None:
+            reason = (
+                f"the local log ends at {self._expected_offset}, at or before the master's oldest epoch "
+                f"entry (epoch {oldest.epoch} from {oldest.start_offset})"
+            )
+            self._events.append(ResetLog(master_start=oldest.start_offset, reason=reason))
         self._events.append(TruncateTo(offset=decision.offset, epochs=decision.epochs))
 
     def _accept_run(self, run: list[TransferFields]) -> None:
@@ -307,6 +326,7 @@ class SlaveConnection(Connection[SlaveEvent]):
             ):
                 parts.append(data)
                 end += len(data)
+                self._first_transfer = False
                 if batch_confirm >= 0:
                     confirm = min(batch_confirm, end)
                 continue
@@ -335,6 +355,11 @@ class SlaveConnection(Connection[SlaveEvent]):
         self._set_confirm(confirm)
 
     def _handle_batch(self, batch: TransferBatch) -> None:
+        if self._first_transfer:
+            self._first_transfer = False
+            size = self.config.mapped_file_size
+            if batch.data and batch.offset > self._expected_offset > 0 and size and batch.offset % size == 0:
+                self._reset_to(batch.offset)
         if batch.data:
             self._accept_data(batch)
         elif batch.offset >= 0 and self._expected_offset not in (0, batch.offset):
@@ -344,6 +369,18 @@ class SlaveConnection(Connection[SlaveEvent]):
             )
         if batch.confirm_offset >= 0:
             self._set_confirm(min(batch.confirm_offset, self._expected_offset))
+
+    def _reset_to(self, master_start: int) -> None:
+        """The master streams from ``master_start``, beyond this replica's end: its own log starts there
+        (retention deleted what lay between; it clamps a slave's start to its min offset as the reference
+        does). Only the first frame of a connection, with data, at a segment base may do this: the replica
+        is emptied and takes the stream as an empty replica would (docs/architecture.md §4.2)."""
+        reason = (
+            f"the master's log starts at {master_start}, beyond the local log end {self._expected_offset}"
+        )
+        self._events.append(ResetLog(master_start=master_start, reason=reason))
+        self._epochs = EpochHistory()
+        self._expected_offset = 0
 
     def _set_confirm(self, confirm: int) -> None:
         """The master's confirm offset capped at the local log end; ``-1``: none came."""

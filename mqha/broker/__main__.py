@@ -66,6 +66,7 @@ class Broker:
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
         from mqha.broker.metrics import BrokerMetrics
+        from mqha.broker.retention_task import RetentionTask
         from mqha.broker.server import BrokerHttpServer
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
@@ -110,6 +111,13 @@ class Broker:
         self.manager = ReplicasManager(config, self.runtime)
         # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
         self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate))
+        # Retention (docs/architecture.md §4.2): publishes store.disk_state; keeps what slaves still read.
+        self.retention = RetentionTask(
+            self.store,
+            config,
+            readers=self.ha.links.lowest_transfer_offset,
+            on_deleted=self.ha.gate.log_changed,
+        )
         self.http = BrokerHttpServer(
             config,
             self.runtime,
@@ -124,6 +132,7 @@ class Broker:
 
     async def start(self) -> None:
         runtime = self.runtime
+        self.retention.start()
         try:
             await self.ha.start()
         except OSError as exc:
@@ -157,6 +166,7 @@ class Broker:
         await _bounded("closing the HTTP API", self.http.stop())
         await _bounded("stopping the membership refresh", self.members.stop())
         await _bounded("stopping HA replication", self.ha.stop())
+        await _bounded("stopping retention", self.retention.stop())
         self.store.close(self.ha.gate.confirm_offset())
         await asyncio.to_thread(self.recorder.close, STOP_STEP_TIMEOUT_S)
         log.info("broker %s stopped", self.runtime.address)

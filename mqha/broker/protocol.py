@@ -69,6 +69,7 @@ __all__ = [
     "parse_put_request",
     "parse_read_request",
     "put_reply",
+    "read_moved_reply",
     "read_reply",
 ]
 
@@ -336,6 +337,22 @@ def read_reply(
         "",
         messages=[message_json(m) for m in messages],
         nextOffset=next_offset,
+        confirmOffset=confirm_offset,
+        maxOffset=max_offset,
+    )
+
+
+def read_moved_reply(offset: int, min_offset: int, confirm_offset: int, max_offset: int) -> dict[str, Any]:
+    """A read below the log start (deleted by retention; docs/architecture.md §4.2): RocketMQ's
+    ``OFFSET_TOO_SMALL`` answered as ``PULL_OFFSET_MOVED`` with the log start as ``nextOffset``."""
+    return envelope(
+        BrokerCode.PULL_OFFSET_MOVED,
+        f"offset {offset} is below the log start {min_offset} (deleted by retention); "
+        "continue from nextOffset",
+        status="OFFSET_TOO_SMALL",
+        messages=[],
+        nextOffset=min_offset,
+        minOffset=min_offset,
         confirmOffset=confirm_offset,
         maxOffset=max_offset,
     )

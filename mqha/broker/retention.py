@@ -1,14 +1,14 @@
 """Which commit-log segments go, and whether the disk is full (core: pure, no IO, no clock).
 
-RocketMQ's store rules with its keys (docs/architecture.md §4): a pass runs every
+RocketMQ's store rules with its keys (docs/architecture.md §4.2): a pass runs every
 ``cleanResourceInterval``; it deletes when the hour is one of ``deleteWhen`` or the disk is more than
 ``diskMaxUsedSpaceRatio`` % used. It deletes segments whose last write is older than
 ``fileReservedTime`` hours; above ``diskSpaceCleanForciblyRatio`` % (with ``cleanFileForciblyEnable``)
 the oldest go even unexpired. Above ``diskSpaceWarningLevelRatio`` % the disk is *full*: puts are
 refused until usage falls back under ``diskSpaceCleanForciblyRatio`` % (hysteresis, as RocketMQ's
 disk-full flag). Only a prefix of the log goes (the log start stays contiguous), never the active
-(last) segment, at most ``BATCH_MAX`` per pass; a segment that is still being read is kept until it
-has been due for ``destroyMapedFileIntervalForcibly`` ms.
+(last) segment, at most ``BATCH_MAX`` per pass; the segment a reader is in is kept until it has been
+due for ``destroyMapedFileIntervalForcibly`` ms, and nothing after it goes first.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ def retention_pass(
         expired = current.last_modified_ms + settings.reserved_ms <= now_ms
         if not (expired or forcibly):
             break
-        if reading_from is not None and reading_from < following.base_offset:
+        # Only the segment the reader is in waits: once it went (forcibly), the reader's offset is gone
+        # and the later segments need no timer of their own.
+        if reading_from is not None and current.base_offset <= reading_from < following.base_offset:
             since = due_since.get(current.base_offset, now_ms)
             if now_ms - since < settings.destroy_after_ms:
                 still_due[current.base_offset] = since

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from mqha.broker.access import BrokerAccess
 from mqha.broker.auth import BASIC_CHALLENGE, BEARER_CHALLENGE, BrokerAuth
+from mqha.broker.commitlog import OffsetTooSmall
 from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
 from mqha.broker.protocol import (
@@ -37,6 +38,7 @@ from mqha.broker.protocol import (
     envelope,
     parse_read_request,
     put_reply,
+    read_moved_reply,
     read_reply,
 )
 from mqha.broker.status_views import BrokerStatusViews
@@ -200,7 +202,11 @@ class BrokerHttpServer:
                 BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
             )
         read = parse_read_request(request.query)
-        messages, next_offset, limit = self.access.read(read)
+        try:
+            messages, next_offset, limit = self.access.read(read)
+        except OffsetTooSmall as exc:
+            confirm = self.ha.gate.confirm_offset()
+            return _json(200, read_moved_reply(read.offset, exc.min_offset, confirm, self.store.max_offset))
         return _json(200, read_reply(messages, next_offset, limit, self.store.max_offset))
 
     # -- admin -----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha.broker.commitlog import CommitLog, FlushMode
+from mqha.broker.retention import DiskState
 from mqha.epoch.file import EpochStore
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError, StorageError
@@ -136,6 +137,10 @@ class BrokerStore:
         # docs/architecture.md §5 epochs/truncations, when recording
         self.history = history
         self._flush_task: asyncio.Future[None] | None = None
+        # How full the commit log's file system is (docs/architecture.md §4.2): written by the retention
+        # task (``mqha.broker.retention_task``) every cleanResourceInterval; the put path reads it.
+        self.disk_state = DiskState.OK
+        self.disk_used = 0.0  # the fraction of that file system in use at the last measurement
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -256,6 +261,34 @@ class BrokerStore:
                 f"truncation asked for epochs {target.pairs()}, not a prefix of the file's {pairs}",
             )
         self.epoch_store.truncate_suffix_by_offset(pairs[len(target)][1])
+
+    def delete_segment(self, base: int) -> int:
+        """Retention (blocking: run it off the event loop): delete the oldest segment, which starts at
+        ``base``, then drop the epoch entries that end before the new log start, durably. Returns the new
+        ``min_offset``. A crash between the two leaves extra old epoch entries, dropped by the next call."""
+        if self.log.min_offset == base:
+            self.log.delete_segments_before(base + self.log.segment_size)
+        self.truncate_epoch_prefix()
+        return self.log.min_offset
+
+    def truncate_epoch_prefix(self) -> None:
+        """Drop epoch entries that end at or before the log start (docs/reference-behaviour.md §12.2
+        ``truncatePrefixByOffset(minPhyOffset - 1)``); the file is written only if one goes."""
+        bottom = self.log.min_offset
+        if bottom > 0:
+            self.epoch_store.truncate_prefix_by_offset(bottom - 1)
+
+    def reset_log(self) -> None:
+        """Empty this replica (its log ends below the master's log start; docs/architecture.md §4.2):
+        epochs first (as ``apply_truncation``), the confirm offset, then the commit log."""
+        old = (self.log.min_offset, self.log.max_offset)
+        self.epoch_store.clear()
+        self._confirm = min(self._confirm, 0)
+        self.checkpoint.save(self._confirm, durable=True)
+        self.log.reset()
+        log.warning("replica log [%d, %d) dropped: it ends below the master's log start", *old)
+        if self.history is not None:
+            self.history.truncation(old[1], 0, "behind the master's log start")
 
     def dump_final_log(self, wait: float) -> int:
         """Record every stored message as this replica's ``final_logs`` (blocking: run it off the event

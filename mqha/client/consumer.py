@@ -10,13 +10,16 @@ Usage::
 Reads go to the group's current master (route from the controllers, refreshed when the master stops
 answering or a broker refuses). A read never returns anything past the broker's ``confirmOffset``:
 the broker enforces it, and the consumer drops any message beyond the ``confirmOffset`` of the reply
-as a second guard -- so nothing it hands out can be truncated by a later failover.
+as a second guard -- so nothing it hands out can be truncated by a later failover. An offset the
+broker's retention deleted answers ``OFFSET_TOO_SMALL``: the consumer continues from the log start the
+broker names and counts the skipped bytes in ``skipped_bytes``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from collections.abc import Sequence
 from ssl import SSLContext
@@ -27,6 +30,12 @@ from mqha.client.recording import RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
 from mqha.client.route import RoutedClient
 from mqha.security.credentials import User
+
+log = logging.getLogger(__name__)
+
+OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+"""A read's ``status`` when its offset was deleted by the broker's retention (then ``nextOffset`` is the
+log start)."""
 
 _PAUSE_MIN = 0.005
 _PAUSE_MAX = 0.1
@@ -82,6 +91,7 @@ class Consumer(RoutedClient):
         self._offset = offset
         self.confirm_offset = -1
         self.route_refreshes = 0
+        self.skipped_bytes = 0  # offsets jumped over because the broker had deleted them (retention)
 
     @property
     def offset(self) -> int:
@@ -146,6 +156,16 @@ class Consumer(RoutedClient):
 
     def _deliver(self, route: Route, body: dict[str, object]) -> list[Message]:
         confirm = body.get("confirmOffset")
+        moved_to = body.get("nextOffset")
+        if body.get("status") == OFFSET_TOO_SMALL and isinstance(moved_to, int) and moved_to > self._offset:
+            # The broker's retention deleted what lay here (docs/architecture.md §4.2): go on from its log
+            # start, as a RocketMQ consumer does on OFFSET_ILLEGAL; the skipped bytes are counted.
+            log.warning(
+                "%s: offset %d was deleted; continuing from %d", self.broker_name, self._offset, moved_to
+            )
+            self.skipped_bytes += moved_to - self._offset
+            self._offset = moved_to
+            return []
         if isinstance(confirm, int):
             self.confirm_offset = confirm
         out: list[Message] = []

@@ -163,6 +163,10 @@ class EpochStore:
     def truncate_prefix_by_offset(self, offset: int) -> EpochHistory:
         return self._change(lambda history: history.truncate_prefix_by_offset(offset))
 
+    def clear(self) -> EpochHistory:
+        """Drop every entry (a replica emptied to re-sync from its master's log start)."""
+        return self._change(lambda history: EpochHistory())
+
     def with_last_end(self, end_offset: int) -> EpochHistory:
         """Close the last entry in memory only: end offsets are not stored in the file."""
         with self._lock:

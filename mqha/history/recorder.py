@@ -366,7 +366,7 @@ def commit_log_entries(commit_log: Any, batch: int = 4096) -> Iterator[Any]:
     ``max_offset``; blank markers skipped), for ``BrokerHistory.final_log``."""
     pos = commit_log.min_offset
     while pos < commit_log.max_offset:
-        messages, pos_next = commit_log.read_messages(pos, batch, commit_log.max_offset)
+        messages, pos_next = commit_log.read_messages(pos, batch, commit_log.max_offset, skip_deleted=True)
         yield from messages
         if not messages or pos_next <= pos:
             return

@@ -31,6 +31,7 @@ class BrokerCode(IntEnum):
     FLUSH_SLAVE_TIMEOUT = 12
     MESSAGE_ILLEGAL = 13
     SERVICE_NOT_AVAILABLE = 14
+    PULL_OFFSET_MOVED = 21  # a read below the log start (GetMessageStatus OFFSET_TOO_SMALL)
 
 
 class PutStatus(Enum):

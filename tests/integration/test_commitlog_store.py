@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mqha.broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft
+from mqha.broker.commitlog import CommitLog, FlushMode, InvalidDraft, MessageDraft, OffsetTooSmall
 from mqha.broker.commitlog import flushing as commitlog_flushing
 from mqha.broker.commitlog.codec import BLANK_MAGIC, BLANK_SIZE, decode_message, encode_message
 from mqha.broker.commitlog.segment import IOV_MAX, SPARE_NAME, Segment, segment_name
@@ -408,11 +408,14 @@ def test_delete_segments_before(tmp_path: Path) -> None:
         assert log.delete_segments_before(SEG - 1) == 0
         assert log.delete_segments_before(2 * SEG) == 2
         assert log.min_offset == 2 * SEG and not (tmp_path / segment_name(0)).exists()
-        messages, _ = log.read_messages(0, 5, log.max_offset)
+        with pytest.raises(OffsetTooSmall) as caught:  # below the log start: a status, not later data
+            log.read_messages(0, 5, log.max_offset)
+        assert caught.value.min_offset == 2 * SEG
+        messages, _ = log.read_messages(0, 5, log.max_offset, skip_deleted=True)
         assert messages[0].offset == 2 * SEG
         assert log.delete_segments_before(1 << 40) == count - 3  # never the last one
         assert log.min_offset == (count - 1) * SEG
-        assert log.read_messages(0, 100, log.max_offset)[1] == log.max_offset
+        assert log.read_messages(0, 100, log.max_offset, skip_deleted=True)[1] == log.max_offset
     with open_log(tmp_path) as log:
         assert log.min_offset == (count - 1) * SEG
 

@@ -6,6 +6,7 @@ checkpoint file's format). Shells: ``segment`` (one file), ``store`` (the log) w
 """
 
 from mqha.broker.commitlog.codec import InvalidDraft, MessageDraft, StoredMessage
+from mqha.broker.commitlog.reads import OffsetTooSmall
 from mqha.broker.commitlog.store import CommitLog
 from mqha.broker.commitlog.types import AppendResult, FlushMode, RecoveryReport
 
@@ -15,6 +16,7 @@ __all__ = [
     "FlushMode",
     "InvalidDraft",
     "MessageDraft",
+    "OffsetTooSmall",
     "RecoveryReport",
     "StoredMessage",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from mqha.broker.commitlog.codec import (
     BLANK_MAGIC,
@@ -24,8 +25,24 @@ from mqha.broker.commitlog.types import (
 log = logging.getLogger(__name__)
 
 
+class OffsetTooSmall(Exception):
+    """Says a read asked for an offset below the log start (deleted by retention).
+
+    RocketMQ's ``GetMessageStatus.OFFSET_TOO_SMALL``; the reader continues from ``min_offset``.
+    """
+
+    def __init__(self, offset: int, min_offset: int) -> None:
+        super().__init__(f"offset {offset} is below the log start {min_offset} (deleted by retention)")
+        self.offset = offset
+        self.min_offset = min_offset
+
+
 class CommitLogReads(CommitLogState):
     """Reads messages and raw batches out of the segments (part of ``CommitLog``)."""
+
+    # The lowest offset a consumer read served since the last ``take_lowest_read``: retention keeps the
+    # segment a reader is in for a while (docs/architecture.md §4.2). A plain int: one min() per read.
+    _lowest_read: int | None = None
 
     def read(self, offset: int) -> StoredMessage:
         """The message starting at ``offset``; ``NotAlignedError`` if no message starts there."""
@@ -43,16 +60,21 @@ class CommitLogReads(CommitLogState):
             return message
 
     def read_messages(
-        self, offset: int, max_messages: int, limit_offset: int
+        self, offset: int, max_messages: int, limit_offset: int, *, skip_deleted: bool = False
     ) -> tuple[list[StoredMessage], int]:
-        """Up to ``max_messages`` messages starting at ``offset`` (below ``min_offset``: from there), each
-        ending at or before ``limit_offset`` (the confirmOffset) and ``max_offset``, skipping blank
-        markers across segments. Returns the messages and the offset to continue from."""
+        """Up to ``max_messages`` messages starting at ``offset``, each ending at or before
+        ``limit_offset`` (the confirmOffset) and ``max_offset``, skipping blank markers across segments.
+        Returns the messages and the offset to continue from. Below ``min_offset`` (deleted by
+        retention) raises :class:`OffsetTooSmall`, or with ``skip_deleted`` reads from the log start."""
         messages: list[StoredMessage] = []
         with self._lock:
             self._check_open()
+            if offset < self._min and not skip_deleted:
+                raise OffsetTooSmall(offset, self._min)
             pos = max(offset, self._min)
             limit = min(limit_offset, self._max)
+            if not skip_deleted and pos < limit and (self._lowest_read is None or pos < self._lowest_read):
+                self._lowest_read = pos
             while len(messages) < max_messages and pos < limit:
                 segment = self._segment_for(pos)
                 rel = pos - segment.base
@@ -71,6 +93,26 @@ class CommitLogReads(CommitLogState):
                 messages.append(message)
                 pos = message.next_offset
             return messages, pos
+
+    def take_lowest_read(self) -> int | None:
+        """The lowest offset a :meth:`read_messages` read from since the last call (None: no read)."""
+        with self._lock:
+            lowest, self._lowest_read = self._lowest_read, None
+            return lowest
+
+    def segment_times(self) -> list[tuple[int, int]]:
+        """(base offset, last modification in wall-clock ms) of each segment, oldest first. The stats run
+        outside the lock; a segment deleted meanwhile is left out."""
+        with self._lock:
+            self._check_open()
+            named = [(segment.base, segment.path) for segment in self._segments]
+        out = []
+        for base, path in named:
+            try:
+                out.append((base, os.stat(path).st_mtime_ns // 1_000_000))
+            except FileNotFoundError:
+                continue
+        return out
 
     def read_raw(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,

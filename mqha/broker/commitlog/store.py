@@ -430,6 +430,21 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
                 log.info("commit log: deleted %d segment file(s); min offset now %d", len(doomed), self._min)
             return len(doomed)
 
+    def reset(self) -> None:
+        """Empty the log durably: every segment file goes (last first), ``min_offset`` and ``max_offset``
+        become 0, so the next ``append_raw`` may start at any segment base. For a slave whose log ends
+        below its master's log start (docs/architecture.md §4.2)."""
+        with self._flush_lock, self._lock:
+            self._check_open()
+            self._flushed = 0  # recovery must never trust a byte of the old files
+            self._write_checkpoint(Checkpoint(False, self.segment_size, 0))
+            doomed, self._segments = self._segments, []
+            self._delete_from_the_end(doomed)
+            old = (self._min, self._max)
+            self._min = self._max = 0
+            self._spare_due = self._half_of(0)
+            log.warning("commit log [%d, %d) emptied (%d segment file(s) deleted)", *old, len(doomed))
+
     # --- closing ---------------------------------------------------------------------------------------
     def close(self) -> None:
         """Flush, mark the shutdown clean in the checkpoint, release files. Idempotent."""

@@ -154,13 +154,23 @@ def test_slave_claiming_more_than_the_master_has_fails() -> None:
     assert "beyond the master's max 2500" in closed.reason
 
 
-def test_slave_needing_deleted_data_fails() -> None:
-    conn = MasterConnection(LogView(min_offset=1000, max_offset=2500, confirm_offset=0, epochs=EPOCHS), 0)
-    conn.receive_data(hello() + ack(400), 0)
-    assert conn.state is ERROR
+def test_slave_needing_deleted_data_starts_at_the_log_start() -> None:
+    """Retention deleted [0, 1000): the slave is streamed from the log start (it empties itself on the
+    jump, test_slave.py), as the reference clamps the start into [minOffset, maxOffset]."""
+    log = LogView(min_offset=1000, max_offset=2500, confirm_offset=0, epochs=EPOCHS)
+    conn, events = transferring(400, log)
+    assert conn.transfer_from == 1000 and conn.request_offset == 400
+    assert isinstance(events[-1], ReadLog) and events[-1].offset == 1000
+
+
+def test_a_slave_overtaken_by_retention_mid_stream_is_closed_to_re_sync() -> None:
+    conn, events = transferring(400, LogView(min_offset=0, max_offset=2500, confirm_offset=0, epochs=EPOCHS))
+    assert isinstance(events[-1], ReadLog)
+    conn.supply_batches(400, [], 0)  # nothing read yet
+    conn.update_log(LogView(min_offset=1000, max_offset=2500, confirm_offset=0, epochs=EPOCHS))
     closed = drain(conn)[-1]
     assert isinstance(closed, ConnectionClosed) and isinstance(closed.error, LocalProtocolError)
-    assert "below the master's min offset 1000" in closed.reason
+    assert "re-syncs" in closed.reason
 
 
 # -- out of order, corrupt, closed -----------------------------------------------------------

@@ -13,6 +13,7 @@ from mqha.autoswitch_ha.events import (
     EpochHistoryOffer,
     HandshakeRequest,
     OffsetReport,
+    ResetLog,
     SetConfirmOffset,
     TransferBatch,
     TruncateTo,
@@ -499,3 +500,72 @@ def test_master_eof_and_local_close() -> None:
     other.receive_data(batch(1800, 2, 1000, b"x"), 9)
     other.tick(10**6)
     assert other.next_event() is None and other.data_to_send() == b""
+
+
+# -- behind the master's log start (retention; docs/architecture.md §4.2) -----------------------------
+
+
+def past_handshake(offer: EpochHistoryOffer) -> SlaveConnection:
+    """A slave with LOCAL up to 1800 and 1 KiB segments, in TRANSFER after ``offer``."""
+    conn = SlaveConnection(
+        broker_id=3, epochs=LOCAL, max_offset=1800, config=SlaveConfig(mapped_file_size=1024)
+    )
+    conn.connection_made(0)
+    conn.receive_data(encode_frame(offer), 1)
+    drain(conn)
+    conn.truncation_done(2)
+    return conn
+
+
+def test_a_slave_streamed_from_beyond_its_end_empties_itself_and_takes_the_stream() -> None:
+    """The master clamped the start to its log start (4096): the first batch jumps past the local end."""
+    conn = past_handshake(EpochHistoryOffer(max_offset=5000, last_epoch=2, entries=((1, 0), (2, 1000))))
+    conn.receive_data(batch(4096, 2, 1000, b"z" * 10, confirm=4000), 3)
+    events = drain(conn)
+    assert isinstance(events[0], ResetLog) and events[0].master_start == 4096
+    assert events[1:] == [
+        AppendEpoch(epoch=2, start_offset=1000, epochs=h((2, 1000))),
+        AppendData(offset=4096, epoch=2, parts=(b"z" * 10,)),
+        SetConfirmOffset(offset=4000),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "why"),
+    [
+        (batch(4100, 2, 1000, b"z"), "not a segment base"),
+        (batch(4096, 2, 1000), "a heartbeat, no data"),
+    ],
+)
+def test_only_a_data_batch_at_a_segment_base_may_empty_the_slave(first: bytes, why: str) -> None:
+    conn = past_handshake(EpochHistoryOffer(max_offset=5000, last_epoch=2, entries=((1, 0), (2, 1000))))
+    conn.receive_data(first, 3)
+    events = drain(conn)
+    assert not any(isinstance(e, ResetLog) for e in events), why
+    assert isinstance(events[-1], ConnectionClosed) and conn.state is ERROR
+
+
+def test_a_later_jump_never_empties_the_slave() -> None:
+    conn = past_handshake(OFFER_A)
+    conn.receive_data(batch(1800, 2, 1000, b"a") + batch(4096, 2, 1000, b"b"), 3)
+    events = drain(conn)
+    assert not any(isinstance(e, ResetLog) for e in events)
+    assert isinstance(events[-1], ConnectionClosed)
+
+
+def test_a_slave_entirely_before_the_masters_oldest_epoch_is_emptied_at_the_handshake() -> None:
+    """The master's retention dropped its epoch prefix with the segments: nothing to compare, so the
+    slave is emptied and reports 0 (an empty replica) instead of needing repair by hand."""
+    assert decide_truncation(h((1, 0)), 900, h((3, 5000)), 9000) == TruncationDecision(
+        offset=0, epochs=h(), reset=True
+    )
+    assert decide_truncation(h((1, 0)), 5001, h((3, 5000)), 9000) is None  # overlaps: still case D
+    conn = SlaveConnection(broker_id=3, epochs=h((1, 0)), max_offset=900)
+    conn.connection_made(0)
+    conn.data_to_send()
+    conn.receive_data(encode_frame(EpochHistoryOffer(max_offset=9000, last_epoch=3, entries=((3, 5000),))), 1)
+    events = drain(conn)
+    assert [type(e) for e in events] == [ResetLog, TruncateTo]
+    assert events[1] == TruncateTo(offset=0, epochs=h())
+    conn.truncation_done(2)
+    assert sent(conn) == [OffsetReport(max_offset=0)] and conn.expected_offset == 0
