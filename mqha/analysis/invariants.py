@@ -12,9 +12,11 @@ Definitions:
 - *final master* of a broker set: the ``masterBrokerId`` of its ``controller_events`` row with the
   highest ``raftIndex`` among rows naming a master; for a set without such rows, the replica with the
   longest ``final_logs`` (largest ``offset + size``; ties: smallest brokerId). The *final master log* is
-  that replica's ``final_logs`` rows.
-- ``lost_ack``: an ack with ``status == PUT_OK`` and ``ackMode == allAckInSyncStateSet`` whose msgId is
-  not the final master log's message at (brokerName, offset).
+  that replica's ``final_logs`` rows; its *log start* is their lowest offset (retention deletes
+  whole segments from the front of a log, docs/architecture.md §4.2, never from the middle or end).
+- ``lost_ack``: an ack with ``status == PUT_OK`` and ``ackMode == allAckInSyncStateSet`` at or above the
+  final master log's start whose msgId is not the final master log's message at (brokerName, offset).
+  Below the log start a message expired by retention, which is not a loss.
 - ``replica_divergence``: replicas of one set hold different messages -- (msgId, size, crc) -- at an
   offset they all hold.
 - ``two_masters_in_epoch``: more than one master id for (brokerName, masterEpoch), from the controller
@@ -26,7 +28,8 @@ Definitions:
 - ``epoch_start_mismatch``: the replicas of one set, each at its latest recorded entry (by ts, then
   seq) for an epoch, disagree on that epoch's start offset.
 - ``master_outside_sss``: a ``controller_events`` row whose master is not in its SyncStateSet.
-- ``read_uncommitted``: a read whose msgId is not the final master log's message at its offset.
+- ``read_uncommitted``: a read at or above the final master log's start whose msgId is not the final
+  master log's message at its offset.
 - ``duplicate`` (counted, never a failure): one msgId at more than one offset of a final master log.
 """
 
@@ -227,14 +230,29 @@ def _master_log(final_logs: Iterable[Row], masters: Mapping[str, int]) -> dict[t
 # The checks. Each takes the tables it needs and returns every evidence row (unsorted, uncut).
 
 
+def _log_starts(log: Mapping[tuple[str, int], Row]) -> dict[str, int]:
+    """Each set's final master log start: its lowest offset (retention cuts only the front)."""
+    starts: dict[str, int] = {}
+    for name, offset in log:
+        starts[name] = min(offset, starts.get(name, offset))
+    return starts
+
+
+def _expired(row: Row, starts: Mapping[str, int]) -> bool:
+    start = starts.get(row.get("brokerName"))  # type: ignore[arg-type]
+    offset = row.get("offset")
+    return start is not None and isinstance(offset, int) and offset < start
+
+
 def check_lost_ack(
     acks: Iterable[Row], final_logs: Sequence[Row], controller_events: Iterable[Row]
 ) -> list[Evidence]:
     masters = final_masters(controller_events, final_logs)
     log = _master_log(final_logs, masters)
+    starts = _log_starts(log)
     out = []
     for ack in acks:
-        if ack.get("status") != PUT_OK or ack.get("ackMode") != ALL_ACK_MODE:
+        if ack.get("status") != PUT_OK or ack.get("ackMode") != ALL_ACK_MODE or _expired(ack, starts):
             continue
         name = ack.get("brokerName")
         found = log.get((name, ack.get("offset")))
@@ -260,8 +278,11 @@ def check_read_uncommitted(
 ) -> list[Evidence]:
     masters = final_masters(controller_events, final_logs)
     log = _master_log(final_logs, masters)
+    starts = _log_starts(log)
     out = []
     for read in reads:
+        if _expired(read, starts):
+            continue
         name = read.get("brokerName")
         found = log.get((name, read.get("offset")))
         found_id = None if found is None else found.get("msgId")

@@ -61,10 +61,20 @@ def master_log(fl: DataFrame, masters: DataFrame) -> DataFrame:
     )
 
 
+def with_log_starts(masters: DataFrame, log: DataFrame) -> DataFrame:
+    """``masters`` plus ``logStart``: the lowest offset of each final master log (retention cuts only
+    the front of a log; below it a message expired, it was not lost). One small aggregation."""
+    from pyspark.sql import functions as F
+
+    starts = log.groupBy("brokerName").agg(F.min("offset").alias("logStart"))
+    return masters.join(starts, "brokerName", "left")
+
+
 def _against_master_log(
     rows: DataFrame, masters: DataFrame, log: DataFrame, columns: Sequence[str]
 ) -> DataFrame:
-    """Rows whose msgId is not the final master log's message at (brokerName, offset)."""
+    """Rows at or above the log start whose msgId is not the final master log's message at
+    (brokerName, offset). ``masters`` carries ``logStart`` (:func:`with_log_starts`)."""
     from pyspark.sql import functions as F
 
     found = log.select(
@@ -73,7 +83,8 @@ def _against_master_log(
     joined = rows.join(F.broadcast(masters), "brokerName", "left").join(
         found, ["brokerName", "offset"], "left"
     )
-    bad = F.col("_found").isNull() | ~F.col("foundMsgId").eqNullSafe(F.col("msgId"))
+    live = F.col("logStart").isNull() | (F.col("offset") >= F.col("logStart"))
+    bad = live & (F.col("_found").isNull() | ~F.col("foundMsgId").eqNullSafe(F.col("msgId")))
     return joined.where(bad).select(*columns)
 
 

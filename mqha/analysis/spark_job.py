@@ -48,6 +48,7 @@ from mqha.analysis.spark_checks import (
     offset_pass,
     read_uncommitted,
     two_masters_in_epoch,
+    with_log_starts,
 )
 from mqha.analysis.spark_tables import DEFAULT_MASTER, load_tables, spark_session, unpersist
 from mqha.history.schema import (
@@ -148,11 +149,12 @@ def check_tables(frames: Mapping[str, DataFrame], limit: int = inv.DEFAULT_LIMIT
         found = _count_by_label({**violations, "ackSuspect": ack_keys, "readSuspect": read_keys})
         # Exact lost acks and uncommitted reads: the per-row rule, on the suspect groups only.
         exact: dict[str, DataFrame] = {}
+        started = with_log_starts(masters, log) if found["ackSuspect"] or found["readSuspect"] else masters
         if found["ackSuspect"]:
-            exact[inv.LOST_ACK] = lost_ack(at_keys(acks, ack_keys), masters, at_keys(log, ack_keys))
+            exact[inv.LOST_ACK] = lost_ack(at_keys(acks, ack_keys), started, at_keys(log, ack_keys))
         if found["readSuspect"]:
             exact[inv.READ_UNCOMMITTED] = read_uncommitted(
-                at_keys(reads, read_keys), masters, at_keys(log, read_keys)
+                at_keys(reads, read_keys), started, at_keys(log, read_keys)
             )
         found.update({inv.LOST_ACK: 0, inv.READ_UNCOMMITTED: 0})
         if exact:

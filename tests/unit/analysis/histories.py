@@ -251,6 +251,14 @@ def without_controller() -> Tables:
     return t
 
 
+def retained() -> Tables:
+    """Clean, but retention deleted the first segment (offsets 0 and 100) on every replica: the acks
+    and the read below the log start expired, they were not lost (docs/architecture.md §4.2)."""
+    t = _variant()
+    t["final_logs"] = [row for row in t["final_logs"] if row["offset"] >= 200]
+    return t
+
+
 BIG = 2**62 + 12345  # beyond 2^53 (float) and 2^31 (32-bit drivers)
 
 
@@ -269,6 +277,7 @@ FIXTURES = {
     "duplicate": duplicate,
     "regrouped": regrouped,
     "without_controller": without_controller,
+    "retained": retained,
     "big_offsets": big_offsets,
 }
 """Every history above, by name."""
