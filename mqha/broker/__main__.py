@@ -63,6 +63,7 @@ class Broker:
         from mqha.autoswitch_ha.config import HAConfig
         from mqha.autoswitch_ha.service import AutoSwitchHAService
         from mqha.broker.access import BrokerAccess
+        from mqha.broker.disk_guard import DiskGuard
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
         from mqha.broker.metrics import BrokerMetrics
@@ -109,12 +110,14 @@ class Broker:
         self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
         self.manager = ReplicasManager(config, self.runtime)
         # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
-        self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate))
+        # Full disk (docs/architecture.md §4.2): puts refused, status and metrics report it.
+        self.disk = DiskGuard.from_config(config)
+        self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate), self.disk)
         self.http = BrokerHttpServer(
             config,
             self.runtime,
             self.access,
-            BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions),
+            BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk),
             replicas_status=self.manager.status.document,
         )
 
