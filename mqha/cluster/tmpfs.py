@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,21 @@ def unmount(directory: str | os.PathLike[str]) -> None:
         subprocess.run(
             ["umount", "-l", str(path)], capture_output=True, timeout=_MOUNT_TIMEOUT_S, check=False
         )
+
+
+def unmount_keeping_files(directory: str | os.PathLike[str]) -> None:
+    """Unmount the tmpfs on ``directory`` and leave its files (but a filler) in the directory on the
+    disk below, so a run's stores can be read after their file systems are gone. Stop the processes
+    using them first."""
+    path = Path(directory)
+    if not is_tmpfs_mount(path):
+        return
+    copy = path.with_name(path.name + ".unmounting")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(path, copy, ignore=shutil.ignore_patterns(FILLER_NAME), symlinks=True)
+    unmount(path)
+    shutil.rmtree(path, ignore_errors=True)  # empty unless the unmount was lazy
+    copy.rename(path)
 
 
 @contextlib.contextmanager
