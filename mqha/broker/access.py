@@ -72,7 +72,8 @@ class BrokerAccess:
         self.disk = disk
 
     def reject_if_unavailable(self) -> PutOutcome | None:
-        """Step 1 of the put path, before anything else: fenced, slave, too few in-sync replicas."""
+        """Step 1 of the put path, before anything else: fenced, slave, disk full, too few in-sync
+        replicas."""
         role = self.role
         if role.fenced:
             return PutOutcome(

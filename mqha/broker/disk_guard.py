@@ -40,12 +40,19 @@ def is_no_space(exc: BaseException) -> bool:
 
 
 def full_disk_remark(used: float, settings: RetentionSettings, *, no_space: bool = False) -> str:
-    """The remark of a put refused for a full disk (pure)."""
+    """The remark of a put refused for a full disk (pure); ``no_space``: a write met ENOSPC."""
+    until = (
+        f"; puts are refused until it is back under diskSpaceCleanForciblyRatio {settings.clean_forcibly:.0%}"
+    )
+    if no_space and used <= settings.warning:  # a new segment needs more than is left
+        return (
+            f"disk full: no space left on device for a new commit log segment; the file system is "
+            f"{used:.1%} used (diskSpaceWarningLevelRatio {settings.warning:.0%})"
+        )
     why = "no space left on device for the commit log; " if no_space else ""
     return (
         f"disk full: {why}the commit log's file system is {used:.1%} used, above "
-        f"diskSpaceWarningLevelRatio {settings.warning:.0%}; puts are refused until it is back under "
-        f"diskSpaceCleanForciblyRatio {settings.clean_forcibly:.0%}"
+        f"diskSpaceWarningLevelRatio {settings.warning:.0%}{until}"
     )
 
 

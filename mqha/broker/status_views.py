@@ -82,7 +82,7 @@ class BrokerStatusViews:
             "flushedOffset": store.log.flushed_offset,
             "ackMode": self._ack_mode,
         }
-        if self._disk is not None:  # docs/architecture.md §4.2: a full disk refuses puts (and replication)
+        if self._disk is not None:  # docs/architecture.md §4.2: puts refused; a full slave stores nothing
             body["diskFull"] = self._disk.is_full()
             body["diskUsedRatio"] = round(self._disk.used, 4)
         if self._replicas_status is not None:

@@ -80,7 +80,9 @@ def test_enospc_refuses_that_put_and_measures_at_once() -> None:
     fake.used = 0.5
     fake.now = 20_000
     assert not g.is_full()
-    assert "no space left" in g.no_space() and not g.is_full()
+    remark = g.no_space()
+    assert "no space left on device for a new commit log segment" in remark and "50.0% used" in remark
+    assert "above" not in remark and not g.is_full()
 
 
 def test_a_measurement_that_fails_keeps_the_last_state() -> None:
