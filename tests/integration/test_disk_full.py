@@ -207,6 +207,8 @@ def test_an_append_that_meets_a_full_disk_raises_enospc_and_leaves_the_log_valid
             log._spare.wait()  # the spare's preallocation (started at half a segment) failed or finished
             (directory / "spare.segment").unlink(missing_ok=True)  # no spare: the roll-over must allocate
             filler.fill()
+            # Small appends are copied into the map: the preallocated pages take them (no SIGBUS).
+            stored += [r.offset for r in log.append_batch([MessageDraft("t", b"s" * 100)] * 20)]
             stored += [
                 r.offset for r in log.append_batch([MessageDraft("t", body)] * 7)
             ]  # still in segment 0
