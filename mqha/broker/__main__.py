@@ -63,6 +63,7 @@ class Broker:
         from mqha.autoswitch_ha.config import HAConfig
         from mqha.autoswitch_ha.service import AutoSwitchHAService
         from mqha.broker.access import BrokerAccess
+        from mqha.broker.disk_guard import DiskGuard
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
         from mqha.broker.metrics import BrokerMetrics
@@ -110,11 +111,14 @@ class Broker:
         self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
         self.manager = ReplicasManager(config, self.runtime)
         # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
-        self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate))
-        # Retention (docs/architecture.md §4.2): publishes store.disk_state; keeps what slaves still read.
+        # Full disk and retention (docs/architecture.md §4.2): one DiskGuard holds the disk state (puts
+        # refused while FULL, status, metrics); the retention task measures each pass and feeds it.
+        self.disk = DiskGuard.from_config(config)
+        self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate), self.disk)
         self.retention = RetentionTask(
             self.store,
             config,
+            self.disk,
             readers=self.ha.links.lowest_transfer_offset,
             on_deleted=self.ha.gate.log_changed,
         )
@@ -122,7 +126,7 @@ class Broker:
             config,
             self.runtime,
             self.access,
-            BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions),
+            BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk),
             replicas_status=self.manager.status.document,
         )
 

@@ -7,9 +7,12 @@ docs/reference-behaviour.md §14–§15 say; the rules themselves live in the co
 Put path (docs/reference-behaviour.md §15), for one request (one message or one batch), in this order:
 
 1. fenced → ``SERVICE_NOT_AVAILABLE`` ("fenced"); not master → ``SERVICE_NOT_AVAILABLE`` with the
-   master's address; too few in-sync replicas → ``IN_SYNC_REPLICAS_NOT_ENOUGH``. Nothing written.
+   master's address; disk full (a :class:`DiskCheck`, docs/architecture.md §4.2) →
+   ``SERVICE_NOT_AVAILABLE`` with a remark saying so; too few in-sync replicas →
+   ``IN_SYNC_REPLICAS_NOT_ENOUGH``. Nothing written.
 2. one ``append_batch`` on the event loop (a memory-map copy, all or nothing), so a role change, which
-   also runs on the loop, never interleaves with a half-done append;
+   also runs on the loop, never interleaves with a half-done append; an append that meets ``ENOSPC``
+   (a new segment cannot be allocated) wrote nothing and answers as a full disk;
 3. the HA layer is told the log grew (its connections start streaming);
 4. ``SYNC_FLUSH``: wait for the fsync (shared by concurrent puts, in a worker thread) up to
    ``syncFlushTimeout`` → ``FLUSH_DISK_TIMEOUT``;
@@ -25,6 +28,7 @@ from typing import Protocol
 
 from mqha.autoswitch_ha.ack import AckStatus
 from mqha.broker.commitlog import FlushMode, InvalidDraft, MessageDraft, StoredMessage
+from mqha.broker.disk_guard import is_no_space
 from mqha.broker.protocol import Appended, PutOutcome, PutStatus, ReadRequest, illegal
 from mqha.broker.store import BrokerStore
 from mqha.errors import NotAlignedError
@@ -43,16 +47,33 @@ class ReplicationGate(Protocol):
     async def wait_for_replicas(self, next_offset: int) -> AckStatus: ...
 
 
+class DiskCheck(Protocol):
+    """What the put path, status and metrics ask about the disk (``mqha.broker.disk_guard.DiskGuard``)."""
+
+    @property
+    def used(self) -> float: ...
+
+    def is_full(self) -> bool: ...
+
+    def refusal(self) -> str | None: ...
+
+    def no_space(self) -> str: ...
+
+
 class BrokerAccess:
     """Runs the client put and read paths; every method runs on the broker's event loop."""
 
-    def __init__(self, store: BrokerStore, role: BrokerRole, gate: ReplicationGate) -> None:
+    def __init__(
+        self, store: BrokerStore, role: BrokerRole, gate: ReplicationGate, disk: DiskCheck | None = None
+    ) -> None:
         self.store = store
         self.role = role
         self.gate = gate
+        self.disk = disk
 
     def reject_if_unavailable(self) -> PutOutcome | None:
-        """Step 1 of the put path, before anything else: fenced, slave, too few in-sync replicas."""
+        """Step 1 of the put path, before anything else: fenced, slave, disk full, too few in-sync
+        replicas."""
         role = self.role
         if role.fenced:
             return PutOutcome(
@@ -65,6 +86,9 @@ class BrokerAccess:
                 remark="this broker is a slave; send puts to the master",
                 extra={"masterAddress": role.master_address},
             )
+        full = self.disk.refusal() if self.disk is not None else None
+        if full is not None:
+            return PutOutcome(PutStatus.SERVICE_NOT_AVAILABLE, remark=full)
         if self.gate.check_in_sync_replicas() is AckStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
             return PutOutcome(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark="in-sync replicas not enough")
         return None
@@ -80,6 +104,11 @@ class BrokerAccess:
             results = store.log.append_batch(drafts)
         except InvalidDraft as exc:
             raise illegal(f"{exc} (nothing was stored)") from None
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            remark = self.disk.no_space() if self.disk is not None else f"disk full: {exc}"
+            return PutOutcome(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
         appended = tuple(Appended(r.offset, r.size, r.msg_id) for r in results)
         gate.log_changed()
         end = results[-1].offset + results[-1].size

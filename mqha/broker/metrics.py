@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from mqha.autoswitch_ha.ack import ALL_IN_SYNC_STATE_SET, AckPolicy
 
 if TYPE_CHECKING:
+    from mqha.broker.access import DiskCheck
     from mqha.broker.hooks_impl import BrokerRuntime
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -157,6 +158,31 @@ class _ReplicationHealthCollector(Collector):
         yield connects
 
 
+class _DiskCollector(Collector):
+    """The commit log file system's usage and full-disk flag (docs/architecture.md §4.2)."""
+
+    def __init__(self, broker_name: str, disk: DiskCheck) -> None:
+        self.broker_name = broker_name
+        self.disk = disk
+
+    def collect(self) -> Iterator[Metric]:
+        for metric, doc, value in (
+            (
+                "mqha_broker_disk_used_ratio",
+                "used share (0..1) of the commit log's file system",
+                self.disk.used,
+            ),
+            (
+                "mqha_broker_disk_full",
+                "1 while the disk is full (above diskSpaceWarningLevelRatio): puts refused, nothing stored",
+                float(self.disk.is_full()),
+            ),
+        ):
+            gauge = GaugeMetricFamily(metric, doc, labels=["broker_name"])
+            gauge.add_metric([self.broker_name], float(value))
+            yield gauge
+
+
 class BrokerMetrics:
     """Holds the broker's metrics registry: scrape-time collectors and the put counters."""
 
@@ -165,6 +191,7 @@ class BrokerMetrics:
         config: Mapping[str, Any],
         runtime: BrokerRuntime,
         sessions: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None,
+        disk: DiskCheck | None = None,
     ) -> None:
         self.broker_name = name = config["brokerName"]
         self.registry = CollectorRegistry(auto_describe=True)
@@ -172,6 +199,8 @@ class BrokerMetrics:
         self.registry.register(
             _ReplicationHealthCollector(name, runtime, config.get("minInSyncReplicas", 1), sessions)
         )
+        if disk is not None:
+            self.registry.register(_DiskCollector(name, disk))
         self.ack_mode = ack_mode(runtime.ha.gate.policy)
         self.put_latency = Histogram(
             "mqha_broker_put_latency_seconds",

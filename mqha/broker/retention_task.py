@@ -6,7 +6,7 @@ thread:
 1. measure the commit log's file system (``os.statvfs`` of ``storePathCommitLog``: used = 1 −
    f_bavail / f_blocks) and list the segments (base offset, modification time);
 2. compute the :class:`~mqha.broker.retention.DiskState` from the usage and the previous state (the FULL
-   hysteresis) and publish it on the store (``BrokerStore.disk_state`` / ``disk_used``: the put path
+   hysteresis) and publish it on the broker's ``DiskGuard`` (``observe``: the put path
    reads them);
 3. find the lowest offset being read: the HA master's slave transfer positions and the lowest offset a
    consumer read since the last pass (``CommitLog.take_lowest_read``);
@@ -23,23 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from mqha.broker.config import parse_delete_when
-from mqha.broker.retention import DiskState, Pass, RetentionSettings, Segment, disk_state, retention_pass
+from mqha.broker.disk_guard import DiskGuard, used_ratio
+from mqha.broker.retention import DiskState, Pass, RetentionSettings, Segment, retention_pass
 from mqha.broker.store import BrokerStore
 from mqha.clock import wall_ms
 
 log = logging.getLogger(__name__)
-
-
-def disk_used(path: str) -> float:
-    """How full the file system holding ``path`` is, 0..1, as an unprivileged writer sees it."""
-    stat = os.statvfs(path)
-    return 1.0 - stat.f_bavail / stat.f_blocks if stat.f_blocks else 0.0
 
 
 def _local_hour() -> int:
@@ -58,12 +52,13 @@ class RetentionTask:
         self,
         store: BrokerStore,
         config: Mapping[str, Any],
+        disk: DiskGuard,
         *,
         readers: Callable[[], int | None] = lambda: None,
         on_deleted: Callable[[], None] | None = None,
         wall: Callable[[], int] = wall_ms,
         hour: Callable[[], int] = _local_hour,
-        usage: Callable[[str], float] = disk_used,
+        usage: Callable[[str], float] = used_ratio,
     ) -> None:
         hours = parse_delete_when(config["deleteWhen"])
         assert hours is not None  # the config loader rejected a malformed deleteWhen
@@ -71,6 +66,7 @@ class RetentionTask:
         self.interval_s = config["cleanResourceInterval"] / 1000
         self.delete_interval_s = config["deleteCommitLogFilesInterval"] / 1000
         self.store = store
+        self.disk = disk
         self._readers = readers
         self._on_deleted = on_deleted
         self._wall = wall
@@ -84,7 +80,7 @@ class RetentionTask:
 
     @property
     def state(self) -> DiskState:
-        return self.store.disk_state
+        return self.disk.current
 
     def start(self) -> None:
         if self._task is None:
@@ -146,10 +142,8 @@ class RetentionTask:
         return self._usage(self.store.settings.commit_log_dir), self.store.log.segment_times()
 
     def _publish(self, used: float) -> None:
-        before = self.store.disk_state
-        state = disk_state(used, before is DiskState.FULL, self.settings)
-        self.store.disk_used = used
-        self.store.disk_state = state
+        before = self.disk.current
+        state = self.disk.observe(used)
         if state is not before:
             level = logging.WARNING if state in (DiskState.CLEAN_FORCIBLY, DiskState.FULL) else logging.INFO
             log.log(level, "commit log disk %.1f %% used: %s (was %s)", used * 100, state.value, before.value)

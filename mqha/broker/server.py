@@ -105,7 +105,7 @@ class BrokerHttpServer:
         self.port = port if port is not None else config["listenPort"]
         self.max_body = config["maxRequestBodyBytes"]
         self.max_message_size = config["maxMessageSize"]
-        self.views = BrokerStatusViews(config, runtime, replicas_status=replicas_status)
+        self.views = BrokerStatusViews(config, runtime, replicas_status=replicas_status, disk=access.disk)
         self.auth = BrokerAuth(config)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None

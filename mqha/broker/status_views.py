@@ -4,11 +4,14 @@ docs/reference-behaviour.md §9.8), read from the broker's parts. SHELL (no IO o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import ack_mode
 from mqha.ids import MAX_OFFSET
+
+if TYPE_CHECKING:
+    from mqha.broker.access import DiskCheck
 
 
 class BrokerStatusViews:
@@ -20,8 +23,10 @@ class BrokerStatusViews:
         runtime: BrokerRuntime,
         *,
         replicas_status: Callable[[], Mapping[str, Any]] | None = None,
+        disk: DiskCheck | None = None,
     ) -> None:
         self._config = config
+        self._disk = disk
         self._runtime = runtime
         self._replicas_status = replicas_status
         self._ack_mode = ack_mode(runtime.ha.gate.policy)
@@ -77,6 +82,9 @@ class BrokerStatusViews:
             "flushedOffset": store.log.flushed_offset,
             "ackMode": self._ack_mode,
         }
+        if self._disk is not None:  # docs/architecture.md §4.2: puts refused; a full slave stores nothing
+            body["diskFull"] = self._disk.is_full()
+            body["diskUsedRatio"] = round(self._disk.used, 4)
         if self._replicas_status is not None:
             try:
                 body["replicasManager"] = dict(self._replicas_status())

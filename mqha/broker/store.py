@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha.broker.commitlog import CommitLog, FlushMode
-from mqha.broker.retention import DiskState
 from mqha.epoch.file import EpochStore
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError, StorageError
@@ -137,10 +136,6 @@ class BrokerStore:
         # docs/architecture.md §5 epochs/truncations, when recording
         self.history = history
         self._flush_task: asyncio.Future[None] | None = None
-        # How full the commit log's file system is (docs/architecture.md §4.2): written by the retention
-        # task (``mqha.broker.retention_task``) every cleanResourceInterval; the put path reads it.
-        self.disk_state = DiskState.OK
-        self.disk_used = 0.0  # the fraction of that file system in use at the last measurement
 
     # -- opening -------------------------------------------------------------------------------
 

@@ -20,7 +20,14 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--faults",
         default="kill,pause,partition",
-        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe (disk-wipe: 3+ controllers)",
+        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe,disk-full "
+        "(disk-wipe: 3+ controllers; disk-full: --store-tmpfs-mib)",
+    )
+    chaos.add_argument(
+        "--store-tmpfs-mib",
+        type=int,
+        default=0,
+        help="put each broker's store on its own tmpfs of N MiB (root only; disk-full needs it)",
     )
     chaos.add_argument("--seed", type=int, default=1, help="the same seed gives the same fault schedule")
     chaos.add_argument("--groups", type=int, default=1, help="broker groups (default 1)")
@@ -46,7 +53,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
     """Run ``args`` if it is one of ours; None otherwise."""
     if args.command != "chaos":
         return None
-    from mqha.chaos.schedule import DISK_WIPE, DISK_WIPE_MIN_CONTROLLERS, parse_kinds
+    from mqha.chaos.schedule import DISK_FULL, DISK_WIPE, DISK_WIPE_MIN_CONTROLLERS, parse_kinds
 
     try:
         kinds = parse_kinds(args.faults)
@@ -62,6 +69,13 @@ def dispatch(args: argparse.Namespace) -> int | None:
             file=sys.stderr,
         )
         return 2
+    if DISK_FULL in kinds and not args.plan:
+        from mqha.chaos.disk_fill import disk_full_problem
+
+        problem = disk_full_problem(args.store_tmpfs_mib)
+        if problem is not None:
+            print(f"mqha chaos: {problem}", file=sys.stderr)
+            return 2
     if args.plan:
         from mqha.chaos.schedule import Topology, plan, schedule_text
         from mqha.cluster.nodes import group_names
@@ -83,6 +97,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         check=args.check,
         concurrency=max(1, args.concurrency),
         plant_ack_before_replication=args.plant_ack_before_replication,
+        store_tmpfs_mib=max(0, args.store_tmpfs_mib),
     )
     try:
         return run_chaos(options).exit_code

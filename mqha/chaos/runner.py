@@ -8,7 +8,8 @@ Sequence (decisions live in ``mqha.chaos.schedule``, ``mqha.chaos.links`` and ``
    recorded);
 3. the schedule's steps, one at a time: inject, hold, heal, wait until every group is whole again
    (bounded), a quiet gap; no new step starts after ``duration`` seconds (a ``disk-wipe`` is
-   injected and healed by ``mqha.chaos.controller_stores``);
+   injected and healed by ``mqha.chaos.controller_stores``, a ``disk-full`` by
+   ``mqha.chaos.disk_fill``, on brokers whose stores are tmpfs mounts of ``store_tmpfs_mib``);
 4. heal everything (every controller a voter again), let it settle, stop the clients, check that the
    controllers agree, read every replica's final log, stop the cluster, ``mqha export`` +
    ``mqha analyze`` (``mqha.cluster.checking``), print the verdict table.
@@ -30,10 +31,12 @@ from typing import TextIO
 
 from mqha.chaos import links as chaos_links
 from mqha.chaos.controller_stores import ControllerStores
+from mqha.chaos.disk_fill import DiskFill, disk_full_problem
 from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
 from mqha.chaos.schedule import (
     BROKER,
     CONTROLLER_LEADER,
+    DISK_FULL,
     DISK_WIPE,
     KILL,
     MASTER,
@@ -61,6 +64,13 @@ from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
 
 TOPIC = "chaos"
+DISK_FULL_SETTINGS = {
+    "mappedFileSizeCommitLog": str(1 << 20),
+    "maxMessageSize": str(256 << 10),
+    "cleanResourceInterval": "1000",
+}
+"""Brokers on small tmpfs stores: 1 MiB segments, so a filled replica runs out of preallocated room
+within a few seconds of traffic, and the full-disk state measured every second."""
 
 
 @dataclass
@@ -81,6 +91,7 @@ class ChaosOptions:
     rejoin_timeout: float = 60.0  # disk-wipe: observer -> voter again (waits out an overlapping fault)
     plant_ack_before_replication: bool = False  # the planted bug (tests only)
     broker_settings: dict[str, str] = field(default_factory=dict)
+    store_tmpfs_mib: int = 0  # > 0: each broker's store on its own tmpfs (root; needed by disk-full)
 
 
 def topology_of(cluster: LocalCluster) -> Topology:
@@ -104,14 +115,21 @@ class ChaosRun:
     def __init__(self, options: ChaosOptions, out: TextIO = sys.stdout) -> None:
         self.options = options
         self.out = out
+        if DISK_FULL in options.kinds and (problem := disk_full_problem(options.store_tmpfs_mib)):
+            raise ClusterError(problem)
         self.run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="mqha-chaos-")).resolve()
         self.cluster = LocalCluster(
             self.run_dir,
             controllers=options.controllers,
             groups=options.groups,
             replicas=options.replicas,
-            broker_settings={"allAckInSyncStateSet": "true", **options.broker_settings},
+            broker_settings={
+                "allAckInSyncStateSet": "true",
+                **(DISK_FULL_SETTINGS if options.store_tmpfs_mib else {}),
+                **options.broker_settings,
+            },
             secure=True,  # faults hit the cluster as operators run it: authentication on (docs §12)
+            store_tmpfs_mib=options.store_tmpfs_mib,
         )
         if options.plant_ack_before_replication:
             self.cluster.env[ACK_BEFORE_REPLICATION_ENV] = "1"
@@ -140,6 +158,7 @@ class ChaosRun:
         self.consumers: dict[str, ConsumeWorkload] = {}
         self.outcomes: list[FaultOutcome] = []
         self.stores = ControllerStores(self.cluster)
+        self.disks = DiskFill(self.cluster)
         self.child = ToolChild()
         self.started = time.monotonic()
 
@@ -154,6 +173,7 @@ class ChaosRun:
             f"mqha chaos: seed {o.seed}, faults {','.join(o.kinds)}, {o.duration:g} s, {o.controllers} "
             f"controllers, {o.groups} group(s) x {o.replicas} replicas, allAckInSyncStateSet=true"
             + (", PLANTED BUG: ack before replication" if o.plant_ack_before_replication else "")
+            + (f", broker stores on {o.store_tmpfs_mib} MiB tmpfs" if o.store_tmpfs_mib else "")
         )
 
     # -- the run -----------------------------------------------------------------------------------
@@ -246,6 +266,8 @@ class ChaosRun:
         injected_at = time.monotonic()
         if step.kind == DISK_WIPE:
             self.stores.hit(step, nodes)
+        elif step.kind == DISK_FULL:
+            self.say(f"    filled {self.disks.hit(nodes)} (until ENOSPC)")
         elif step.kind == KILL:
             for node in nodes:
                 self.cluster.kill(node)
@@ -260,6 +282,9 @@ class ChaosRun:
             problem = self.stores.heal(step, nodes, self.options.rejoin_timeout)
             done = f"a voter again {time.monotonic() - heal_started:.1f} s after its restart"
             self.say(f"    {nodes[0]}: {problem or done}")
+        elif step.kind == DISK_FULL:
+            for seen in self.disks.heal(nodes):
+                self.say(f"    before freeing: {seen}")
         elif step.kind == KILL:
             self._start_stopped(nodes)
         elif step.kind == PAUSE:
@@ -303,6 +328,7 @@ class ChaosRun:
         """Every link open, every node resumed and running, every controller a voter; True when every
         group is whole again."""
         self.proxy.heal()
+        self.disks.heal_all()
         for node in self.cluster.nodes.values():
             self.cluster.resume(node)
         self._start_stopped(list(self.cluster.nodes))
@@ -376,8 +402,11 @@ class ChaosRun:
             with contextlib.suppress(Exception):
                 consumer.stop(timeout=5)
         self.child.stop()
+        self.disks.heal_all()
         self.cluster.stop()
         self.proxy.stop()
+        with contextlib.suppress(Exception):
+            self.cluster.unmount_stores()  # their files stay in the run directory
 
 
 def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> Verdict:

@@ -12,6 +12,10 @@ A ``disk-wipe`` step kills a controller, wipes its store and, after ``hold``, re
 it back through the disk-replacement procedure (docs/raft.md §10). Sometimes (``overlap``)
 one other controller is killed or paused at the same moment and healed once the wiped one runs as an
 observer: a minority of the controllers is wiped, and for a while a second one is out too.
+
+A ``disk-full`` step fills the file system of one broker's store (a random replica, or the master)
+with a filler file until ``ENOSPC`` and, after ``hold``, deletes it (``mqha.chaos.disk_fill``); the
+stores must be on their own small file systems (``--store-tmpfs-mib``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ PAUSE = "pause"
 PARTITION = "partition"
 LOSS = "loss"
 DISK_WIPE = "disk-wipe"
-FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE)
+DISK_FULL = "disk-full"
+FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE, DISK_FULL)
 DISK_WIPE_MIN_CONTROLLERS = 3  # the others must keep the cluster (and a quorum to change voters)
 WIPE_OVERLAPS = ("", "", KILL, PAUSE)  # what hits one other controller meanwhile ("": nothing)
 
@@ -77,6 +82,7 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
         (BROKER, CONTROLLER_LINKS),
     ),
     DISK_WIPE: ((CONTROLLER, ""),),
+    DISK_FULL: ((BROKER, ""), (BROKER, ""), (MASTER, "")),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -86,6 +92,7 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     PARTITION: (2.0, 6.0),
     LOSS: (3.0, 8.0),
     DISK_WIPE: (0.5, 3.0),  # down with an empty store before the restart
+    DISK_FULL: (4.0, 10.0),  # long enough for a full slave to run out of room and leave the SyncStateSet
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
@@ -95,6 +102,7 @@ SETTLE_ESTIMATE = {
     PARTITION: 3.0,
     LOSS: 1.0,
     DISK_WIPE: 6.0,
+    DISK_FULL: 5.0,
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -167,6 +175,7 @@ class FaultStep:
             PARTITION: f"partition {who} [{self.links} links] for {self.hold:.1f} s",
             LOSS: f"drop {self.fraction:.0%} of chunks of {who} [{self.links} links] for {self.hold:.1f} s",
             DISK_WIPE: self._describe_wipe(),
+            DISK_FULL: f"fill the disk of {who} until ENOSPC, free it after {self.hold:.1f} s",
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
 

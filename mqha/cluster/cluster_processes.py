@@ -6,9 +6,12 @@ Every change is recorded in ``cluster.json`` (``ClusterLayout.save``) so that an
 
 from __future__ import annotations
 
+import subprocess
+
 from mqha.cluster.layout import ClusterLayout
 from mqha.cluster.nodes import CONTROLLER, ClusterError, Node, command_of
 from mqha.cluster.processes import NodeProcess, stop_all
+from mqha.cluster.tmpfs import mount_tmpfs
 
 
 class ClusterProcesses:
@@ -32,6 +35,11 @@ class ClusterProcesses:
             raise ClusterError(f"{node.name} is already running (pid {current.pid})")
         if not node.conf.exists():
             self.layout.write_config(node)
+        if node.kind != CONTROLLER and self.layout.store_tmpfs_mib > 0:
+            try:
+                mount_tmpfs(node.store, self.layout.store_tmpfs_mib)  # kept across restarts
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise ClusterError(f"{node.name}: {exc}") from None
         program = (
             command_of("mqcontroller", "mqha.controller")
             if node.kind == CONTROLLER

@@ -44,6 +44,7 @@ class ClusterLayout:
         node_settings: dict[str, dict[str, str]] | None = None,
         env: dict[str, str] | None = None,
         log_level: str = "INFO",
+        store_tmpfs_mib: int = 0,
     ) -> None:
         self.run_dir = run_dir
         self.cluster_name = cluster_name
@@ -56,6 +57,8 @@ class ClusterLayout:
         self.log_level = log_level
         self.replicas = replicas
         self.nodes = nodes
+        # > 0: each broker's store on its own tmpfs of this many MiB (root only; ``mqha.cluster.tmpfs``)
+        self.store_tmpfs_mib = store_tmpfs_mib
 
     @classmethod
     def plan(
@@ -70,6 +73,7 @@ class ClusterLayout:
         broker_settings: Mapping[str, str] | None = None,
         log_level: str = "INFO",
         secure: bool = False,
+        store_tmpfs_mib: int = 0,
     ) -> ClusterLayout:
         """A new cluster's nodes, each with a free port pair under ``run_dir``; ``secure``: authentication
         on with fresh secrets (``mqha.cluster.secrets``), under any settings given."""
@@ -94,6 +98,7 @@ class ClusterLayout:
             replicas=replicas,
             nodes=nodes,
             log_level=log_level,
+            store_tmpfs_mib=store_tmpfs_mib,
         )
 
     # -- cluster.json ------------------------------------------------------------------------------
@@ -116,6 +121,7 @@ class ClusterLayout:
             node_settings=data.get("nodeSettings", {}),
             env=data.get("env", {}),
             log_level=data.get("logLevel", "INFO"),
+            store_tmpfs_mib=data.get("storeTmpfsMib", 0),
         )
 
     def save(self, procs: Mapping[str, NodeProcess]) -> None:
@@ -132,6 +138,7 @@ class ClusterLayout:
             "nodeSettings": self.node_settings,
             "env": self.env,
             "logLevel": self.log_level,
+            "storeTmpfsMib": self.store_tmpfs_mib,
             "nodes": [asdict(n) for n in self.nodes.values()],
         }
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from mqha.cluster.cluster_processes import ClusterProcesses
 from mqha.cluster.layout import STATE_FILE, ClusterLayout
 from mqha.cluster.nodes import DEFAULT_CLUSTER_NAME, ClusterError, Node, NodeStatus
 from mqha.cluster.probe import ClusterProbe
+from mqha.cluster.tmpfs import unmount, unmount_keeping_files
 
 __all__ = ["STATE_FILE", "LocalCluster"]
 
@@ -57,7 +58,10 @@ class LocalCluster:
         log_level: str = "INFO",
         die_with_parent: bool = True,
         secure: bool = False,
+        store_tmpfs_mib: int = 0,
     ) -> None:
+        """``store_tmpfs_mib`` > 0: each broker's store on its own tmpfs of that size (root only),
+        mounted at the broker's first start; :meth:`unmount_stores` takes them down."""
         layout = ClusterLayout.plan(
             run_dir,
             controllers=controllers,
@@ -68,6 +72,7 @@ class LocalCluster:
             broker_settings=broker_settings,
             log_level=log_level,
             secure=secure,
+            store_tmpfs_mib=store_tmpfs_mib,
         )
         self._compose(layout, ClusterProcesses(layout, die_with_parent=die_with_parent))
 
@@ -225,10 +230,20 @@ class LocalCluster:
     def running_pids(self) -> list[int]:
         return self.processes.running_pids()
 
+    def unmount_stores(self) -> None:
+        """Unmount the brokers' store file systems (``store_tmpfs_mib``), leaving their files on the
+        disk below for the analysis (the cluster must be stopped)."""
+        if self.running_pids():
+            raise ClusterError("stop the cluster before unmounting its stores")
+        for node in self.layout.brokers:
+            unmount_keeping_files(node.store)
+
     def remove(self) -> None:
         """Delete the run directory (the cluster must be stopped)."""
         if self.running_pids():
             raise ClusterError("stop the cluster before removing its run directory")
+        for node in self.layout.brokers:
+            unmount(node.store)
         self.layout.remove()
 
     def __enter__(self) -> LocalCluster:

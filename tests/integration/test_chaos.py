@@ -23,6 +23,7 @@ from mqha.chaos.schedule import Topology
 from mqha.cluster.checking import mqha_command
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import group_names
+from mqha.cluster.tmpfs import cannot_mount, is_tmpfs_mount
 from tests.helpers.processes import free_port
 
 pytestmark = pytest.mark.integration
@@ -159,6 +160,34 @@ def test_disk_wipes_bring_controllers_back_as_voters_and_the_run_passes(tmp_path
         "n0",
         "n1",
     ]
+
+
+@pytest.mark.skipif(cannot_mount() is not None, reason=str(cannot_mount()))
+def test_disk_full_faults_pass_without_loss_and_the_mounts_go(tmp_path: Path) -> None:
+    # Seed 1: broker-a-0 (the first master) then broker-a-1 filled; 1 MiB segments, 48 MiB tmpfs stores.
+    args = ("--duration", "20", "--faults", "disk-full", "--seed", "1", "--store-tmpfs-mib", "48")
+    code, out, _ = _chaos(tmp_path, *args)
+    assert code == 0, out
+    assert "faults injected: 2 of 2 planned (disk-full 2)" in out
+    assert out.count("(until ENOSPC)") == 2
+    assert out.count("before freeing: ") == 2 and out.count("diskFull=True") == 2, out
+    assert " lost 0 " in out and "verdict: PASS" in out
+    brokers = sorted((tmp_path / "run" / "brokers").iterdir())
+    assert brokers and not [b for b in brokers if is_tmpfs_mount(b / "store")]  # unmounted, files kept
+    assert all((b / "store" / "history.db").exists() for b in brokers)
+    assert not list((tmp_path / "run" / "brokers").glob("*/store/disk-filler"))
+
+
+def test_disk_full_is_refused_without_stores_of_their_own(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*mqha_command(), "chaos", "--faults", "disk-full,kill", "--dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "--store-tmpfs-mib" in done.stderr, done.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:

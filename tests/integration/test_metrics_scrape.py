@@ -59,6 +59,8 @@ BROKER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_broker_min_offset": ("gauge", _BROKER),
     "mqha_broker_max_offset": ("gauge", _BROKER),
     "mqha_broker_confirm_offset": ("gauge", _BROKER),
+    "mqha_broker_disk_used_ratio": ("gauge", _BROKER),
+    "mqha_broker_disk_full": ("gauge", _BROKER),
     "mqha_broker_slave_ack_lag_bytes": ("gauge", _SLAVE),
     "mqha_broker_slave_caught_up_age_seconds": ("gauge", _SLAVE),
     "mqha_broker_ha_sent_bytes_total": ("counter", _BROKER),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mqha.broker.commitlog import MessageDraft, OffsetTooSmall
+from mqha.broker.disk_guard import DiskGuard
 from mqha.broker.retention import DiskState
 from mqha.broker.retention_task import RetentionTask
 from mqha.broker.store import BrokerStore
@@ -83,14 +84,15 @@ def test_a_pass_deletes_forcibly_above_the_ratio_and_publishes_the_disk_state(tm
     config = broker_config(tmp_path, deleteCommitLogFilesInterval=0, fileReservedTime=1)
 
     async def main() -> None:
-        task = RetentionTask(store, config, usage=lambda _: usage[0], hour=lambda: 12)
+        disk = DiskGuard.from_config(config, measure=lambda _: usage[0])
+        task = RetentionTask(store, config, disk, usage=lambda _: usage[0], hour=lambda: 12)
         decision = await task.run_pass()
         assert len(decision.delete) == 10 and "forcibly" in decision.reason
         assert store.min_offset == 10 * SEGMENT and task.deleted == 10
-        assert store.disk_state is DiskState.FULL and store.disk_used == 0.95
+        assert disk.current is DiskState.FULL and disk.used == 0.95
         usage[0] = 0.80
         assert (await task.run_pass()).delete == ()  # nothing expired: CLEAN deletes nothing
-        assert store.disk_state is DiskState.CLEAN
+        assert disk.current is DiskState.CLEAN
 
     try:
         asyncio.run(main())

@@ -36,6 +36,9 @@ Recovery (``open``), two paths
     segments are fsynced and the checkpoint is rewritten as DIRTY with flushed offset = max_offset
     before anything is appended, so a crash from here on takes the crash path.
 
+Full disk: segments are preallocated (``segment.py``): ``ENOSPC`` comes only from creating one, never as
+``SIGBUS`` from a mapped write; a batch's segments are created before any byte of it is written.
+
 Truncation lowers the checkpoint's flushed offset (durably) before it cuts, so crash recovery never
 trusts bytes that a truncation removed and a later append replaced; it zeroes the cut part of its
 segment (a whole segment from its base is deleted instead) and deletes later files last-first, so a
@@ -54,6 +57,7 @@ bytes out of the maps; no memoryview of a map escapes a call.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -221,6 +225,22 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
             self._min = segment.base
         return segment
 
+    def _segments_for(self, starts: Sequence[int]) -> list[Segment]:
+        """The segments that appends at ``starts`` (the runs of one batch, in order) write to, the new
+        ones created before any byte is written: a creation that fails (``ENOSPC`` on a full disk)
+        deletes the files this call created and raises, leaving the log exactly as it was, so a batch
+        is never half stored (caller holds the lock)."""
+        count, old_min = len(self._segments), self._min
+        try:
+            return [self._tail_segment(start) for start in starts]
+        except BaseException:
+            for segment in self._segments[count:]:
+                with contextlib.suppress(OSError):
+                    segment.delete()
+            del self._segments[count:]
+            self._min = old_min
+            raise
+
     def _half_of(self, offset: int) -> int:
         """The middle of the segment holding ``offset``: once the log reaches it, the next segment's
         file is prepared (a log that never gets that far never costs a spare file)."""
@@ -246,8 +266,8 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
         with self._lock:
             self._check_open()
             runs, results = self._encode(drafts, store_ts)
-            for run_start, run_parts in runs:
-                segment = self._tail_segment(run_start)
+            targets = self._segments_for([run_start for run_start, _ in runs])
+            for (run_start, run_parts), segment in zip(runs, targets, strict=True):
                 data = b"".join(run_parts)  # a single bytes part comes back as itself, uncopied
                 segment.write(run_start - segment.base, data)
                 self._max = run_start + len(data)
@@ -361,8 +381,8 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
                 else:
                     runs.append((start, [part]))
                 start += len(part)
-            for run_start, run_parts in runs:
-                segment = self._tail_segment(run_start)
+            targets = self._segments_for([run_start for run_start, _ in runs])
+            for (run_start, run_parts), segment in zip(runs, targets, strict=True):
                 segment.write_parts(run_start - segment.base, run_parts)
                 if empty:
                     self._min = self._flushed = segment.base

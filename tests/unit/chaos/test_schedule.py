@@ -166,3 +166,22 @@ def test_adding_disk_wipe_leaves_other_kinds_schedules_alone() -> None:
     steps = plan(4, (KILL, PAUSE), 300, TOPO)
     assert all(s.overlap == "" for s in steps)
     assert steps == plan(4, (KILL, PAUSE), 300, TOPO)
+
+
+def test_disk_full_fills_one_replica_or_the_master() -> None:
+    from mqha.chaos.schedule import DISK_FULL
+
+    steps = plan(5, (DISK_FULL,), 600, TOPO)
+    assert {s.target for s in steps} == {BROKER, MASTER}
+    for s in steps:
+        assert HOLD_RANGES[DISK_FULL][0] <= s.hold <= HOLD_RANGES[DISK_FULL][1]
+        assert (len(s.nodes) == 1) == (s.target == BROKER) and s.group is not None
+        assert "until ENOSPC" in s.describe()
+
+
+def test_disk_full_needs_broker_stores_on_their_own_tmpfs() -> None:
+    from mqha.chaos.disk_fill import MIN_STORE_TMPFS_MIB, disk_full_problem
+
+    assert "--store-tmpfs-mib" in (disk_full_problem(0) or "")
+    assert "never fills the machine's real disk" in (disk_full_problem(0) or "")
+    assert "at least" in (disk_full_problem(MIN_STORE_TMPFS_MIB - 1) or "")

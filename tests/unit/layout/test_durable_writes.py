@@ -44,6 +44,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "moves a wiped controller's history database aside inside the chaos run's directory, for the "
         "analysis after the run: test tooling, nothing there must survive a power loss"
     ),
+    ("mqha/cluster/tmpfs.py", "<path>.rename"): (
+        "puts a test store's copy back where its tmpfs was unmounted (chaos and test tooling, after the "
+        "processes stopped): nothing there must survive a power loss"
+    ),
     ("mqha/cluster/checking.py", "<path>.rename"): (
         "gives a staged history database its final name in a stopped check run's directory: test "
         "tooling, nothing there must survive a power loss"
