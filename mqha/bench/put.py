@@ -5,7 +5,8 @@ same except for the ack rule: async (the master answers once the message is in i
 ``inSyncReplicas=2`` (one slave must hold it too) and ``allAckInSyncStateSet=true`` (every member of
 the SyncStateSet). The load generator sends single 1 KiB messages to the master's HTTP API, one at a
 time per client, in interleaved rounds; the figures are the medians of the rounds and the ratio of
-each sync mode's throughput to async's.
+each sync mode's throughput to async's. Then puts while retention deletes segments vs while it does
+not (``mqha.bench.retention_put``, root only).
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
                 raise RuntimeError(f"{mode}: no master\n{cluster.status_table()}")
             targets[mode] = (master.url + "/v1/messages", client_headers(cluster.broker_settings))
         data["modes"] = interleaved_puts(targets, payload, cfg)
+    # Imported here: retention_put reuses this module's load (a cycle at import time otherwise).
+    from mqha.bench import retention_put
+
+    data["retention"] = retention_put.measure(base / "retention", cfg, BODY)
     return data
 
 
@@ -148,7 +153,12 @@ def _report(data: dict[str, Any]) -> Outcome:
         Target(f"{mode} msgs/s / async", ratio(modes[mode]["ops_per_s"], base), 0.85, at_least=True)
         for mode in ("inSyncReplicas=2", "allAckInSyncStateSet")
     ]
-    return Outcome("put", [table], targets, data)
+    from mqha.bench import retention_put
+
+    retention_table, on_off = retention_put.report(data["retention"], cfg, data["settings"]["body_bytes"])
+    if on_off is not None:
+        targets.append(Target("retention on/off msgs/s", on_off, 1 - retention_put.MAX_COST, at_least=True))
+    return Outcome("put", [table, retention_table], targets, data)
 
 
 def run(base: Path, quick: bool) -> Outcome:
