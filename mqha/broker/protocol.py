@@ -50,7 +50,16 @@ from mqha.broker.commitlog.codec import (
     MessageDraft,
     StoredMessage,
 )
-from mqha.wire.broker_api import Appended, BrokerCode, PutBody, PutItem, PutStatus, decode_put_body, illegal
+from mqha.wire.broker_api import (
+    OFFSET_TOO_SMALL,
+    Appended,
+    BrokerCode,
+    PutBody,
+    PutItem,
+    PutStatus,
+    decode_put_body,
+    illegal,
+)
 from mqha.wire.types import NAME_RULE, is_valid_name
 
 __all__ = [
@@ -349,7 +358,7 @@ def read_moved_reply(offset: int, min_offset: int, confirm_offset: int, max_offs
         BrokerCode.PULL_OFFSET_MOVED,
         f"offset {offset} is below the log start {min_offset} (deleted by retention); "
         "continue from nextOffset",
-        status="OFFSET_TOO_SMALL",
+        status=OFFSET_TOO_SMALL,
         messages=[],
         nextOffset=min_offset,
         minOffset=min_offset,

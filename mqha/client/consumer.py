@@ -30,12 +30,10 @@ from mqha.client.recording import RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
 from mqha.client.route import RoutedClient
 from mqha.security.credentials import User
+from mqha.wire.broker_api import OFFSET_TOO_SMALL
 
 log = logging.getLogger(__name__)
 
-OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-"""A read's ``status`` when its offset was deleted by the broker's retention (then ``nextOffset`` is the
-log start)."""
 
 _PAUSE_MIN = 0.005
 _PAUSE_MAX = 0.1

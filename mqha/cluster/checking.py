@@ -29,12 +29,14 @@ from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import Node
 from mqha.cluster.processes import kill_session
+from mqha.wire.broker_api import OFFSET_TOO_SMALL
 
 
 def read_replica_log(
     node: Node, timeout: float = 5.0, headers: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """Every message a replica serves (up to its confirm offset), as ``final_logs`` columns.
+    """Every message a replica serves (up to its confirm offset, from its log start: retention may have
+    deleted the front, docs/architecture.md §4.2), as ``final_logs`` columns.
     ``headers``: e.g. the brokers' user (``mqha.cluster.client_auth.client_headers``)."""
     rows, offset = [], 0
     while True:
@@ -46,7 +48,8 @@ def read_replica_log(
             data = m["body"].encode() if m.get("body") is not None else b""
             crc = zlib.crc32(data)
             rows.append({"offset": m["offset"], "size": m["size"], "msgId": m["msgId"], "crc": crc})
-        if not body["messages"]:
+        moved = body.get("status") == OFFSET_TOO_SMALL and body["nextOffset"] > offset
+        if not body["messages"] and not moved:  # the end (retention's log start only moves us on)
             return rows
         offset = body["nextOffset"]
 

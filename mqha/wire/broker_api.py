@@ -111,3 +111,8 @@ def decode_put_body(data: bytes | str) -> PutBody:
     except msgspec.DecodeError as exc:
         raise illegal(f"request body is not JSON: {exc}") from None
     return body
+
+
+OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+"""A read's ``status`` below the log start (RocketMQ's ``GetMessageStatus``): no messages, code
+``PULL_OFFSET_MOVED``, ``nextOffset`` = the log start (docs/architecture.md §4.2)."""
