@@ -2,7 +2,9 @@
 
 Pure: values in (what the runner observed), text and numbers out.
 
-- lost: a send acknowledged ``PUT_OK`` whose msgId is not at its offset in its group's final master log;
+- lost: a send acknowledged ``PUT_OK`` at or above its group's final master log start whose msgId is not
+  at its offset in that log (below the log start the broker's retention deleted it: *expired*, counted
+  and shown, not a loss; docs/architecture.md §4.2, §5);
 - duplicated: one msgId at two offsets of a final master log (a retry after a lost answer; reported,
   not a failure);
 - recovery of a fault: from its injection to the first ``PUT_OK`` of a send that started after it or
@@ -100,15 +102,29 @@ def failed_during(start: float, end: float, sends: Iterable[SendResult]) -> int:
     return sum(1 for s in sends if not s.ok and s.completed_at >= start and s.started_at <= end)
 
 
+def _expired(send: SendResult, final_logs: Mapping[str, Mapping[int, str]]) -> bool:
+    """Below its group's final master log start: retention deleted it (only the front ever goes)."""
+    log = final_logs.get(send.broker_name)
+    return bool(log) and send.offset is not None and send.offset < min(log)  # type: ignore[type-var]
+
+
 def lost_messages(
     sends: Iterable[SendResult], final_logs: Mapping[str, Mapping[int, str]]
 ) -> list[SendResult]:
-    """Acknowledged sends whose msgId is not at their offset in their group's final master log."""
+    """Acknowledged sends at or above their group's final master log start whose msgId is not at their
+    offset in that log."""
     return [
         s
         for s in sends
-        if s.ok and (s.offset is None or final_logs.get(s.broker_name, {}).get(s.offset) != s.msg_id)
+        if s.ok
+        and not _expired(s, final_logs)
+        and (s.offset is None or final_logs.get(s.broker_name, {}).get(s.offset) != s.msg_id)
     ]
+
+
+def expired_messages(sends: Iterable[SendResult], final_logs: Mapping[str, Mapping[int, str]]) -> int:
+    """Acknowledged sends below their group's final master log start (deleted by retention)."""
+    return sum(1 for s in sends if s.ok and _expired(s, final_logs))
 
 
 def duplicated(final_logs: Mapping[str, Mapping[int, str]]) -> int:
@@ -218,6 +234,7 @@ def judge(facts: RunFacts) -> Verdict:
     """The verdict and its table (see the module docstring for what fails a run)."""
     counts = Counter(s.status for s in facts.sends)
     lost = len(lost_messages(facts.sends, facts.final_logs))
+    expired = expired_messages(facts.sends, facts.final_logs)
     dups = duplicated(facts.final_logs)
     kinds = Counter(f.step.kind for f in facts.faults)
     reasons = []
@@ -248,6 +265,7 @@ def judge(facts: RunFacts) -> Verdict:
         f"messages: sent {len(facts.sends):,}  acked {counts[SendStatus.PUT_OK]:,}  "
         f"unknown {counts[SendStatus.UNKNOWN]:,}  failed {counts[SendStatus.FAILED]:,}  "
         f"not-replicated {counts[SendStatus.FLUSH_SLAVE_TIMEOUT]:,}  lost {lost}  duplicated {dups}"
+        + (f"  expired by retention {expired:,}" if expired else "")
     )
     read_uncommitted = (facts.invariants or {}).get("read_uncommitted")
     lines.append(

@@ -12,6 +12,7 @@ from mqha.chaos.verdict import (
     FaultOutcome,
     RunFacts,
     duplicated,
+    expired_messages,
     failed_during,
     judge,
     lost_messages,
@@ -204,3 +205,12 @@ def test_controllers_that_disagree_fail_the_run_and_are_shown() -> None:
     assert "the controllers disagree: n2 is observer, not a voter" in split.reasons
     assert "controllers: DISAGREE: n2 is observer, not a voter" in split.text
     assert "controllers:" not in judge(facts()).text  # not checked: no line
+
+
+def test_acks_below_the_final_log_start_expired_they_were_not_lost() -> None:
+    """Retention deleted the front of the master's log: those acks are counted as expired, not lost; a
+    missing message above the start still is a loss."""
+    sends = [send(f"m{offset}", offset=offset) for offset in (0, 100, 200, 300)]
+    final_logs = {G: {200: "m200"}}
+    assert [s.offset for s in lost_messages(sends, final_logs)] == [300]
+    assert expired_messages(sends, final_logs) == 2
