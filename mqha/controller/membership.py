@@ -18,7 +18,7 @@ from mqha.codes import ResponseCode as Code
 from mqha.controller.parts import NodePart, NodeParts
 from mqha.controller.raft import NotLeaderError, ReplicationError, storage_file
 from mqha.controller.raft import identity as ids
-from mqha.controller.raft.addresses import api_address_of, split_address
+from mqha.controller.raft.addresses import api_address_of, raft_address_of
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Membership(NodePart):
             return refused
         voters = self.log.voter_ids()
         if raft_id is None and address is not None:
-            raft_address = self._raft_address_of(address)
+            raft_address = raft_address_of(address, self.config["controllerRaftPortOffset"])
             raft_id = next((v for v in voters if ids.split_raft_id(v)[0] == raft_address), None)
             if raft_id is None:
                 return Reply(Code.SUCCESS, f"no voter serves at {address}", payload={"voters": voters})
@@ -140,10 +140,6 @@ class Membership(NodePart):
                 payload={"leaderAddress": None},
             )
         return await self._change(self.log.remove_voter, raft_id, "removed")
-
-    def _raft_address_of(self, api_address: str) -> str:
-        host, port = split_address(api_address)
-        return f"{host}:{port + self.config['controllerRaftPortOffset']}"
 
     def _leader_refusal(self) -> Reply | None:
         if self.log.is_serving_leader():

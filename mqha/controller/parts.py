@@ -98,11 +98,13 @@ class NodeParts:
     # ------------------------------------------------------------------------------ leadership
 
     def leader(self) -> tuple[str | None, str | None]:
-        """(node id, API address) of the Raft leader as this node knows it; a leader that is not in
-        ``controllerDLegerPeers`` (added online) is named by its API address."""
+        """(node id, API address) of the Raft leader as this node knows it."""
         raft = self.log.leader_address()
-        if not raft:
-            return None, None
+        return self.named(raft) if raft else (None, None)
+
+    def named(self, raft: str) -> tuple[str, str]:
+        """(node id, API address) of a Raft member (address or raftId); one that is not in
+        ``controllerDLegerPeers`` (added online) is named by its API address."""
         address = raft.partition("/")[0]  # a raftId names the store after the address
         peer = self._peer_by_raft.get(address)
         if peer is not None:

@@ -18,7 +18,7 @@ from mqha.codes import ResponseCode
 from mqha.controller.console_view import PeerView, ServingNode, build_snapshot, summarize_verdict
 from mqha.controller.metrics import GroupGauge, NodeView
 from mqha.controller.parts import NodePart
-from mqha.controller.raft import ReplicationError, api_address_of
+from mqha.controller.raft import ReplicationError
 from mqha.controller.state import encode_state
 from mqha.history.schema import VERDICT_FILE
 from mqha.wire.controller_api import ControllerMetadataPayload, Reply
@@ -124,19 +124,13 @@ class StatusViews(NodePart):
         """The voter set as controller nodes (docs/raft.md §10): a voter named in
         ``controllerDLegerPeers`` by its id there, one added online by its API address; before the
         Raft member runs, the configured peers."""
-        offset = self.config["controllerRaftPortOffset"]
-        by_raft = {p.raft_address(offset): p for p in self.peers}
         partners = (raft or {}).get("partners") or {}
         if not self.parts.started:
             return tuple(PeerView(p.node_id, p.api_address, None) for p in self.peers)
-        views = []
-        for raft_id in self.log.voter_ids():
-            address = raft_id.partition("/")[0]
-            peer = by_raft.get(address)
-            api = peer.api_address if peer else api_address_of(address, offset)
-            views.append(
-                PeerView(peer.node_id if peer else api, api, partners.get(raft_id, {}).get("connected"))
-            )
+        views = [
+            PeerView(*self.parts.named(raft_id), partners.get(raft_id, {}).get("connected"))
+            for raft_id in self.log.voter_ids()
+        ]
         order = {p.node_id: i for i, p in enumerate(self.peers)}  # the configured order first
         return tuple(sorted(views, key=lambda v: (order.get(v.node_id, len(order)), v.address)))
 
