@@ -86,25 +86,40 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         targets: dict[str, tuple[str, dict[str, str]]] = {}
         for index, (mode, extra) in enumerate(MODES.items()):
-            cluster = LocalCluster(
-                base / f"mode{index}",
-                controllers=1,
-                groups=1,
-                replicas=3,
-                broker_settings=extra,
-                log_level="WARNING",
-            )
-            stack.enter_context(cluster)
-            master = cluster.master(timeout=30)
-            if master is None:
-                raise RuntimeError(f"{mode}: no master\n{cluster.status_table()}")
-            targets[mode] = (master.url + "/v1/messages", client_headers(cluster.broker_settings))
+            cluster = start_group(stack, base / f"mode{index}", mode, extra)
+            targets[mode] = put_target(cluster)
         data["modes"] = interleaved_puts(targets, payload, cfg)
     # Imported here: retention_put reuses this module's load (a cycle at import time otherwise).
     from mqha.bench import retention_put
 
     data["retention"] = retention_put.measure(base / "retention", cfg, BODY)
     return data
+
+
+def start_group(
+    stack: contextlib.ExitStack, run_dir: Path, name: str, broker_settings: Mapping[str, str], **kwargs: Any
+) -> LocalCluster:
+    """One controller and one group of 3 replicas, stopped with ``stack``; waits for the master."""
+    cluster = LocalCluster(
+        run_dir,
+        controllers=1,
+        groups=1,
+        replicas=3,
+        broker_settings=dict(broker_settings),
+        log_level="WARNING",
+        **kwargs,
+    )
+    stack.enter_context(cluster)
+    if cluster.master(timeout=30) is None:
+        raise RuntimeError(f"{name}: no master\n{cluster.status_table()}")
+    return cluster
+
+
+def put_target(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
+    """The master's put URL and the client headers of ``cluster``."""
+    master = cluster.master(timeout=30)
+    assert master is not None  # start_group waited for it
+    return master.url + "/v1/messages", client_headers(cluster.broker_settings)
 
 
 def interleaved_puts(

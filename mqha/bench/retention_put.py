@@ -17,9 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mqha.bench.put import interleaved_puts, message_payload
+from mqha.bench.put import interleaved_puts, message_payload, put_target, start_group
 from mqha.bench.report import fmt, format_table, ratio
-from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import http_json
 from mqha.cluster.tmpfs import DiskFiller, cannot_mount
@@ -49,24 +48,12 @@ def measure(base: Path, cfg: dict[str, Any], body: int) -> dict[str, Any]:
         with contextlib.ExitStack() as stack:
             targets: dict[str, tuple[str, dict[str, str]]] = {}
             for index, (side, mib) in enumerate(SIDES.items()):
-                cluster = LocalCluster(
-                    base / f"retention{index}",
-                    controllers=1,
-                    groups=1,
-                    replicas=3,
-                    broker_settings=SETTINGS,
-                    log_level="WARNING",
-                    store_tmpfs_mib=mib,
-                )
+                cluster = start_group(stack, base / f"retention{index}", side, SETTINGS, store_tmpfs_mib=mib)
                 clusters.append(cluster)
-                stack.enter_context(cluster)
-                master = cluster.master(timeout=30)
-                if master is None:
-                    raise RuntimeError(f"{side}: no master\n{cluster.status_table()}")
                 if side == "retention on":
                     for node in cluster.layout.brokers:
                         _fill_to(node.store, FILL_TO)
-                targets[side] = (master.url + "/v1/messages", client_headers(cluster.broker_settings))
+                targets[side] = put_target(cluster)
             figures = interleaved_puts(targets, payload, cfg)
             figures["deleted_segments"] = {
                 side: _segments_deleted(c) for side, c in zip(SIDES, clusters, strict=True)
