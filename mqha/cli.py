@@ -61,7 +61,9 @@ def _analyze(args: argparse.Namespace) -> int:
         return 2
     text = summary_text(verdict)
     (sys.stdout if verdict.ok else sys.stderr).write(text)
-    return 0 if verdict.ok else 1
+    from mqha.analysis.coverage import EXIT_CODES
+
+    return EXIT_CODES[verdict.status]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqha.analysis import coverage as cov
 from mqha.history.schema import ACKS, CONTROLLER_EVENTS, EPOCHS, FINAL_LOGS, READS, ROLES, TABLES
 
 Row = Mapping[str, Any]
@@ -130,10 +131,13 @@ class Finding:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Every check's finding (in ``CHECKS`` order) plus the row count of each input table."""
+    """Every check's finding (in ``CHECKS`` order), the row count of each input table, what was
+    covered and the export's own problems (``mqha.analysis.coverage`` turns them into ``status``)."""
 
     findings: tuple[Finding, ...]
     table_counts: Mapping[str, int] = field(default_factory=dict)
+    coverage: cov.Coverage = field(default_factory=cov.Coverage)
+    problems: tuple[str, ...] = ()
 
     def finding(self, name: str) -> Finding:
         return next(f for f in self.findings if f.name == name)
@@ -144,14 +148,28 @@ class Verdict:
         return tuple(f.name for f in self.findings if f.is_failure)
 
     @property
+    def judged(self) -> tuple[str, list[str]]:
+        """``(status, reasons)``: ``ok``, ``violated`` or ``inconclusive`` (``coverage.judge``)."""
+        return cov.judge(self.failed, self.coverage, self.problems)
+
+    @property
+    def status(self) -> str:
+        return self.judged[0]
+
+    @property
     def ok(self) -> bool:
-        return not self.failed
+        """Nothing violated and nothing missing: an ``inconclusive`` verdict is not ok."""
+        return self.status == cov.OK
 
     def to_json(self) -> dict[str, Any]:
+        status, reasons = self.judged
         return {
-            "ok": self.ok,
+            "status": status,
+            "ok": status == cov.OK,
+            "reasons": reasons,
             "failed": list(self.failed),
             "tables": dict(self.table_counts),
+            "coverage": self.coverage.to_json(),
             "checks": {
                 f.name: {
                     "failure": f.name != DUPLICATE,
@@ -238,10 +256,12 @@ def _log_starts(log: Mapping[tuple[str, int], Row]) -> dict[str, int]:
     return starts
 
 
-def _expired(row: Row, starts: Mapping[str, int]) -> bool:
+def _unchecked(row: Row, starts: Mapping[str, int]) -> bool:
+    """Below the log start (expired), or in a set whose final master log is not in the export (a
+    missing log is not evidence of a loss: ``coverage.judge`` makes that verdict inconclusive)."""
     start = starts.get(row.get("brokerName"))  # type: ignore[arg-type]
     offset = row.get("offset")
-    return start is not None and isinstance(offset, int) and offset < start
+    return start is None or (isinstance(offset, int) and offset < start)
 
 
 def check_lost_ack(
@@ -252,7 +272,7 @@ def check_lost_ack(
     starts = _log_starts(log)
     out = []
     for ack in acks:
-        if ack.get("status") != PUT_OK or ack.get("ackMode") != ALL_ACK_MODE or _expired(ack, starts):
+        if ack.get("status") != PUT_OK or ack.get("ackMode") != ALL_ACK_MODE or _unchecked(ack, starts):
             continue
         name = ack.get("brokerName")
         found = log.get((name, ack.get("offset")))
@@ -281,7 +301,7 @@ def check_read_uncommitted(
     starts = _log_starts(log)
     out = []
     for read in reads:
-        if _expired(read, starts):
+        if _unchecked(read, starts):
             continue
         name = read.get("brokerName")
         found = log.get((name, read.get("offset")))
@@ -445,8 +465,23 @@ def check_duplicate(final_logs: Sequence[Row], controller_events: Iterable[Row])
     ]
 
 
-def check_all(tables: Mapping[str, Iterable[Row]], limit: int = DEFAULT_LIMIT) -> Verdict:
-    """Every check of §5 over plain rows; missing tables are empty."""
+def coverage_of(data: Mapping[str, Sequence[Row]]) -> cov.Coverage:
+    """What the checks covered (``mqha.analysis.coverage``), from plain rows."""
+    events, logs = data[CONTROLLER_EVENTS], data[FINAL_LOGS]
+    masters = final_masters(events, logs)
+    return cov.Coverage(
+        masters=dict(sorted(masters.items())),
+        logs=cov.log_stats(logs),
+        acks=cov.ack_stats(data[ACKS], _log_starts(_master_log(logs, masters)), PUT_OK, ALL_ACK_MODE),
+        reads=cov.read_counts(data[READS]),
+        replicas=cov.expected_replicas(events, data[ROLES]),
+    )
+
+
+def check_all(
+    tables: Mapping[str, Iterable[Row]], limit: int = DEFAULT_LIMIT, problems: Sequence[str] = ()
+) -> Verdict:
+    """Every check of §5 over plain rows; missing tables are empty. ``problems``: the export's."""
     data: dict[str, list[Row]] = {name: list(tables.get(name, ())) for name in TABLES}
     events, logs = data[CONTROLLER_EVENTS], data[FINAL_LOGS]
     evidence = {
@@ -460,4 +495,5 @@ def check_all(tables: Mapping[str, Iterable[Row]], limit: int = DEFAULT_LIMIT) -
         DUPLICATE: check_duplicate(logs, events),
     }
     findings = tuple(finding(name, evidence[name], limit) for name in CHECKS)
-    return Verdict(findings, {name: len(rows) for name, rows in data.items()})
+    counts = {name: len(rows) for name, rows in data.items()}
+    return Verdict(findings, counts, coverage_of(data), tuple(problems))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqha.analysis import coverage as cov
 from mqha.analysis import invariants as inv
 from mqha.history.schema import VERDICT_FILE
 
@@ -95,21 +96,45 @@ def _row_text(row: Row) -> str:
     return json.dumps(row, separators=(", ", "="), default=str).strip("{}").replace('"', "")
 
 
+def coverage_lines(verdict: inv.Verdict) -> list[str]:
+    """What was checked, per broker set: final master, replica logs, acks by source and fate."""
+    doc = verdict.coverage.to_json()
+    lines = [
+        f"checked: {doc['acksChecked']} acknowledged put(s) ({doc['acksByBroker']} recorded by brokers, "
+        f"{doc['acksByClient']} by clients) against the final master logs; "
+        f"{doc['finalLogReplicas']} replica final log(s)"
+    ]
+    for name, s in doc["sets"].items():
+        logs = ", ".join(f"{r['brokerId']}:{r['rows']}" for r in s["finalLogs"]) or "none"
+        lines.append(
+            f"  set {name}: final master {s['finalMasterId']}, replicas {s['replicas']}, "
+            f"final log rows {{{logs}}}, "
+            f"acks broker={s['acks']['broker']} client={s['acks']['client']} checked={s['acksChecked']} "
+            f"expired={s['acksExpired']} unchecked={s['acksUnchecked']}, reads={s['reads']}"
+        )
+    return lines
+
+
 def summary_text(verdict: inv.Verdict) -> str:
-    """The human summary; names every violated invariant with its evidence rows."""
-    lines = []
-    if verdict.ok:
-        lines.append("mqha analyze: OK -- every invariant holds")
+    """The human summary: the status and why, what was checked, every violated invariant with its
+    evidence rows."""
+    status, reasons = verdict.judged
+    if status == cov.OK:
+        lines = ["mqha analyze: OK -- every invariant holds"]
+    elif status == cov.VIOLATED:
+        lines = [f"mqha analyze: FAILED -- violated: {', '.join(verdict.failed)}"]
     else:
-        lines.append(f"mqha analyze: FAILED -- violated: {', '.join(verdict.failed)}")
+        lines = ["mqha analyze: INCONCLUSIVE -- nothing violated, but the export is not enough to say ok"]
+    lines += [f"  reason: {r}" for r in reasons if not r.startswith("violated:")]
     lines.append("tables: " + ", ".join(f"{t}={n}" for t, n in verdict.table_counts.items()))
+    lines += coverage_lines(verdict)
     for f in verdict.findings:
         if f.name == inv.DUPLICATE:
-            status = f"counted {f.count} (not a failure)"
+            result = f"counted {f.count} (not a failure)"
         else:
-            status = "FAIL" if f.count else "ok"
+            result = "FAIL" if f.count else "ok"
         count = f" {f.count} violation(s)" if f.is_failure else ""
-        lines.append(f"  {f.name:<22} {status}{count} -- {inv.DESCRIPTIONS[f.name]}")
+        lines.append(f"  {f.name:<22} {result}{count} -- {inv.DESCRIPTIONS[f.name]}")
         for row in f.rows:
             lines.append(f"      {_row_text(row)}")
         if f.count > len(f.rows):

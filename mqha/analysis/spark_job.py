@@ -32,8 +32,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqha.analysis import coverage as cov
 from mqha.analysis import invariants as inv
 from mqha.analysis.spark_checks import (
+    ack_stats,
     at_keys,
     divergence_evidence,
     duplicate_evidence,
@@ -41,12 +43,14 @@ from mqha.analysis.spark_checks import (
     epoch_not_increasing,
     epoch_start_mismatch,
     final_masters,
+    log_stats,
     lost_ack,
     master_log,
     master_outside_sss,
     not_null,
     offset_pass,
     read_uncommitted,
+    replica_ids,
     two_masters_in_epoch,
     with_log_starts,
 )
@@ -123,7 +127,60 @@ def _count_by_label(frames: Mapping[str, DataFrame]) -> dict[str, int]:
     return {label: int(found.get(label, 0)) for label in frames}
 
 
-def check_tables(frames: Mapping[str, DataFrame], limit: int = inv.DEFAULT_LIMIT) -> inv.Verdict:
+def coverage(frames: Mapping[str, DataFrame], masters: DataFrame) -> cov.Coverage:
+    """``invariants.coverage_of`` with aggregates: one job for the per-replica log statistics, the
+    reads, the expected replicas and the final masters (all small once aggregated), then one for the
+    acks by set and source against the log starts found by the first."""
+    from pyspark.sql import functions as F
+
+    small = _collect_json(
+        {
+            "logs": log_stats(frames[FINAL_LOGS]).select(F.struct("*").alias("r")),
+            "reads": frames[READS]
+            .where(F.col("brokerName").isNotNull())
+            .groupBy("brokerName")
+            .count()
+            .select(F.struct("*").alias("r")),
+            "replicas": replica_ids(frames[CONTROLLER_EVENTS], frames[ROLES]).select(
+                F.struct("*").alias("r")
+            ),
+            "masters": masters.select(F.struct("*").alias("r")),
+        }
+    )
+    found = {r["brokerName"]: r["finalMasterId"] for r in small["masters"]}
+    logs = tuple(
+        sorted(
+            (
+                cov.LogStat(r["brokerName"], r["brokerId"], r["rows"], r["start"], r["end"])
+                for r in small["logs"]
+            ),
+            key=lambda s: (s.broker_name, s.broker_id),
+        )
+    )
+    starts = [(s.broker_name, s.start) for s in logs if found.get(s.broker_name) == s.broker_id]
+    session = frames[ACKS].sparkSession
+    start_frame = session.createDataFrame(starts, "brokerName string, logStart long")
+    acks = tuple(
+        sorted(
+            cov.AckStat(r["brokerName"], r["source"], r["put_ok"], r["checked"], r["expired"], r["unchecked"])
+            for r in ack_stats(frames[ACKS], start_frame).collect()
+        )
+    )
+    replicas: dict[str, set[int]] = {}
+    for r in small["replicas"]:
+        replicas.setdefault(r["brokerName"], set()).add(r["brokerId"])
+    return cov.Coverage(
+        masters=dict(sorted(found.items())),
+        logs=logs,
+        acks=acks,
+        reads=dict(sorted((r["brokerName"], r["count"]) for r in small["reads"])),
+        replicas={name: tuple(sorted(ids)) for name, ids in sorted(replicas.items())},
+    )
+
+
+def check_tables(
+    frames: Mapping[str, DataFrame], limit: int = inv.DEFAULT_LIMIT, problems: Sequence[str] = ()
+) -> inv.Verdict:
     """Every check of §5 on loaded tables; returns the same ``Verdict`` as ``invariants.check_all``.
 
     Jobs: one counting every table; one counting every check (its big part is ``offset_pass``, one
@@ -174,10 +231,11 @@ def check_tables(frames: Mapping[str, DataFrame], limit: int = inv.DEFAULT_LIMIT
                 evidence[name] = violations[name]
         rows = _collect_evidence(evidence, limit)
         findings = [inv.Finding(name, found[name], tuple(rows.get(name, ()))) for name in inv.CHECKS]
+        covered = coverage(frames, masters)
     finally:
         flagged.unpersist()
         masters.unpersist()
-    return inv.Verdict(tuple(findings), counts)
+    return inv.Verdict(tuple(findings), counts, covered, tuple(problems))
 
 
 def timeline_rows(
@@ -297,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mqha.analysis.report import summary_text
 
     print(summary_text(verdict))
-    return 0 if verdict.ok else 1
+    return cov.EXIT_CODES[verdict.status]
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ from typing import Any
 VERDICT_FILE = "verdict.json"
 """Where an ``mqha analyze`` report puts its verdict; the controller's console reads it from there."""
 
+BROKER_ACK_PREFIX = "broker@"
+"""The ``acks.client`` of an ack a master recorded itself: ``broker@<its address>`` (§5)."""
+
 STRING = "string"
 LONG = "long"
 BOOLEAN = "boolean"

@@ -54,6 +54,7 @@ def test_spark_and_pure_verdicts_are_identical(spark: Any, tmp_path: Path) -> No
     assert pure == inv.check_all(tables, limit=1000)  # the JSON Lines round trip changes nothing
     got = spark_verdict(spark, tmp_path, limit=1000)
     assert got.table_counts == pure.table_counts
+    assert got.coverage == pure.coverage and got.judged == pure.judged
     for expected in pure.findings:
         assert got.finding(expected.name) == expected, expected.name
     by_group = failures_by_group(got)

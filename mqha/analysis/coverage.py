@@ -1,0 +1,227 @@
+"""What an analysis actually checked, and whether that is enough for a verdict (core).
+
+A verdict that found nothing is only worth something if there was something to look at: acks to
+compare, a final master log to compare them with, every replica's log to compare with each other.
+``Coverage`` holds the counts both engines compute (the pure ``coverage_of`` over plain rows here,
+``mqha.analysis.spark_job`` with DataFrame aggregates), and ``judge`` turns them, the failed
+invariants and the export's own problems (``manifest.json``'s ``problems``: a node that could not be
+reached, a table that could not be read) into the verdict's ``status``:
+
+- ``violated``: some invariant failed. ``lost_ack`` and ``read_uncommitted`` are only evaluated on
+  sets whose final master log is in the export, so a missing log never reads as a loss;
+- ``inconclusive``: nothing failed, but something the proof needs is missing -- each reason names
+  it: no acknowledged put under ``allAckInSyncStateSet`` at all (``lost_ack`` checked nothing), a set
+  with acks but no final master log, a replica (seen in ``roles`` or a controller's SyncStateSet)
+  without a final log while others of its set have one, or an export problem;
+- ``ok``: nothing failed and nothing is missing.
+
+Acks recorded by a broker (``client`` starting with ``BROKER_ACK_PREFIX``, docs/architecture.md §5)
+and by clients are counted apart, so the report says who vouched for the acks it checked.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqha.history.schema import BROKER_ACK_PREFIX
+
+OK = "ok"
+VIOLATED = "violated"
+INCONCLUSIVE = "inconclusive"
+
+EXIT_CODES = {OK: 0, VIOLATED: 1, INCONCLUSIVE: 3}
+"""``mqha analyze``'s exit code by status (2 is taken: the input is unusable)."""
+
+BROKER_SOURCE = "broker"
+CLIENT_SOURCE = "client"
+
+
+def ack_source(client: Any) -> str:
+    """``broker`` for an ack a master recorded itself, else ``client``."""
+    return (
+        BROKER_SOURCE if isinstance(client, str) and client.startswith(BROKER_ACK_PREFIX) else CLIENT_SOURCE
+    )
+
+
+@dataclass(frozen=True, order=True)
+class LogStat:
+    """One replica's final log: rows, lowest offset, end (offset + size of its last message)."""
+
+    broker_name: str
+    broker_id: int
+    rows: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, order=True)
+class AckStat:
+    """PUT_OK acks of one set from one source (``broker``/``client``): all of them, those under
+    ``allAckInSyncStateSet`` compared with the final master log (``checked``), below its log start
+    (``expired``), and in a set without a final master log (``unchecked``)."""
+
+    broker_name: str
+    source: str
+    put_ok: int
+    checked: int
+    expired: int
+    unchecked: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Everything ``judge`` needs, as both engines compute it (equal field by field)."""
+
+    masters: Mapping[str, int] = field(default_factory=dict)
+    logs: tuple[LogStat, ...] = ()
+    acks: tuple[AckStat, ...] = ()
+    reads: Mapping[str, int] = field(default_factory=dict)  # brokerName -> reads
+    replicas: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # brokerName -> expected ids
+
+    def set_names(self) -> list[str]:
+        names = set(self.masters) | {s.broker_name for s in self.logs} | {a.broker_name for a in self.acks}
+        return sorted(names | set(self.reads) | set(self.replicas))
+
+    def to_json(self) -> dict[str, Any]:
+        """Per broker set: final master, each replica's final log rows, acks by source and by fate."""
+        sets: dict[str, Any] = {}
+        for name in self.set_names():
+            logs = sorted((s for s in self.logs if s.broker_name == name), key=lambda s: s.broker_id)
+            acks = [a for a in self.acks if a.broker_name == name]
+            master = self.masters.get(name)
+            master_log = next((s for s in logs if s.broker_id == master), None)
+            sets[name] = {
+                "finalMasterId": master,
+                "replicas": list(self.replicas.get(name, ())),
+                "finalLogs": [{"brokerId": s.broker_id, "rows": s.rows} for s in logs],
+                "logStart": None if master_log is None else master_log.start,
+                "logEnd": None if master_log is None else master_log.end,
+                "acks": {src: sum(a.put_ok for a in acks if a.source == src) for src in _SOURCES},
+                "acksChecked": sum(a.checked for a in acks),
+                "acksExpired": sum(a.expired for a in acks),
+                "acksUnchecked": sum(a.unchecked for a in acks),
+                "reads": self.reads.get(name, 0),
+            }
+        return {
+            "acksChecked": sum(a.checked for a in self.acks),
+            "acksByBroker": sum(a.checked for a in self.acks if a.source == BROKER_SOURCE),
+            "acksByClient": sum(a.checked for a in self.acks if a.source == CLIENT_SOURCE),
+            "finalLogReplicas": len(self.logs),
+            "sets": sets,
+        }
+
+
+_SOURCES = (BROKER_SOURCE, CLIENT_SOURCE)
+
+
+def judge(failed: Sequence[str], coverage: Coverage, problems: Iterable[str] = ()) -> tuple[str, list[str]]:
+    """``(status, reasons)`` (see the module docstring). Reasons are given for every status."""
+    reasons = [f"export: {p}" for p in problems]
+    by_set: dict[str, list[AckStat]] = defaultdict(list)
+    for stat in coverage.acks:
+        by_set[stat.broker_name].append(stat)
+    logs: dict[str, dict[int, LogStat]] = defaultdict(dict)
+    for stat in coverage.logs:
+        logs[stat.broker_name][stat.broker_id] = stat
+    if not coverage.logs:
+        reasons.append("no final logs in the export: acks and reads were compared with nothing")
+    for name in coverage.set_names():
+        unchecked = sum(a.unchecked for a in by_set.get(name, ()))
+        master = coverage.masters.get(name)
+        if unchecked:
+            reasons.append(
+                f"set {name}: {unchecked} acknowledged put(s) not checked: no final log of its final "
+                f"master {master}"
+            )
+        if logs.get(name):
+            missing = [i for i in coverage.replicas.get(name, ()) if i not in logs[name]]
+            if missing:
+                reasons.append(
+                    f"set {name}: no final log of replica(s) {', '.join(map(str, missing))}: "
+                    "their logs were not compared"
+                )
+    put_ok = sum(a.put_ok for a in coverage.acks)
+    if not sum(a.checked + a.expired for a in coverage.acks):
+        if put_ok:
+            reasons.append(
+                f"{put_ok} PUT_OK ack(s) recorded, none under allAckInSyncStateSet with a final master "
+                "log: lost_ack checked nothing"
+            )
+        else:
+            reasons.append("no PUT_OK acks recorded (by brokers or clients): lost_ack checked nothing")
+    if failed:
+        return VIOLATED, [f"violated: {', '.join(failed)}", *reasons]
+    return (INCONCLUSIVE, reasons) if reasons else (OK, [])
+
+
+# --------------------------------------------------------------------------------------------------
+# The pure computation (plain rows; the Spark job computes the same with aggregates).
+
+
+def expected_replicas(
+    controller_events: Iterable[Mapping[str, Any]], roles: Iterable[Mapping[str, Any]]
+) -> dict[str, tuple[int, ...]]:
+    """brokerName -> every broker id that ran (``roles``) or was a master or in a SyncStateSet."""
+    ids: dict[str, set[int]] = defaultdict(set)
+    for row in roles:
+        if row.get("brokerName") is not None and row.get("brokerId") is not None:
+            ids[row["brokerName"]].add(row["brokerId"])
+    for row in controller_events:
+        name = row.get("brokerName")
+        if name is None:
+            continue
+        if row.get("masterBrokerId") is not None:
+            ids[name].add(row["masterBrokerId"])
+        ids[name].update(row.get("syncStateSet") or ())
+    return {name: tuple(sorted(found)) for name, found in ids.items()}
+
+
+def log_stats(final_logs: Iterable[Mapping[str, Any]]) -> tuple[LogStat, ...]:
+    acc: dict[tuple[str, int], list[int]] = {}
+    for row in final_logs:
+        if row.get("brokerName") is None or row.get("brokerId") is None or row.get("offset") is None:
+            continue
+        key = (row["brokerName"], row["brokerId"])
+        end = row["offset"] + (row.get("size") or 0)
+        if key not in acc:
+            acc[key] = [0, row["offset"], end]
+        stat = acc[key]
+        stat[0] += 1
+        stat[1] = min(stat[1], row["offset"])
+        stat[2] = max(stat[2], end)
+    return tuple(LogStat(n, i, *v) for (n, i), v in sorted(acc.items()))
+
+
+def ack_stats(
+    acks: Iterable[Mapping[str, Any]], starts: Mapping[str, int], put_ok: str, all_ack: str
+) -> tuple[AckStat, ...]:
+    """Per (set, source): see ``AckStat``; ``starts`` holds the log start of each set with a final
+    master log."""
+    acc: dict[tuple[str, str], list[int]] = {}
+    for ack in acks:
+        if ack.get("status") != put_ok or ack.get("brokerName") is None:
+            continue
+        name = ack["brokerName"]
+        stat = acc.setdefault((name, ack_source(ack.get("client"))), [0, 0, 0, 0])
+        stat[0] += 1
+        if ack.get("ackMode") != all_ack:
+            continue
+        start, offset = starts.get(name), ack.get("offset")
+        if start is None:
+            stat[3] += 1
+        elif isinstance(offset, int) and offset < start:
+            stat[2] += 1
+        else:
+            stat[1] += 1
+    return tuple(AckStat(n, s, *v) for (n, s), v in sorted(acc.items()))
+
+
+def read_counts(reads: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for row in reads:
+        if row.get("brokerName") is not None:
+            counts[row["brokerName"]] += 1
+    return dict(sorted(counts.items()))
