@@ -202,8 +202,16 @@ def summarize_verdict(doc: Any) -> dict[str, Any]:
             }
         )
     checks.sort(key=lambda c: (not (c["failure"] and c["count"]), c["name"]))
+    status = doc.get("status")
+    if status not in ("ok", "violated", "inconclusive"):  # a report of before the status existed
+        status = "ok" if doc["ok"] else "violated"
+    reasons = doc.get("reasons") if isinstance(doc.get("reasons"), list) else []
+    coverage = doc.get("coverage") if isinstance(doc.get("coverage"), dict) else None
     return {
         "ok": doc["ok"],
+        "status": status,
+        "reasons": [str(r) for r in reasons],
+        "coverage": coverage,
         "failed": [str(name) for name in doc.get("failed") or []],
         "source": str(doc.get("source", "")),
         "engine": str(doc.get("engine", "")),

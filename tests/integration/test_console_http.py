@@ -148,6 +148,8 @@ def test_violations_source_says_unconfigured_missing_unreadable_or_shows_the_ver
     shown = analysis()
     assert shown["error"] is None
     assert (shown["report"]["ok"], shown["report"]["failed"]) == (False, ["lost_ack"])
+    assert shown["report"]["status"] == "violated" and shown["report"]["reasons"][0] == "violated: lost_ack"
+    assert shown["report"]["coverage"]["acksChecked"] == 0
     assert shown["report"]["checks"][0]["rows"] == [{"msgId": "m1"}]
 
     (report_dir / "verdict.json").write_text("{not json")

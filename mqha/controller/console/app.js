@@ -344,11 +344,16 @@ function analysisView(doc) {
   }
   if (doc.error) return [message("error", "The analysis report cannot be shown", doc.error)];
   const report = doc.report;
-  const verdict = report.ok
-    ? message("ok", "Verdict: OK", "Every invariant holds.")
-    : message("error", `Verdict: FAILED (${report.failed.length} invariant${report.failed.length === 1 ? "" : "s"} violated)`,
-      report.failed.join(", "));
+  const reasons = (report.reasons || []).filter((r) => !r.startsWith("violated:"));
+  const why = reasons.length ? h("ul", {}, reasons.map((r) => h("li", {}, r))) : "";
+  const verdict = report.status === "ok"
+    ? message("ok", "Verdict: OK", "Every invariant holds, and the export held everything the proof needs.")
+    : report.status === "inconclusive"
+      ? message("warn", "Verdict: INCONCLUSIVE", "Nothing was violated, but the export is not enough to say OK:", why)
+      : message("error", `Verdict: FAILED (${report.failed.length} invariant${report.failed.length === 1 ? "" : "s"} violated)`,
+        report.failed.join(", "), why);
   verdict.dataset.testid = "verdict";
+  verdict.dataset.value = report.status;
   const parts = [verdict,
     h("p", { class: "muted small" }, `Report ${doc.reportDir} · source ${report.source || "–"} · engine ${report.engine || "–"} · `
       + Object.entries(report.tables).map(([t, n]) => `${t} ${n}`).join(", ")),
@@ -360,6 +365,25 @@ function analysisView(doc) {
           h("td", {}, !c.failure ? chip("neutral", "counted") : c.count ? chip("bad", "FAIL") : chip("ok", "ok")),
           h("td", { class: "num" }, c.count),
           h("td", { class: "muted" }, c.description))))))];
+  if (report.coverage && report.coverage.sets) {
+    const cov = report.coverage;
+    parts.push(h("div", { class: "card" },
+      h("h2", {}, "What was checked"),
+      h("p", { class: "muted small" }, `${cov.acksChecked} acknowledged puts (${cov.acksByBroker} recorded by brokers, `
+        + `${cov.acksByClient} by clients) compared with the final master logs; ${cov.finalLogReplicas} replica final logs.`),
+      h("table", { testid: "coverage-table" },
+        h("thead", {}, h("tr", {}, ["Set", "Final master", "Replicas", "Final log rows", "Acks checked", "Expired",
+          "Not checked", "Reads"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, Object.entries(cov.sets).map(([name, s]) => h("tr", {},
+          h("td", {}, h("b", {}, name)),
+          h("td", {}, dash(s.finalMasterId)),
+          h("td", { class: "mono" }, s.replicas.join(", ")),
+          h("td", { class: "mono" }, s.finalLogs.map((l) => `${l.brokerId}: ${l.rows}`).join(" · ") || "none"),
+          h("td", { class: "num" }, s.acksChecked),
+          h("td", { class: "num" }, s.acksExpired),
+          h("td", { class: "num" }, s.acksUnchecked ? chip("warn", String(s.acksUnchecked)) : 0),
+          h("td", { class: "num" }, s.reads)))))));
+  }
   for (const c of report.checks.filter((check) => check.rows.length)) {
     const cols = Object.keys(c.rows[0]);
     parts.push(h("div", { class: "card" },
