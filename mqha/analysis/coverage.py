@@ -59,9 +59,10 @@ class LogStat:
 
 @dataclass(frozen=True, order=True)
 class AckStat:
-    """PUT_OK acks of one set from one source (``broker``/``client``): all of them, those under
-    ``allAckInSyncStateSet`` compared with the final master log (``checked``), below its log start
-    (``expired``), and in a set without a final master log (``unchecked``)."""
+    """Counts the PUT_OK acks of one set from one source (``broker`` or ``client``).
+
+    ``put_ok``: all of them; of those under ``allAckInSyncStateSet``: ``checked`` against the final
+    master log, ``expired`` below its log start, ``unchecked`` in a set without a final master log."""
 
     broker_name: str
     source: str

@@ -131,8 +131,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Every check's finding (in ``CHECKS`` order), the row count of each input table, what was
-    covered and the export's own problems (``mqha.analysis.coverage`` turns them into ``status``)."""
+    """Holds every check's finding (in ``CHECKS`` order), table row counts, coverage and problems.
+
+    ``mqha.analysis.coverage.judge`` turns them into ``status``."""
 
     findings: tuple[Finding, ...]
     table_counts: Mapping[str, int] = field(default_factory=dict)

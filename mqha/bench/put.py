@@ -6,7 +6,8 @@ same except for the ack rule: async (the master answers once the message is in i
 the SyncStateSet). The load generator sends single 1 KiB messages to the master's HTTP API, one at a
 time per client, in interleaved rounds; the figures are the medians of the rounds and the ratio of
 each sync mode's throughput to async's. Then puts while retention deletes segments vs while it does
-not (``mqha.bench.retention_put``, root only).
+not (``mqha.bench.retention_put``, root only), and puts while the master records its acks in its
+history vs not (``mqha.bench.history_put``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
     from mqha.bench import retention_put
 
     data["retention"] = retention_put.measure(base / "retention", cfg, BODY)
+    from mqha.bench import history_put
+
+    data["history"] = history_put.measure(base / "history", cfg, BODY)
     return data
 
 
@@ -173,7 +177,13 @@ def _report(data: dict[str, Any]) -> Outcome:
     retention_table, on_off = retention_put.report(data["retention"], cfg, data["settings"]["body_bytes"])
     if on_off is not None:
         targets.append(Target("retention on/off msgs/s", on_off, 1 - retention_put.MAX_COST, at_least=True))
-    return Outcome("put", [table, retention_table], targets, data)
+    from mqha.bench import history_put
+
+    history_table, history_on_off = history_put.report(data["history"], cfg, data["settings"]["body_bytes"])
+    targets.append(
+        Target("ack history on/off msgs/s", history_on_off, 1 - history_put.MAX_COST, at_least=True)
+    )
+    return Outcome("put", [table, retention_table, history_table], targets, data)
 
 
 def run(base: Path, quick: bool) -> Outcome:

@@ -66,7 +66,7 @@ class Broker:
         from mqha.broker.disk_guard import DiskGuard
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
-        from mqha.broker.metrics import BrokerMetrics
+        from mqha.broker.metrics import BrokerMetrics, ack_mode
         from mqha.broker.retention_task import RetentionTask
         from mqha.broker.server import BrokerHttpServer
         from mqha.broker.store import BrokerStore
@@ -114,7 +114,10 @@ class Broker:
         # Full disk and retention (docs/architecture.md §4.2): one DiskGuard holds the disk state (puts
         # refused while FULL, status, metrics); the retention task measures each pass and feeds it.
         self.disk = DiskGuard.from_config(config)
-        self.access = BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate), self.disk)
+        put_acks = ack_mode(self.ha.gate.policy) if config["historyRecordPutAcks"] else None
+        self.access = BrokerAccess(
+            self.store, self.role, maybe_plant(self.ha.gate), self.disk, ack_mode=put_acks
+        )
         self.retention = RetentionTask(
             self.store,
             config,

@@ -17,7 +17,9 @@ Put path (docs/reference-behaviour.md §15), for one request (one message or one
 4. ``SYNC_FLUSH``: wait for the fsync (shared by concurrent puts, in a worker thread) up to
    ``syncFlushTimeout`` → ``FLUSH_DISK_TIMEOUT``;
 5. wait for the replica acks the ack policy needs, for the batch's last offset, up to ``slaveTimeout``
-   → ``FLUSH_SLAVE_TIMEOUT`` (the HA layer wakes waiters on acks; no polling).
+   → ``FLUSH_SLAVE_TIMEOUT`` (the HA layer wakes waiters on acks; no polling);
+6. a PUT_OK is recorded in the history (``acks``, docs/architecture.md §5) unless
+   ``historyRecordPutAcks=false``.
 """
 
 from __future__ import annotations
@@ -64,12 +66,21 @@ class BrokerAccess:
     """Runs the client put and read paths; every method runs on the broker's event loop."""
 
     def __init__(
-        self, store: BrokerStore, role: BrokerRole, gate: ReplicationGate, disk: DiskCheck | None = None
+        self,
+        store: BrokerStore,
+        role: BrokerRole,
+        gate: ReplicationGate,
+        disk: DiskCheck | None = None,
+        *,
+        ack_mode: str | None = None,
     ) -> None:
         self.store = store
         self.role = role
         self.gate = gate
         self.disk = disk
+        # The ack mode label (``metrics.ack_mode``) of the PUT_OKs this master records in its history
+        # (docs/architecture.md §5); None: none recorded.
+        self.ack_mode = ack_mode
 
     def reject_if_unavailable(self) -> PutOutcome | None:
         """Step 1 of the put path, before anything else: fenced, slave, disk full, too few in-sync
@@ -122,6 +133,8 @@ class BrokerAccess:
         replica = await gate.wait_for_replicas(end)
         if replica is not AckStatus.OK:  # a non-OK replica status overrides the flush status (§15.4)
             status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        if status is PutStatus.PUT_OK and self.ack_mode is not None and store.history is not None:
+            store.history.put_ok(appended, epoch, self.ack_mode)  # one queue put; rows built off the loop
         return PutOutcome(status, appended, epoch=epoch)
 
     def read(self, request: ReadRequest) -> tuple[list[StoredMessage], int, int]:

@@ -160,6 +160,12 @@ BROKER_CONFIG = ConfigSpec(
             "larger HTTP bodies are refused with 413",
             rule=POSITIVE_LONG,
         ),
+        Key(
+            "historyRecordPutAcks",
+            bool,
+            True,
+            "a master records every PUT_OK it answers in its history.db (the no-loss proof's acks)",
+        ),
     ]
 )
 

@@ -1,14 +1,16 @@
 """The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
 
 Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
-``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``; the status documents
+``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``, POST
+``/v1/history/final-log`` and GET ``/v1/history/rows`` (docs/architecture.md §5); the status documents
 are assembled by ``mqha.broker.status_views``. Request bodies go through
 ``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
 paths are ``BrokerAccess.put`` / ``read``.
 Protected routes (``mqha.broker.auth``): puts and reads need the ``initAuthenticationUser``'s HTTP
-Basic credentials when ``authenticationEnabled=true``; the final-log dump needs the ``adminAuthToken``
-bearer whenever one is set. Each check runs first in its handler, from the headers alone, before the
-body is read: a refused request costs little and changes nothing (401/403, code 16 NO_PERMISSION).
+Basic credentials when ``authenticationEnabled=true``; the final-log dump and the history pages need
+the ``adminAuthToken`` bearer whenever one is set. Each check runs first in its handler, from the
+headers alone, before the body is read: a refused request costs little and changes nothing (401/403,
+code 16 NO_PERMISSION).
 Errors are translated once, here: ``RequestError`` → its code's HTTP status, a body over
 ``maxRequestBodyBytes`` → 413 (refused from its ``Content-Length`` before anything is read), anything
 unexpected → 500 with the error logged. Every body carries ``{code, codeName, remark}``.
@@ -36,6 +38,7 @@ from mqha.broker.protocol import (
     PutRequest,
     decode_put_request,
     envelope,
+    illegal,
     parse_read_request,
     put_reply,
     read_moved_reply,
@@ -121,6 +124,7 @@ class BrokerHttpServer:
         app.router.add_get("/metrics", self.get_metrics)
         app.router.add_get("/healthz", self.get_healthz)
         app.router.add_post("/v1/history/final-log", self.post_final_log)
+        app.router.add_get("/v1/history/rows", self.get_history_rows)
         return app
 
     async def start(self) -> None:
@@ -235,6 +239,18 @@ class BrokerHttpServer:
             return _error(BrokerCode.SERVICE_NOT_AVAILABLE, "no history yet: the broker is not registered")
         rows = await asyncio.to_thread(self.store.dump_final_log, FINAL_LOG_WAIT_S)
         return _json(200, envelope(BrokerCode.SUCCESS, "", rows=rows))
+
+    async def get_history_rows(self, request: web.Request) -> web.Response:
+        """A page of this broker's ``history.db`` (``mqha.history.pages``) for ``mqha export
+        --controller``: NDJSON; an admin call, as the final-log dump."""
+        from mqha.history.pages import NDJSON, serve_page
+
+        denial = self.auth.check_admin(request.headers.get("Authorization"))
+        if denial is not None:
+            self.metrics.observe_refused("history", denial.status)
+            return _refused(denial, BEARER_CHALLENGE)
+        body = await serve_page(self.config["storePathRootDir"], request.query, illegal)
+        return web.Response(body=body, content_type=NDJSON)
 
     async def get_healthz(self, request: web.Request) -> web.Response:
         return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.role.role.value))

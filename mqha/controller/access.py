@@ -56,6 +56,7 @@ ROUTE_ACCESS: dict[str, Access] = {
     "cleanBrokerData": Access.ADMIN,
     "addControllerPeer": Access.ADMIN,
     "removeControllerPeer": Access.ADMIN,
+    "getHistoryRows": Access.ADMIN,  # a read, but of every message id the cluster acknowledged
 }
 """Routes (by name, ``mqha.controller.http_api.ROUTES``) that are not open."""
 

@@ -483,6 +483,21 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "responses": _responses(("200", "400")),
             },
         ),
+        (
+            "GET",
+            "/v1/history/rows",
+            "getHistoryRows",
+            {
+                "summary": "Admin: one page of this node's history.db for mqha export (docs/architecture.md "
+                "§5): query table, afterSeq (default 0), limit (1..50000, default 50000); NDJSON, one "
+                "typed row per line with seq (the rowid) in rowid order; a page shorter than limit is "
+                "the last",
+                "responses": {
+                    "200": {"description": "NDJSON rows", "content": {"application/x-ndjson": {}}},
+                    **_responses(("400", "401", "403")),
+                },
+            },
+        ),
     ]
 
 

@@ -28,7 +28,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from mqha.history.database import (
 )
 from mqha.history.schema import (
     ACKS,
+    BROKER_ACK_PREFIX,
     CONTROLLER_EVENTS,
     EPOCHS,
     FINAL_LOGS,
@@ -62,6 +63,17 @@ class _Rows:
 
     table: str
     row: Mapping[str, Any]
+
+
+@dataclass
+class _LazyRows:
+    """Queues rows of one table that the writer thread builds.
+
+    ``build`` returns SQL-ready tuples in ``columns(table)`` order: the producer pays one queue put,
+    not one per row."""
+
+    table: str
+    build: Callable[[], list[tuple[Any, ...]]]
 
 
 @dataclass
@@ -125,6 +137,14 @@ class HistoryRecorder:
             raise ValueError(f"unknown history table {table!r}")
         if not self._closed:
             self._queue.put(_Rows(table, row))
+
+    def record_rows(self, table: str, build: Callable[[], list[tuple[Any, ...]]]) -> None:
+        """Queue the rows ``build()`` returns (SQL-ready tuples in ``columns(table)`` order), built
+        later by the writer thread: for hot paths that record many rows at a time."""
+        if table not in TABLES:
+            raise ValueError(f"unknown history table {table!r}")
+        if not self._closed:
+            self._queue.put(_LazyRows(table, build))
 
     def replace_final_log(self, broker_name: str, broker_id: int, rows: Iterable[Mapping[str, Any]]) -> None:
         """Queue a dump of one replica's log index; it replaces that replica's previous dump whole."""
@@ -222,6 +242,12 @@ class HistoryRecorder:
                 except (TypeError, ValueError):
                     self.failures += 1
                     log.warning("history: dropped a malformed %s row %r", item.table, item.row)
+            elif isinstance(item, _LazyRows):
+                try:
+                    by_table.setdefault(item.table, []).extend(item.build())
+                except Exception:
+                    self.failures += 1
+                    log.exception("history: dropped lazily built %s rows", item.table)
             elif isinstance(item, _ReplaceFinalLog):
                 dumps.append(item)
         try:
@@ -315,6 +341,9 @@ class BrokerHistory:
       (``"MASTER"`` / ``"SLAVE"``);
     - ``truncation(from_offset, to_offset, reason)`` after the log was cut (divergent tail on a slave,
       torn tail at recovery);
+    - ``put_ok(appended, epoch, ack_mode)`` for every PUT_OK the master answered (``acks`` rows whose
+      ``client`` is ``broker@<node>``, ``BROKER_ACK_PREFIX``): one queue item per answer, the rows
+      are built by the writer thread, so the put path pays one tuple and one queue put;
     - ``final_log(messages)`` with every stored message (anything with ``offset``, ``size``,
       ``msg_id``, ``body_crc`` attributes, or mappings with offset/size/msgId/crc) -- at shutdown, or
       on request of a test/chaos run.
@@ -325,6 +354,7 @@ class BrokerHistory:
         self.node = node
         self.broker_name = broker_name
         self.broker_id = broker_id
+        self._ack_client = BROKER_ACK_PREFIX + node
 
     def _base(self, ts: int | None) -> dict[str, Any]:
         return {
@@ -343,6 +373,18 @@ class BrokerHistory:
         self.recorder.record(
             ROLES,
             {**self._base(ts), "role": role, "masterEpoch": master_epoch, "masterBrokerId": master_broker_id},
+        )
+
+    def put_ok(self, appended: Sequence[Any], epoch: int, ack_mode: str, *, ts: int | None = None) -> None:
+        """The messages of one PUT_OK answer (each with ``offset``, ``size``, ``msg_id``) as ``acks``."""
+        client, name, broker_id = self._ack_client, self.broker_name, self.broker_id
+        stamp = now_ms() if ts is None else ts
+        self.recorder.record_rows(
+            ACKS,
+            lambda: [
+                (client, a.msg_id, name, broker_id, a.offset, a.size, epoch, "PUT_OK", ack_mode, stamp)
+                for a in appended
+            ],
         )
 
     def truncation(self, from_offset: int, to_offset: int, reason: str, *, ts: int | None = None) -> None:

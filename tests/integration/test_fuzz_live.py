@@ -55,6 +55,7 @@ BROKER_ROUTES = (
     ("GET", "/metrics"),
     ("GET", "/healthz"),
     ("POST", "/v1/history/final-log"),
+    ("GET", "/v1/history/rows"),
 )
 CONTROLLER_ROUTES = tuple((method, path) for method, path, _, _ in ROUTES)
 Request = tuple[str, str, list[tuple[str, str]], bytes]

@@ -81,6 +81,20 @@ def test_final_log_dump_replaces_the_previous_dump_of_that_replica(tmp_path: Pat
     ]
 
 
+def test_broker_put_ok_records_one_ack_row_per_message(tmp_path: Path) -> None:
+    from mqha.broker.protocol import Appended
+
+    path = tmp_path / "history.db"
+    with HistoryRecorder(path) as rec:
+        broker = BrokerHistory(rec, "127.0.0.1:10911", "bs1", 2)
+        broker.put_ok((Appended(0, 120, "m0"), Appended(2**40, 130, "m1")), 3, "allAckInSyncStateSet", ts=7)
+        assert rec.flush(10)
+    assert _rows(path, "SELECT * FROM acks ORDER BY offset") == [
+        ("broker@127.0.0.1:10911", "m0", "bs1", 2, 0, 120, 3, "PUT_OK", "allAckInSyncStateSet", 7),
+        ("broker@127.0.0.1:10911", "m1", "bs1", 2, 2**40, 130, 3, "PUT_OK", "allAckInSyncStateSet", 7),
+    ]
+
+
 def test_controller_observer_rows_and_replay_dedup(tmp_path: Path) -> None:
     records = [
         NoopRecord("barrier"),
