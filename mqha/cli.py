@@ -22,20 +22,45 @@ SUBCOMMAND_MODULES = (cluster_commands, chaos_cli, bench_cli)
 def _export(args: argparse.Namespace) -> int:
     from mqha.analysis.export import export
 
+    if args.controller:
+        return _export_cluster(args)
     *sources, out_dir = args.paths
     if not sources:
         print(
-            "mqha export: give at least one run directory or database, then the output directory",
+            "mqha export: give at least one run directory or database, then the output directory "
+            "(or --controller ADDR and the output directory)",
             file=sys.stderr,
         )
         return 2
     try:
-        summary = export(sources, out_dir)
+        summary = export(sources, out_dir, args.format)
     except FileNotFoundError as exc:
         print(f"mqha export: {exc}", file=sys.stderr)
         return 2
     print(summary.describe())
     return 0 if summary.sources else 1
+
+
+def _export_cluster(args: argparse.Namespace) -> int:
+    """``mqha export --controller ADDR OUT``: the live cluster's histories over HTTP."""
+    import os
+
+    from mqha.admin_cli.commands.failures import TLS_CA_ENV, TOKEN_ENV
+    from mqha.analysis.network_export import ExportError, export_cluster
+
+    if len(args.paths) != 1:
+        print("mqha export --controller ADDR: give only the output directory", file=sys.stderr)
+        return 2
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
+    tls_ca = args.tls_ca if args.tls_ca is not None else os.environ.get(TLS_CA_ENV)
+    try:
+        summary = export_cluster(args.controller, args.paths[0], token=token, tls_ca=tls_ca, fmt=args.format)
+    except ExportError as exc:
+        print(f"mqha export: {exc}", file=sys.stderr)
+        return 2
+    print(summary.describe())
+    # Problems are written down for mqha analyze (inconclusive); the export itself did its job.
+    return 0
 
 
 def _analyze(args: argparse.Namespace) -> int:
@@ -75,11 +100,27 @@ def main(argv: list[str] | None = None) -> int:
     export = sub.add_parser(
         "export",
         help="gather history databases into JSON Lines (docs/architecture.md §5)",
-        description="mqha export <run-dir|history.db>... <out-dir>: directories are searched for history.db",
+        description="mqha export <run-dir|history.db>... <out-dir>: directories are searched for history.db; "
+        "mqha export --controller ADDR <out-dir>: a live cluster's histories and final logs over HTTP",
     )
     export.add_argument(
         "paths", nargs="+", metavar="PATH", help="run directories or databases, then the output dir"
     )
+    export.add_argument(
+        "--controller",
+        action="append",
+        metavar="ADDR",
+        help="read a live cluster over HTTP instead, from any of its controllers (repeatable; "
+        "'a;b' also works); then PATH is only the output dir",
+    )
+    export.add_argument(
+        "--format",
+        choices=("auto", "jsonl", "parquet"),
+        default="auto",
+        help="JSON Lines, Parquet, or auto (default): JSON Lines, Parquet for a table past 500,000 rows",
+    )
+    export.add_argument("--token", default=None, help="admin token (default: $MQHA_ADMIN_TOKEN)")
+    export.add_argument("--tls-ca", default=None, help="PEM CA bundle: https (default: $MQHA_TLS_CA)")
     analyze = sub.add_parser(
         "analyze", help="check the no-loss invariants of an export with PySpark; non-zero exit on a violation"
     )

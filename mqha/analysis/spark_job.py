@@ -286,6 +286,7 @@ def analyze(
     """Load an export, check every invariant, write the reports (default ``<input_dir>/report``)."""
     from pyspark.sql import SparkSession
 
+    from mqha.analysis.export import export_problems
     from mqha.analysis.report import build_timelines, write_reports
 
     if not Path(input_dir).is_dir():  # before starting a JVM
@@ -296,7 +297,7 @@ def analyze(
     try:
         frames = load_tables(session, input_dir)
         try:
-            verdict = check_tables(frames, limit)
+            verdict = check_tables(frames, limit, export_problems(input_dir))
             rows = timeline_rows(frames)
         finally:
             unpersist(frames)
@@ -321,11 +322,11 @@ def analyze_python(
     limit: int = inv.DEFAULT_LIMIT,
 ) -> inv.Verdict:
     """The same analysis with the pure functions (small exports; no JVM)."""
-    from mqha.analysis.export import read_tables
+    from mqha.analysis.export import export_problems, read_tables
     from mqha.analysis.report import build_timelines, write_reports
 
     tables = read_tables(input_dir)
-    verdict = inv.check_all(tables, limit)
+    verdict = inv.check_all(tables, limit, export_problems(input_dir))
     timelines = build_timelines(tables[CONTROLLER_EVENTS], tables[ROLES], tables[EPOCHS], tables[TRUNCATIONS])
     write_reports(
         verdict,

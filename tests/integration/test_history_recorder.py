@@ -200,11 +200,12 @@ def test_three_controllers_record_identical_event_sequences(tmp_path: Path) -> N
     assert elect[5:9] == (1, 1, "[1]", 1)
     assert first[-1][5:9] == (1, 1, "[1, 2, 3]", 2)
 
-    # The export of the run (three databases) passes the controller invariants.
+    # The export of the run (three databases) passes the controller invariants; with no acks and no
+    # final logs there is nothing to check for loss, so the verdict says so instead of "ok".
     summary = export([tmp_path / "run"], tmp_path / "out")
     assert len(summary.sources) == 3
     verdict = inv.check_all(read_tables(tmp_path / "out"))
-    assert verdict.ok, verdict.to_json()
+    assert verdict.failed == () and verdict.status == "inconclusive", verdict.to_json()
     assert verdict.table_counts["controller_events"] == 3 * len(first)
 
 
