@@ -1,15 +1,17 @@
 """Reports of an analysis: text summary, JSON verdict, HTML page with per-group timelines.
 
 Rendering is pure (values in, strings out); ``write_reports`` is the only function that touches files.
-The timeline of a broker set is an inline SVG: one lane for the controller's view (a bar per master
-tenure, labelled with masterEpoch and master id; SyncStateSet in the tooltip), one lane per replica
-(MASTER / SLAVE periods from ``roles``, a tick per recorded epoch entry, a red triangle per
-truncation). The x axis is wall-clock time relative to the first event of the set.
+The page is styled like the controller's web console: the verdict (OK / FAILED / INCONCLUSIVE with its
+reasons), what was checked (per set: final master, each replica's final log, acks by source and fate),
+the invariants, the evidence, and per broker set a timeline: an inline SVG with one lane for the
+controller's view (a bar per master tenure in the master's colour, labelled e<masterEpoch> m<id> where
+the label fits; SyncStateSet in the tooltip), one lane per replica (MASTER periods in its colour, SLAVE
+grey, a diamond per epoch entry, a red triangle per truncation) and a time axis of round steps in
+seconds since the set's first event; a legend under each.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from typing import Any
 
 from mqha.analysis import coverage as cov
 from mqha.analysis import invariants as inv
+from mqha.analysis.timeline_svg import esc, legend, render_timeline_svg
 from mqha.history.schema import VERDICT_FILE
 
 SUMMARY_FILE = "summary.txt"
@@ -143,106 +146,55 @@ def summary_text(verdict: inv.Verdict) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# HTML + SVG
-
-_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-_WIDTH, _LEFT, _LANE, _TOP = 960, 120, 34, 24
-
-
-def _color(broker_id: Any) -> str:
-    return _PALETTE[int(broker_id) % len(_PALETTE)] if isinstance(broker_id, int) else "#999999"
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def render_timeline_svg(timeline: GroupTimeline) -> str:
-    t0, t1 = timeline.time_range()
-    span = t1 - t0
-    plot = _WIDTH - _LEFT - 20
-
-    def x(ts: Any) -> float:
-        return _LEFT + plot * (((ts or t0) - t0) / span)
-
-    lanes = ["controller", *(f"broker {i}" for i in timeline.broker_ids())]
-    lane_of = {b: i + 1 for i, b in enumerate(timeline.broker_ids())}
-    height = _TOP + _LANE * len(lanes) + 30
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" class="timeline">']
-    for i, label in enumerate(lanes):
-        y = _TOP + i * _LANE
-        out.append(f'<text x="4" y="{y + 20}" class="lane">{_esc(label)}</text>')
-        out.append(
-            f'<line x1="{_LEFT}" y1="{y + _LANE - 2}" x2="{_WIDTH - 20}" y2="{y + _LANE - 2}" class="grid"/>'
-        )
-    # Controller lane: one bar per master tenure (until the next change or the end).
-    for k, row in enumerate(timeline.controller):
-        start = x(row.get("ts"))
-        end = x(timeline.controller[k + 1].get("ts")) if k + 1 < len(timeline.controller) else x(t1)
-        master = row.get("masterBrokerId")
-        tip = (
-            f"raftIndex {row.get('raftIndex')} {row.get('type')}: master {master} masterEpoch "
-            f"{row.get('masterEpoch')} SyncStateSet {row.get('syncStateSet')} "
-            f"epoch {row.get('syncStateSetEpoch')}"
-        )
-        fill = _color(master) if master is not None else "#dddddd"
-        out.append(
-            f'<rect x="{start:.1f}" y="{_TOP + 4}" width="{max(end - start, 2):.1f}" height="{_LANE - 10}" '
-            f'fill="{fill}" opacity="0.85"><title>{_esc(tip)}</title></rect>'
-        )
-        label = f"e{row.get('masterEpoch')} m{master if master is not None else '-'}"
-        out.append(f'<text x="{start + 3:.1f}" y="{_TOP + 20}" class="bar">{_esc(label)}</text>')
-    # Replica lanes: role periods, epoch ticks, truncations.
-    by_broker: dict[int, list[dict[str, Any]]] = {}
-    for row in timeline.roles:
-        if row.get("brokerId") is not None:
-            by_broker.setdefault(row["brokerId"], []).append(row)
-    for broker_id, rows in by_broker.items():
-        y = _TOP + lane_of[broker_id] * _LANE
-        for k, row in enumerate(rows):
-            start = x(row.get("ts"))
-            end = x(rows[k + 1].get("ts")) if k + 1 < len(rows) else x(t1)
-            master = inv.is_master_role(row.get("role"))
-            fill = _color(broker_id) if master else "#cccccc"
-            tip = (
-                f"{row.get('role')} masterEpoch {row.get('masterEpoch')} (master {row.get('masterBrokerId')})"
-            )
-            out.append(
-                f'<rect x="{start:.1f}" y="{y + 8}" width="{max(end - start, 2):.1f}" height="{_LANE - 18}" '
-                f'fill="{fill}" opacity="0.7"><title>{_esc(tip)}</title></rect>'
-            )
-    for row in timeline.epochs:
-        if row.get("brokerId") in lane_of:
-            y = _TOP + lane_of[row["brokerId"]] * _LANE
-            cx = x(row.get("ts"))
-            tip = f"epoch {row.get('epoch')} starts at offset {row.get('startOffset')}"
-            out.append(
-                f'<circle cx="{cx:.1f}" cy="{y + 5}" r="3" class="epoch"><title>{_esc(tip)}</title></circle>'
-            )
-    for row in timeline.truncations:
-        if row.get("brokerId") in lane_of:
-            y = _TOP + lane_of[row["brokerId"]] * _LANE
-            cx = x(row.get("ts"))
-            tip = f"truncated {row.get('fromOffset')} -> {row.get('toOffset')} ({row.get('reason')})"
-            points = f"{cx - 5:.1f},{y + 2} {cx + 5:.1f},{y + 2} {cx:.1f},{y + 12}"
-            out.append(f'<polygon points="{points}" class="trunc"><title>{_esc(tip)}</title></polygon>')
-    axis_y = _TOP + _LANE * len(lanes) + 14
-    for k in range(6):
-        ts = t0 + span * k / 5
-        out.append(f'<text x="{x(ts):.1f}" y="{axis_y}" class="axis">+{(ts - t0) / 1000:.2f}s</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
+# HTML + SVG (styled like the controller's web console: same colours, cards, chips, type)
 
 _CSS = """
-body { font-family: sans-serif; margin: 24px; color: #222; }
-table { border-collapse: collapse; margin: 8px 0 16px; }
-td, th { border: 1px solid #ccc; padding: 3px 8px; font-size: 13px; text-align: left; }
-.ok { color: #2a7a2a; font-weight: bold; } .fail { color: #b00020; font-weight: bold; }
-svg.timeline { border: 1px solid #ddd; background: #fafafa; }
-svg text.lane { font-size: 12px; } svg text.bar { font-size: 11px; fill: #fff; }
-svg text.axis { font-size: 10px; fill: #666; } svg line.grid { stroke: #e5e5e5; }
-svg circle.epoch { fill: #333; } svg polygon.trunc { fill: #d62728; }
+:root { --bg: #f4f6f9; --card: #fff; --ink: #1d2433; --muted: #667085; --line: #e3e7ee;
+  --brand: #1f3a5f; --ok: #1e8e3e; --bad: #c5221f; --warn: #b26a00;
+  --ok-bg: #e6f4ea; --bad-bg: #fce8e6; --warn-bg: #fff4e0; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+  color: var(--ink); background: var(--bg); }
+.topbar { padding: 12px 24px; background: var(--brand); color: #fff; font-weight: 700; font-size: 18px; }
+.topbar span { font-weight: 400; opacity: .75; font-size: 14px; margin-left: 10px; }
+main { max-width: 1180px; margin: 20px auto; padding: 0 24px; }
+h1 { font-size: 20px; margin: 6px 0 14px; } h2 { font-size: 16px; margin: 0 0 10px; }
+h3 { font-size: 15px; margin: 0 0 8px; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px;
+  margin-bottom: 16px; box-shadow: 0 1px 2px rgba(16, 24, 40, .04); overflow-x: auto; }
+.muted { color: var(--muted); } .small { font-size: 12px; }
+table { width: 100%; border-collapse: collapse; }
+th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); font-size: 13px; }
+th { font-size: 12px; text-transform: uppercase; letter-spacing: .4px; color: var(--muted);
+  font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12px; }
+.chip { display: inline-block; padding: 1px 9px; border-radius: 11px; font-size: 12.5px; }
+.chip.ok { background: var(--ok-bg); color: var(--ok); }
+.chip.bad { background: var(--bad-bg); color: var(--bad); }
+.chip.warn { background: var(--warn-bg); color: var(--warn); }
+.chip.neutral { background: #eef1f5; color: #344054; }
+.message { padding: 14px 16px; border-radius: 8px; margin: 0 0 16px; border: 1px solid; }
+.message strong { display: block; font-size: 16px; margin-bottom: 2px; }
+.message ul { margin: 6px 0 0; padding-left: 20px; }
+.message.ok { background: var(--ok-bg); border-color: #b7dfc2; color: #1b5e2b; }
+.message.error { background: var(--bad-bg); border-color: #f4c2bf; color: #8c1d18; }
+.message.warn { background: var(--warn-bg); border-color: #f3d39c; color: #7a4a00; }
+.stats { display: grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap: 12px;
+  margin-bottom: 16px; }
+.stat { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 12px 14px; }
+.stat .label { font-size: 12px; color: var(--muted); text-transform: uppercase; letter-spacing: .4px; }
+.stat .value { font-size: 22px; font-weight: 650; } .stat .sub { font-size: 12px; color: var(--muted); }
+.legend { display: flex; flex-wrap: wrap; gap: 6px 16px; align-items: center; font-size: 12.5px;
+  margin: 10px 0 0; }
+.legend span { display: inline-flex; align-items: center; gap: 5px; }
+.legend .sw { width: 14px; height: 10px; border-radius: 2px; display: inline-block; }
+svg.timeline { display: block; font-family: system-ui, "DejaVu Sans", sans-serif; }
+svg .band { fill: #f8f9fb; } svg .tick { stroke: #e3e7ee; } svg text.lane { font-size: 12px; fill: #344054; }
+svg text.bar { font-size: 11px; fill: #fff; pointer-events: none; }
+svg text.axis { font-size: 11px; fill: #667085; } svg text.axis-title { font-size: 11px; fill: #98a2b3; }
+svg .bar { stroke: #fff; stroke-width: .5; } svg .role { stroke: #fff; stroke-width: .5; }
+.epoch { fill: #1d2433; } .trunc { fill: #c5221f; }
 """
 
 
@@ -250,51 +202,142 @@ def _rows_table(rows: Sequence[Row]) -> str:
     if not rows:
         return ""
     cols = list(rows[0].keys())
-    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{_esc(json.dumps(r.get(c), default=str))}</td>" for c in cols) + "</tr>"
+        "<tr>"
+        + "".join(f'<td class="mono">{esc(json.dumps(r.get(c), default=str))}</td>' for c in cols)
+        + "</tr>"
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _verdict_box(verdict: inv.Verdict) -> str:
+    status, reasons = verdict.judged
+    why = [r for r in reasons if not r.startswith("violated:")]
+    items = "<ul>" + "".join(f"<li>{esc(r)}</li>" for r in why) + "</ul>" if why else ""
+    if status == cov.OK:
+        return (
+            '<div class="message ok"><strong>OK</strong>every invariant holds, and the export held '
+            "everything the proof needs</div>"
+        )
+    if status == cov.VIOLATED:
+        return (
+            f'<div class="message error"><strong>FAILED: {esc(", ".join(verdict.failed))}</strong>'
+            f"the evidence is below{items}</div>"
+        )
+    return (
+        '<div class="message warn"><strong>INCONCLUSIVE</strong>nothing was violated, but the export '
+        f"is not enough to say OK:{items}</div>"
+    )
+
+
+def _stats(verdict: inv.Verdict) -> str:
+    doc = verdict.coverage.to_json()
+    cards = [
+        (
+            "acks checked",
+            doc["acksChecked"],
+            f"{doc['acksByBroker']} by brokers, {doc['acksByClient']} by clients",
+        ),
+        ("replica final logs", doc["finalLogReplicas"], f"{len(doc['sets'])} broker set(s)"),
+        ("reads checked", verdict.table_counts.get("reads", 0), "recorded by clients"),
+        ("controller events", verdict.table_counts.get("controller_events", 0), "all controllers"),
+    ]
+    return (
+        '<div class="stats">'
+        + "".join(
+            f'<div class="stat"><div class="label">{esc(label)}</div><div class="value">{value:,}</div>'
+            f'<div class="sub">{esc(sub)}</div></div>'
+            for label, value, sub in cards
+        )
+        + "</div>"
+    )
+
+
+def _coverage_table(verdict: inv.Verdict) -> str:
+    sets = verdict.coverage.to_json()["sets"]
+    if not sets:
+        return ""
+    rows = []
+    for name, s in sets.items():
+        logs = " · ".join(f"{r['brokerId']}: {r['rows']:,}" for r in s["finalLogs"]) or "none"
+        missing = [i for i in s["replicas"] if i not in {r["brokerId"] for r in s["finalLogs"]}]
+        unchecked = s["acksUnchecked"]
+        rows.append(
+            f"<tr><td><b>{esc(name)}</b></td><td>{esc(s['finalMasterId'])}</td>"
+            f'<td class="mono">{esc(logs)}'
+            + (f' <span class="chip warn">missing: {esc(missing)}</span>' if missing else "")
+            + f'</td><td class="num">{s["acks"]["broker"]:,}</td><td class="num">{s["acks"]["client"]:,}</td>'
+            f'<td class="num">{s["acksChecked"]:,}</td><td class="num">{s["acksExpired"]:,}</td>'
+            f'<td class="num">'
+            + (f'<span class="chip warn">{unchecked:,}</span>' if unchecked else "0")
+            + f'</td><td class="num">{s["reads"]:,}</td></tr>'
+        )
+    head = "".join(
+        ("<th class='num'>" if n else "<th>") + f"{t}</th>"
+        for t, n in (
+            ("set", 0),
+            ("final master", 0),
+            ("final log rows by replica", 0),
+            ("acks by brokers", 1),
+            ("by clients", 1),
+            ("checked", 1),
+            ("expired", 1),
+            ("not checked", 1),
+            ("reads", 1),
+        )
+    )
+    return f'<div class="card"><h2>What was checked</h2><table><tr>{head}</tr>{"".join(rows)}</table></div>'
+
+
 def render_html(
     verdict: inv.Verdict, timelines: Mapping[str, GroupTimeline], source: str = "", engine: str = ""
 ) -> str:
-    status = (
-        '<span class="ok">OK</span>'
-        if verdict.ok
-        else f'<span class="fail">FAILED: {_esc(", ".join(verdict.failed))}</span>'
-    )
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mqha analyze</title>",
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>mqha analyze</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>mqha analyze: {status}</h1>",
-        f"<p>source: {_esc(source)} &middot; engine: {_esc(engine)}</p>",
-        "<h2>Tables</h2><table><tr><th>table</th><th>rows</th></tr>",
-        *(f"<tr><td>{_esc(t)}</td><td>{n}</td></tr>" for t, n in verdict.table_counts.items()),
-        "</table><h2>Invariants</h2><table><tr><th>check</th><th>result</th><th>count</th><th>meaning</th></tr>",
+        f"<div class='topbar'>mqha analyze<span>source {esc(source)} &middot; engine {esc(engine)}"
+        "</span></div>",
+        "<main>",
+        _verdict_box(verdict),
+        _stats(verdict),
+        _coverage_table(verdict),
+        '<div class="card"><h2>Invariants</h2><table><tr><th>check</th><th>result</th>'
+        '<th class="num">count</th><th>meaning</th></tr>',
     ]
     for f in verdict.findings:
         if f.name == inv.DUPLICATE:
-            result = "counted"
+            result = '<span class="chip neutral">counted</span>'
         else:
-            result = '<span class="fail">FAIL</span>' if f.count else '<span class="ok">ok</span>'
+            result = '<span class="chip bad">FAIL</span>' if f.count else '<span class="chip ok">ok</span>'
         parts.append(
-            f"<tr><td>{_esc(f.name)}</td><td>{result}</td><td>{f.count}</td>"
-            f"<td>{_esc(inv.DESCRIPTIONS[f.name])}</td></tr>"
+            f"<tr><td><b>{esc(f.name)}</b></td><td>{result}</td><td class='num'>{f.count:,}</td>"
+            f"<td class='muted'>{esc(inv.DESCRIPTIONS[f.name])}</td></tr>"
         )
-    parts.append("</table>")
+    parts.append("</table></div>")
     for f in verdict.findings:
         if f.rows:
-            more = f" (first {len(f.rows)} of {f.count})" if f.count > len(f.rows) else ""
-            parts.append(f"<h3>{_esc(f.name)}{more}</h3>{_rows_table(f.rows)}")
-    parts.append("<h2>Timelines</h2>")
+            more = f" (first {len(f.rows)} of {f.count:,})" if f.count > len(f.rows) else ""
+            parts.append(
+                f'<div class="card"><h2>{esc(f.name)}: evidence{more}</h2>{_rows_table(f.rows)}</div>'
+            )
+    parts.append(
+        '<div class="card"><h2>Tables</h2><p class="muted small">'
+        + " &middot; ".join(f"{esc(t)} {n:,}" for t, n in verdict.table_counts.items())
+        + "</p></div>"
+    )
     if not timelines:
-        parts.append("<p>no controller events, roles, epochs or truncations recorded</p>")
+        parts.append(
+            '<div class="card"><h2>Timelines</h2><p class="muted">no controller events, roles, '
+            "epochs or truncations recorded</p></div>"
+        )
     for name, timeline in timelines.items():
-        parts.append(f"<h3>{_esc(name)}</h3>{render_timeline_svg(timeline)}")
-    parts.append("</body></html>")
+        parts.append(
+            f'<div class="card"><h2>Timeline of {esc(name)}</h2>{render_timeline_svg(timeline)}'
+            f"{legend({name: timeline})}</div>"
+        )
+    parts.append("</main></body></html>")
     return "\n".join(parts)
 
 
