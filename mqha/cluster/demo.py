@@ -406,8 +406,8 @@ class Demo:
         for line in result.lines:
             self.screen.line("    " + line)
         self.screen.line(f"    ({result.seconds:.0f} s; reports in {result.export_dir / 'report'})")
-        self.result.analysis = (
-            "all invariants hold" if result.analyze_code == 0 else f"VIOLATIONS (exit {result.analyze_code})"
+        self.result.analysis = {0: "all invariants hold", 3: "INCONCLUSIVE (exit 3): see the reasons"}.get(
+            result.analyze_code, f"VIOLATIONS (exit {result.analyze_code})"
         )
 
     def verdict(self) -> None:
