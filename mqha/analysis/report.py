@@ -195,7 +195,14 @@ svg text.bar { font-size: 11px; fill: #fff; pointer-events: none; }
 svg text.axis { font-size: 11px; fill: #667085; } svg text.axis-title { font-size: 11px; fill: #98a2b3; }
 svg .bar { stroke: #fff; stroke-width: .5; } svg .role { stroke: #fff; stroke-width: .5; }
 .epoch { fill: #1d2433; } .trunc { fill: #c5221f; }
+svg .stale { fill: none; stroke: #98a2b3; stroke-dasharray: 3 2; }
+.legend .sw.stale { border: 1px dashed #98a2b3; background: none; }
 """
+
+
+def _cell(value: Any) -> str:
+    """A value as the evidence table shows it: strings bare, null as 'null', the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _rows_table(rows: Sequence[Row]) -> str:
@@ -204,9 +211,7 @@ def _rows_table(rows: Sequence[Row]) -> str:
     cols = list(rows[0].keys())
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>"
-        + "".join(f'<td class="mono">{esc(json.dumps(r.get(c), default=str))}</td>' for c in cols)
-        + "</tr>"
+        "<tr>" + "".join(f'<td class="mono">{esc(_cell(r.get(c)))}</td>' for c in cols) + "</tr>"
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -238,7 +243,7 @@ def _stats(verdict: inv.Verdict) -> str:
         (
             "acks checked",
             doc["acksChecked"],
-            f"{doc['acksByBroker']} by brokers, {doc['acksByClient']} by clients",
+            f"{doc['acksByBroker']:,} by brokers, {doc['acksByClient']:,} by clients",
         ),
         ("replica final logs", doc["finalLogReplicas"], f"{len(doc['sets'])} broker set(s)"),
         ("reads checked", verdict.table_counts.get("reads", 0), "recorded by clients"),

@@ -10,13 +10,15 @@ the first and last tick labels kept inside the picture; ``legend`` explains the 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqha.analysis import invariants as inv
 
 if TYPE_CHECKING:
     from mqha.analysis.report import GroupTimeline
+
+Row = Mapping[str, Any]
 
 _PALETTE = ("#2f6fde", "#e8710a", "#1e8e3e", "#9334e6", "#b5482e", "#d01884", "#12939a", "#7b8a00")
 _WIDTH, _LEFT, _RIGHT, _LANE, _TOP, _AXIS = 1100, 132, 24, 30, 8, 40
@@ -115,8 +117,9 @@ def _bar(x0: float, x1: float, y: float, height: float, *, fill: str, css: str, 
 
 def _controller_lane(timeline: GroupTimeline, f: _Frame) -> list[str]:
     """One bar per master tenure (until the next change or the end), in the master's colour."""
-    out, labels = [], _Labels()
+    out, texts, labels = [], [], _Labels()
     rows = timeline.controller
+    shown: tuple[Any, Any] | None = None
     for k, row in enumerate(rows):
         start = f.x(row.get("ts"))
         end = f.x(rows[k + 1].get("ts")) if k + 1 < len(rows) else f.x(f.t1)
@@ -129,11 +132,35 @@ def _controller_lane(timeline: GroupTimeline, f: _Frame) -> list[str]:
         )
         fill = _color(master) if master is not None else _SLAVE
         out.append(_bar(start, end, _TOP + 5, _LANE - 10, fill=fill, css="bar", tip=tip))
-        if labels.place(start, end, label):
-            out.append(
+        # A SyncStateSet change keeps the master and its epoch: a new bar (own tooltip), no new label.
+        tenure = (master, row.get("masterEpoch"))
+        if tenure == shown:
+            continue
+        shown = tenure
+        if labels.place(start, _tenure_end(rows, k, f), label):
+            texts.append(
                 f'<text x="{start + 4:.1f}" y="{_TOP + _LANE / 2 + 4}" class="bar">{esc(label)}</text>'
             )
-    return out
+    return out + texts  # labels last: a tenure's later bars (SyncStateSet changes) would cover them
+
+
+def _tenure_end(rows: Sequence[Row], k: int, f: _Frame) -> float:
+    """Where the tenure starting at ``rows[k]`` (same master and masterEpoch) ends on the x axis."""
+    tenure = (rows[k].get("masterBrokerId"), rows[k].get("masterEpoch"))
+    for later in rows[k + 1 :]:
+        if (later.get("masterBrokerId"), later.get("masterEpoch")) != tenure:
+            return f.x(later.get("ts"))
+    return f.x(f.t1)
+
+
+def _superseded(timeline: GroupTimeline, broker_id: int, start: Any, end: Any) -> Any:
+    """The first time after ``start`` (before ``end``) the controllers named another master than
+    ``broker_id``, or None: from then on the broker's MASTER row is stale (down, or not told yet)."""
+    for row in timeline.controller:
+        ts = row.get("ts") or 0
+        if (start or 0) < ts < (end or 0) and row.get("masterBrokerId") != broker_id:
+            return ts
+    return None
 
 
 def _replica_lanes(timeline: GroupTimeline, f: _Frame) -> list[str]:
@@ -146,12 +173,20 @@ def _replica_lanes(timeline: GroupTimeline, f: _Frame) -> list[str]:
     for broker_id, rows in by_broker.items():
         y, labels = f.y(broker_id), _Labels()
         for k, row in enumerate(rows):
-            start = f.x(row.get("ts"))
-            end = f.x(rows[k + 1].get("ts")) if k + 1 < len(rows) else f.x(f.t1)
+            end_ts = rows[k + 1].get("ts") if k + 1 < len(rows) else f.t1
+            start, end = f.x(row.get("ts")), f.x(end_ts)
             master = inv.is_master_role(row.get("role"))
             text = f"{row.get('role')} e{row.get('masterEpoch')}"
             fill = _color(broker_id) if master else _SLAVE
             tip = f"{text} (master {row.get('masterBrokerId')})"
+            stale = _superseded(timeline, broker_id, row.get("ts"), end_ts) if master else None
+            if stale is not None:
+                cut = f.x(stale)
+                why = (
+                    f"{text}: no role recorded since the controllers named another master (down, or not told)"
+                )
+                out.append(_bar(cut, end, y + 9, _LANE - 18, fill="none", css="stale", tip=why))
+                end = cut
             out.append(_bar(start, end, y + 8, _LANE - 16, fill=fill, css="role", tip=tip))
             if master and labels.place(start, end, text):
                 out.append(
@@ -194,6 +229,7 @@ def legend(timelines: Mapping[str, GroupTimeline]) -> str:
     items = [
         *(f"{swatch.format(c=_color(i))}broker {i} is master" for i in ids),
         f"{swatch.format(c=_SLAVE)}slave (or no master)",
+        '<span class="sw stale"></span>no role recorded: down, or not told of the new master yet',
         '<svg width="12" height="12"><polygon points="6,1 11,6 6,11 1,6" class="epoch"/></svg>epoch entry',
         '<svg width="14" height="12"><polygon points="1,1 13,1 7,11" class="trunc"/></svg>truncation',
     ]

@@ -54,3 +54,35 @@ def test_summary_and_html_name_each_violation_with_its_rows() -> None:
     assert "FAILED: two_masters_in_epoch" in page and "<table>" in page
     ok = summary_text(inv.check_all(h.CLEAN))
     assert ok.startswith("mqha analyze: OK")
+
+
+def test_axis_steps_are_round_and_few() -> None:
+    from mqha.analysis.timeline_svg import axis_ticks
+
+    assert [axis_ticks(span) for span in (1, 900, 14_500, 3_600_000)] == [1, 200, 2000, 500_000]
+    assert all(span / axis_ticks(span) <= 8 for span in (7, 1234, 98_765, 10**9))
+
+
+def test_timeline_labels_each_tenure_once_and_marks_stale_master_rows() -> None:
+    import re
+
+    t = h.CLEAN
+    svg = render_timeline_svg(
+        build_timelines(t["controller_events"], t["roles"], t["epochs"], t["truncations"])["b1"]
+    )
+    labels = re.findall(r'class="bar">([^<]+)</text>', svg)
+    # Controller lane: the elections come within 60 ms of a 3 s picture, so only the last tenure has
+    # room for its label (once, though a SyncStateSet change splits its bar); the others keep tooltips.
+    assert [x for x in labels if x.startswith("e")] == ["e2 m2"]
+    assert "<title>e0 m-: " in svg and "<title>e1 m1: " in svg
+    # Broker 1 stays MASTER of epoch 1 in its own rows until 3000 ms, but the controllers named broker 2
+    # at raftIndex 7: the rest of that row is drawn as "no role recorded".
+    assert svg.count('class="stale"') == 1 and "no role recorded since" in svg
+
+
+def test_html_says_inconclusive_with_reasons_and_what_was_checked() -> None:
+    t = h._variant()
+    t["final_logs"] = [r for r in t["final_logs"] if r["brokerId"] != 3]
+    page = render_html(inv.check_all(t), {}, source="x", engine="python")
+    assert "INCONCLUSIVE" in page and "no final log of replica(s) 3" in page
+    assert "What was checked" in page and "missing: [3]" in page
