@@ -40,12 +40,25 @@ def _spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+def _scala_version(home: Path) -> str:
+    """``2.13`` from ``jars/scala-library-2.13.x.jar``."""
+    (jar,) = home.glob("jars/scala-library-*.jar")
+    return ".".join(jar.name.removeprefix("scala-library-").split(".")[:2])
+
+
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[str]:
     """``spark://127.0.0.1:PORT`` of a master with two registered workers."""
     home = _spark_home()
     java = ["java", "-Xmx256m", "-cp", f"{home / 'jars'}/*"]
-    env = {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    # SPARK_SCALA_VERSION: the worker launches executors through Spark's launcher, which otherwise looks
+    # for a source build's directories (pyspark's jars are a release layout).
+    env = {
+        "SPARK_HOME": str(home),
+        "SPARK_SCALA_VERSION": _scala_version(home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
     port, ui, *worker_uis = free_ports(4)
     url = f"spark://127.0.0.1:{port}"
     with ProcessGroup() as group:
