@@ -145,3 +145,27 @@ def test_recorder_export_analyze_round_trip(spark: Any, tmp_path: Path) -> None:
     exported = read_tables(tmp_path / "out")
     assert got == inv.check_all(exported)
     assert max(r["offset"] for r in exported["final_logs"]) == h.BIG
+
+
+def test_parquet_exports_read_the_same_in_both_engines(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--format parquet`` and ``auto`` past its threshold (streamed over from JSON Lines) give the
+    rows, and so the verdict, of a JSON Lines export; Spark and the pure checker read them alike."""
+    from mqha.analysis import export as export_module
+
+    tables = h.big_offsets()
+    _record(tables, tmp_path / "run")
+    plain = export([tmp_path / "run"], tmp_path / "jsonl", "jsonl")
+    monkeypatch.setattr(export_module, "AUTO_PARQUET_ROWS", 10)
+    auto = export([tmp_path / "run"], tmp_path / "auto", "auto")
+    parquet = export([tmp_path / "run"], tmp_path / "parquet", "parquet")
+    assert plain.rows == auto.rows == parquet.rows
+    assert auto.formats["final_logs"] == "parquet" and auto.formats["epochs"] == "jsonl"
+    assert (tmp_path / "auto" / "final_logs" / "part-00000.parquet").exists()
+    assert not (tmp_path / "auto" / "final_logs.jsonl").exists()
+    expected = inv.check_all(read_tables(tmp_path / "jsonl"))
+    for name in ("auto", "parquet"):
+        assert read_tables(tmp_path / name) == read_tables(tmp_path / "jsonl"), name
+        assert spark_verdict(spark, tmp_path / name) == expected, name
+    assert max(r["offset"] for r in read_tables(tmp_path / "parquet")["final_logs"]) == h.BIG
