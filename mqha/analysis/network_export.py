@@ -120,38 +120,38 @@ def split_addresses(values: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _brokers(http: Http, reader: str) -> list[NodeRef]:
+    """Every replica the controllers know, in or out of its SyncStateSet (asked of ``reader``)."""
+    groups = http.json("GET", reader, "/v1/groups").get("clusters", {})
+    names = sorted({name for members in groups.values() for name in members})
+    if not names:
+        return []
+    query = {"brokerName": names}
+    table = http.json("GET", reader, "/v1/sync-state-data", query).get("replicasInfoTable", {})
+    brokers: dict[str, NodeRef] = {}
+    for name in names:
+        info = table.get(name, {})
+        for replica in [*info.get("inSyncReplicas", []), *info.get("notInSyncReplicas", [])]:
+            addr = replica.get("brokerAddress")
+            if addr and addr not in brokers:
+                brokers[addr] = NodeRef("broker", addr, f"broker {name}/{replica.get('brokerId')} {addr}")
+    return list(brokers.values())
+
+
 def discover(http: Http, controllers: Sequence[str]) -> tuple[list[NodeRef], list[NodeRef], list[str]]:
-    """The controllers and brokers of the cluster (step 1), and notes on controllers that did not answer."""
+    """The controllers and brokers of the cluster (step 1), and notes on controllers that did not
+    answer; the first controller whose metadata and leader answer is used."""
     notes: list[str] = []
     for address in controllers:
         try:
             meta = http.json("GET", address, "/v1/controller/metadata")
-        except OSError as exc:
-            notes.append(f"controller {address} did not answer: {exc}")
+            brokers = _brokers(http, meta.get("leaderAddress") or address)
+        except (OSError, ValueError) as exc:
+            notes.append(f"controller {address}: cannot list the cluster: {exc}")
             continue
         peers = [p.split(":", 1) for p in str(meta.get("peers", "")).split(";") if ":" in p]
         found = [NodeRef("controller", addr, f"controller {nid} {addr}") for nid, addr in peers]
-        reader = meta.get("leaderAddress") or address
-        groups = http.json("GET", reader, "/v1/groups").get("clusters", {})
-        names = sorted({name for members in groups.values() for name in members})
-        brokers: dict[str, NodeRef] = {}
-        if names:
-            data = http.json("GET", reader, "/v1/sync-state-data", {"brokerName": names}).get(
-                "replicasInfoTable", {}
-            )
-            for name in names:
-                info = data.get(name, {})
-                for replica in [*info.get("inSyncReplicas", []), *info.get("notInSyncReplicas", [])]:
-                    addr = replica.get("brokerAddress")
-                    if addr and addr not in brokers:
-                        brokers[addr] = NodeRef(
-                            "broker", addr, f"broker {name}/{replica.get('brokerId')} {addr}"
-                        )
-        return (
-            found or [NodeRef("controller", address, f"controller {address}")],
-            list(brokers.values()),
-            notes,
-        )
+        return found or [NodeRef("controller", address, f"controller {address}")], brokers, notes
     raise ExportError("no controller answered: " + "; ".join(notes))
 
 
