@@ -272,7 +272,14 @@ def test_violations_page_lists_failed_checks_first_with_their_evidence() -> None
         True,
     )
     assert {c["name"] for c in page["checks"]} == set(inv.CHECKS)
-    assert summarize_verdict(_verdict(lost=0))["ok"] is True
+    assert page["status"] == "violated" and page["reasons"][0] == "violated: lost_ack"
+    # Nothing violated, but nothing checked either (no acks, no final logs): inconclusive, not ok.
+    empty = summarize_verdict(_verdict(lost=0))
+    assert (empty["ok"], empty["status"], empty["coverage"]["acksChecked"]) == (False, "inconclusive", 0)
+    assert "no final logs in the export" in empty["reasons"][0]
+    # A report written before the status existed: derived from ok.
+    old = {k: v for k, v in _verdict(lost=0).items() if k not in ("status", "reasons", "coverage")}
+    assert summarize_verdict({**old, "ok": True})["status"] == "ok"
 
 
 @pytest.mark.parametrize(
