@@ -12,7 +12,8 @@ reached, a table that could not be read) into the verdict's ``status``:
 - ``inconclusive``: nothing failed, but something the proof needs is missing -- each reason names
   it: no acknowledged put under ``allAckInSyncStateSet`` at all (``lost_ack`` checked nothing), a set
   with acks but no final master log, a replica (seen in ``roles`` or a controller's SyncStateSet)
-  without a final log while others of its set have one, or an export problem;
+  without a final log while others of its set have one, a history gap (a replica the controllers
+  named with no ``roles`` of its own while others of its set recorded theirs), or an export problem;
 - ``ok``: nothing failed and nothing is missing.
 
 Acks recorded by a broker (``client`` starting with ``BROKER_ACK_PREFIX``, docs/architecture.md §5)
@@ -81,6 +82,7 @@ class Coverage:
     acks: tuple[AckStat, ...] = ()
     reads: Mapping[str, int] = field(default_factory=dict)  # brokerName -> reads
     replicas: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # brokerName -> expected ids
+    recorded: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # brokerName -> ids with roles
 
     def set_names(self) -> list[str]:
         names = set(self.masters) | {s.broker_name for s in self.logs} | {a.broker_name for a in self.acks}
@@ -97,6 +99,7 @@ class Coverage:
             sets[name] = {
                 "finalMasterId": master,
                 "replicas": list(self.replicas.get(name, ())),
+                "withHistory": list(self.recorded.get(name, ())),
                 "finalLogs": [{"brokerId": s.broker_id, "rows": s.rows} for s in logs],
                 "logStart": None if master_log is None else master_log.start,
                 "logEnd": None if master_log is None else master_log.end,
@@ -144,6 +147,13 @@ def judge(failed: Sequence[str], coverage: Coverage, problems: Iterable[str] = (
                     f"set {name}: no final log of replica(s) {', '.join(map(str, missing))}: "
                     "their logs were not compared"
                 )
+        ran = coverage.recorded.get(name, ())
+        silent = [i for i in coverage.replicas.get(name, ()) if ran and i not in ran]
+        if silent:
+            reasons.append(
+                f"set {name}: no history of replica(s) {', '.join(map(str, silent))} (a gap: the acks "
+                "it answered as master, its roles and epochs are missing)"
+            )
     put_ok = sum(a.put_ok for a in coverage.acks)
     if not sum(a.checked + a.expired for a in coverage.acks):
         if put_ok:
@@ -178,6 +188,11 @@ def expected_replicas(
             ids[name].add(row["masterBrokerId"])
         ids[name].update(row.get("syncStateSet") or ())
     return {name: tuple(sorted(found)) for name, found in ids.items()}
+
+
+def recorded_replicas(roles: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, ...]]:
+    """brokerName -> the broker ids that recorded ``roles`` (their history is in the export)."""
+    return expected_replicas((), roles)
 
 
 def log_stats(final_logs: Iterable[Mapping[str, Any]]) -> tuple[LogStat, ...]:

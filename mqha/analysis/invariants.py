@@ -476,6 +476,7 @@ def coverage_of(data: Mapping[str, Sequence[Row]]) -> cov.Coverage:
         acks=cov.ack_stats(data[ACKS], _log_starts(_master_log(logs, masters)), PUT_OK, ALL_ACK_MODE),
         reads=cov.read_counts(data[READS]),
         replicas=cov.expected_replicas(events, data[ROLES]),
+        recorded=cov.recorded_replicas(data[ROLES]),
     )
 
 
@@ -496,5 +497,4 @@ def check_all(
         DUPLICATE: check_duplicate(logs, events),
     }
     findings = tuple(finding(name, evidence[name], limit) for name in CHECKS)
-    counts = {name: len(rows) for name, rows in data.items()}
-    return Verdict(findings, counts, coverage_of(data), tuple(problems))
+    return Verdict(findings, {n: len(r) for n, r in data.items()}, coverage_of(data), tuple(problems))

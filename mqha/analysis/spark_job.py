@@ -145,6 +145,11 @@ def coverage(frames: Mapping[str, DataFrame], masters: DataFrame) -> cov.Coverag
                 F.struct("*").alias("r")
             ),
             "masters": masters.select(F.struct("*").alias("r")),
+            "recorded": frames[ROLES]
+            .where(not_null("brokerName", "brokerId"))
+            .select("brokerName", "brokerId")
+            .distinct()
+            .select(F.struct("*").alias("r")),
         }
     )
     found = {r["brokerName"]: r["finalMasterId"] for r in small["masters"]}
@@ -169,12 +174,16 @@ def coverage(frames: Mapping[str, DataFrame], masters: DataFrame) -> cov.Coverag
     replicas: dict[str, set[int]] = {}
     for r in small["replicas"]:
         replicas.setdefault(r["brokerName"], set()).add(r["brokerId"])
+    recorded: dict[str, set[int]] = {}
+    for r in small["recorded"]:
+        recorded.setdefault(r["brokerName"], set()).add(r["brokerId"])
     return cov.Coverage(
         masters=dict(sorted(found.items())),
         logs=logs,
         acks=acks,
         reads=dict(sorted((r["brokerName"], r["count"]) for r in small["reads"])),
         replicas={name: tuple(sorted(ids)) for name, ids in sorted(replicas.items())},
+        recorded={name: tuple(sorted(ids)) for name, ids in sorted(recorded.items())},
     )
 
 

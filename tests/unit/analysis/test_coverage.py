@@ -85,3 +85,14 @@ def test_broker_recorded_acks_are_counted_apart() -> None:
 def test_expired_acks_are_counted() -> None:
     b1 = inv.check_all(h.retained()).to_json()["coverage"]["sets"]["b1"]
     assert (b1["acksChecked"], b1["acksExpired"], b1["logStart"]) == (3, 2, 200)
+
+
+def test_a_replica_without_history_is_a_gap() -> None:
+    t = h._variant()
+    t["roles"] = [r for r in t["roles"] if r["brokerId"] != 3]
+    status, reasons = inv.check_all(t).judged
+    assert status == cov.INCONCLUSIVE
+    assert reasons == [
+        "set b1: no history of replica(s) 3 (a gap: the acks it answered as master, its roles and epochs "
+        "are missing)"
+    ]
