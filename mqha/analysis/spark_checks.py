@@ -26,8 +26,10 @@ def not_null(*names: str) -> Column:
     return cond
 
 
-def final_masters(ce: DataFrame, fl: DataFrame) -> DataFrame:
-    """(brokerName, finalMasterId): the last named master, else the longest final log."""
+def final_masters(ce: DataFrame, replica_logs: DataFrame) -> DataFrame:
+    """(brokerName, finalMasterId): the last named master, else the longest final log.
+    ``replica_logs`` is :func:`log_stats` (one small row per replica: the log is scanned once, for
+    this fallback and for the coverage counts alike)."""
     from pyspark.sql import functions as F
 
     from_controller = (
@@ -36,14 +38,9 @@ def final_masters(ce: DataFrame, fl: DataFrame) -> DataFrame:
         .agg(F.max(F.struct("raftIndex", "masterBrokerId")).alias("m"))
         .select("brokerName", F.col("m.masterBrokerId").alias("finalMasterId"))
     )
-    ends = (
-        fl.where(not_null("brokerName", "brokerId", "offset"))
-        .join(F.broadcast(from_controller.select("brokerName")), "brokerName", "left_anti")
-        .groupBy("brokerName", "brokerId")
-        .agg(F.max(F.col("offset") + F.coalesce(F.col("size"), F.lit(0))).alias("end"))
-    )
     from_logs = (
-        ends.groupBy("brokerName")
+        replica_logs.join(F.broadcast(from_controller.select("brokerName")), "brokerName", "left_anti")
+        .groupBy("brokerName")
         .agg(F.max(F.struct(F.col("end"), (-F.col("brokerId")).alias("negId"))).alias("m"))
         .select("brokerName", (-F.col("m.negId")).alias("finalMasterId"))
     )

@@ -127,15 +127,15 @@ def _count_by_label(frames: Mapping[str, DataFrame]) -> dict[str, int]:
     return {label: int(found.get(label, 0)) for label in frames}
 
 
-def coverage(frames: Mapping[str, DataFrame], masters: DataFrame) -> cov.Coverage:
-    """``invariants.coverage_of`` with aggregates: one job for the per-replica log statistics, the
-    reads, the expected replicas and the final masters (all small once aggregated), then one for the
-    acks by set and source against the log starts found by the first."""
+def coverage(frames: Mapping[str, DataFrame], masters: DataFrame, replica_logs: DataFrame) -> cov.Coverage:
+    """``invariants.coverage_of`` with aggregates: one job for the reads, the expected replicas, the
+    final masters and the per-replica log statistics (``replica_logs``, already computed for
+    ``final_masters``; all small), then one for the acks by set and source against the log starts."""
     from pyspark.sql import functions as F
 
     small = _collect_json(
         {
-            "logs": log_stats(frames[FINAL_LOGS]).select(F.struct("*").alias("r")),
+            "logs": replica_logs.select(F.struct("*").alias("r")),
             "reads": frames[READS]
             .where(F.col("brokerName").isNotNull())
             .groupBy("brokerName")
@@ -198,7 +198,8 @@ def check_tables(
     gathering the evidence rows of every violated check."""
     counts = _count_by_label({table: frames[table] for table in TABLES})
     ce, fl, acks, reads = frames[CONTROLLER_EVENTS], frames[FINAL_LOGS], frames[ACKS], frames[READS]
-    masters = final_masters(ce, fl).persist()
+    replica_logs = log_stats(fl).persist()
+    masters = final_masters(ce, replica_logs).persist()
     log = master_log(fl, masters)
     flagged = offset_pass(fl, acks, reads, masters).persist()
     try:
@@ -240,10 +241,11 @@ def check_tables(
                 evidence[name] = violations[name]
         rows = _collect_evidence(evidence, limit)
         findings = [inv.Finding(name, found[name], tuple(rows.get(name, ()))) for name in inv.CHECKS]
-        covered = coverage(frames, masters)
+        covered = coverage(frames, masters, replica_logs)
     finally:
         flagged.unpersist()
         masters.unpersist()
+        replica_logs.unpersist()
     return inv.Verdict(tuple(findings), counts, covered, tuple(problems))
 
 
