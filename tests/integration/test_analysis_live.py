@@ -129,8 +129,8 @@ def test_live_cluster_master_kill_and_rejoin_is_ok_and_a_missing_log_is_inconclu
     cov = verdict["coverage"]
     (name, group), *_ = cov["sets"].items()
     # Every answered PUT_OK the masters recorded was checked: all but the batch in flight when the master
-    # was killed (its history writer commits every 50 ms; this load answers well under 400 puts/s) ...
-    assert acked - 20 <= cov["acksByBroker"] <= acked and cov["acksByClient"] == 0
+    # was killed (its history writer commits every 50 ms; one sequential client answers a few per 50 ms) ...
+    assert acked - 50 <= cov["acksByBroker"] <= acked and cov["acksByClient"] == 0
     assert cov["acksChecked"] == cov["acksByBroker"] and group["acksUnchecked"] == 0
     # ... against the final log of every replica, all three of them.
     assert [r["brokerId"] for r in group["finalLogs"]] == group["replicas"] and len(group["replicas"]) == 3
