@@ -6,6 +6,7 @@ missing required key with a ``ConfigError`` naming the key and the rule: one lin
 Every time value is in milliseconds, as in RocketMQ.
 """
 
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,12 +52,44 @@ TEXT = Rule(
 """Paths, node ids and group names: something must be there, and on one line."""
 
 
+USED = "used"
+MAPPED = "mapped"
+REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Support:
+    """What mqha does with a key (docs/config.md): no key is accepted and then silently ignored.
+
+    ``used``: the key does what RocketMQ's does (or what ``deviation`` says). ``mapped``: its value
+    is translated to an mqha mechanism (``note`` says which). ``refused``: mqha has no such
+    mechanism; any value but the default (or one of ``accepted``) stops the process with one line
+    saying so and what to use instead (``note``). A mapped key may refuse some values the same way
+    (``accepted`` then lists the values it maps)."""
+
+    kind: str = USED
+    note: str = ""
+    accepted: tuple[Any, ...] | None = None
+    """Values accepted besides the default; None: every value."""
+
+
+def mapped(note: str, accepted: tuple[Any, ...] | None = None) -> Support:
+    return Support(MAPPED, note, accepted)
+
+
+def refused(instead: str, accepted: tuple[Any, ...] = ()) -> Support:
+    return Support(REFUSED, instead, accepted)
+
+
 @dataclass(frozen=True)
 class Key:
-    """One config key: its type, default and the rule its value follows.
+    """One config key: its type, default, the rule its value follows, and what mqha does with it.
 
     The default is a value, ``REQUIRED``, or a function of the other values; ``rule`` None admits any
-    value of the type."""
+    value of the type. ``doc`` says what the key means (RocketMQ's meaning for RocketMQ's keys),
+    ``deviation`` where mqha differs, ``unit`` the value's unit when the rule does not say it, and
+    ``runtime`` whether a running process takes a change (``updateControllerConfig`` /
+    ``updateBrokerConfig``) at once; every other change waits for a restart."""
 
     name: str
     kind: type
@@ -64,12 +97,47 @@ class Key:
     doc: str = ""
     choices: tuple[str, ...] = ()
     rule: Rule | None = None
+    support: Support = Support()
+    runtime: bool = False
+    unit: str = ""
+    deviation: str = ""
 
     def check(self, value: Any) -> None:
         """Raise ``ConfigError`` naming this key and its rule when ``value`` breaks it."""
         if self.rule is not None and not self.rule.test(value):
             shown = _shown(value) if isinstance(value, str) else repr(value)[:80]
             raise ConfigError(self.name, f"must be {self.rule.text}, got {shown}")
+
+    def refusal(self, value: Any) -> str | None:
+        """Why mqha refuses ``value`` of this key (one line naming what to use instead), or None."""
+        support = self.support
+        if support.accepted is None or callable(self.default) or value == self.default:
+            return None
+        if value in support.accepted:
+            return None
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        return f"mqha does not support {self.name}={shown[:80]}: {support.note}"
+
+
+def primary_address() -> str:
+    """The address of the interface that routes outward (RocketMQ's default ``brokerIP1``): a UDP
+    socket "connected" to a public address sends nothing but picks the interface. 127.0.0.1 when
+    the host has no route."""
+    for probe in ("192.0.2.1", "10.255.255.255"):  # TEST-NET-1, then a private address
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.connect((probe, 9))
+                address = sock.getsockname()[0]
+        except OSError:
+            continue
+        if address and address != "0.0.0.0":
+            return str(address)
+    return "127.0.0.1"
+
+
+def is_unspecified_host(host: str) -> bool:
+    """0.0.0.0 or ::: bindable, but an address no peer can reach (never advertise it)."""
+    return host.strip("[]") in ("0.0.0.0", "::", "0:0:0:0:0:0:0:0")
 
 
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
@@ -128,12 +196,15 @@ class ConfigSpec:
             self.keys[key.name] = key
 
     def coerce(self, name: str, raw: str) -> Any:
-        """Typed value of one key given as text; unknown keys are a ``ConfigError``."""
+        """Typed value of one key given as text; unknown keys and refused values are a ``ConfigError``."""
         if name not in self.keys:
             raise ConfigError(name, "unknown key")
         key = self.keys[name]
         value = _coerce(key, raw)
         key.check(value)
+        why = key.refusal(value)
+        if why is not None:
+            raise ConfigError(name, why)
         return value
 
     def resolve(self, given: Mapping[str, str]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
     """
     from aiohttp import web
 
-    from mqha.controller.http_api import build_app
+    from mqha.controller.http_api import build_app, build_metrics_app
 
     stop = process.stop_on_signals(stop)
 
@@ -68,6 +68,22 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
     except OSError as exc:
         await runner.cleanup()
         raise StartError(f"cannot listen on {peer.api_address}: {exc.strerror or exc}") from None
+    runners = [runner]
+    if config["metricsExporterType"] == "PROM":
+        # RocketMQ's Prometheus exporter port, mapped to the same /metrics text (docs/config.md)
+        host = config["metricsPromExporterHost"] or peer.host
+        prom = web.AppRunner(build_metrics_app(service), access_log=None, shutdown_timeout=1.0)
+        await prom.setup()
+        runners.append(prom)
+        try:
+            await web.TCPSite(prom, host, config["metricsPromExporterPort"]).start()
+        except OSError as exc:
+            for each in reversed(runners):
+                await each.cleanup()
+            raise StartError(
+                f"config key 'metricsPromExporterPort': cannot listen on {host}:"
+                f"{config['metricsPromExporterPort']}: {exc.strerror or exc}"
+            ) from None
     try:
         if not await _start_unless_stopped(service, stop):
             return
@@ -83,7 +99,8 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
         log.info("controller %s stopping", service.node_id)
     finally:
         service.begin_stop()
-        await runner.cleanup()
+        for each in reversed(runners):
+            await each.cleanup()
         await service.stop()
         log.info("controller %s stopped", service.node_id)
 

@@ -24,19 +24,8 @@ log = logging.getLogger(__name__)
 
 Code = ResponseCode
 
-LIVE_KEYS = frozenset(
-    {
-        "scanNotActiveBrokerInterval",
-        "scanInactiveMasterInterval",
-        "electMasterMaxRetryCount",
-        "enableElectUncleanMaster",
-        "processReadEvent",
-        "notifyBrokerRoleChanged",
-        "maxRequestBodyBytes",
-        "brokerSessionPingMills",
-        "consoleAnalysisReportDir",
-    }
-)
+LIVE_KEYS = frozenset(name for name, key in CONTROLLER_CONFIG.keys.items() if key.runtime)
+"""Keys a running node takes at once (``Key.runtime``; docs/config.md)."""
 
 
 def check_config(values: Mapping[str, Any]) -> None:
