@@ -159,6 +159,18 @@ def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
     return result
 
 
+def read_given(path: str) -> dict[str, str]:
+    """The keys a config file sets, as text (not typed: ``ConfigSpec.resolve`` does that)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read config file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"config file is not UTF-8 text (byte {exc.start})") from None
+    return parse_properties(text, path)
+
+
 def _shown(raw: str) -> str:
     """``raw`` quoted for an error line, cut short (a value can be any length)."""
     return repr(raw) if len(raw) <= 80 else repr(raw[:80]) + f"... ({len(raw)} characters)"
@@ -229,14 +241,19 @@ class ConfigSpec:
         return self.resolve(parse_properties(text, source))
 
     def load(self, path: str) -> dict[str, Any]:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise ConfigError(path, f"cannot read config file: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(path, f"config file is not UTF-8 text (byte {exc.start})") from None
-        return self.parse(text, path)
+        return self.resolve(read_given(path))
+
+    def load_layers(self, paths: Iterable[str]) -> tuple[dict[str, Any], dict[str, str]]:
+        """Typed values from several files, a later file's key winning, and where each value came
+        from: the file's path, or ``default`` (a derived default counts as default)."""
+        given: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        for path in paths:
+            for name, raw in read_given(path).items():
+                given[name] = raw
+                sources[name] = path
+        values = self.resolve(given)
+        return values, {name: sources.get(name, DEFAULT_SOURCE) for name in values}
 
 
 _VALUE_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"})
@@ -260,3 +277,53 @@ def render_properties(values: Mapping[str, Any]) -> str:
         text = str(value).lower() if isinstance(value, bool) else "" if value is None else str(value)
         lines.append(f"{name}={_escape_value(text)}")
     return "\n".join(lines) + "\n"
+
+
+def with_values(text: str, changes: Mapping[str, Any]) -> str:
+    """Java-properties ``text`` with each key of ``changes`` set: its first line rewritten in place,
+    later duplicates dropped, keys not there appended. Comments and every other line stay as they are
+    (a config file an operator wrote remains theirs after a runtime change)."""
+    rendered = {name: render_properties({name: value}) for name, value in changes.items()}
+    out: list[str] = []
+    done: set[str] = set()
+    for element in javaproperties.parse(text):
+        if isinstance(element, javaproperties.KeyValue) and element.key in rendered:
+            if element.key not in done:
+                out.append(rendered[element.key])
+                done.add(element.key)
+            continue
+        out.append(element.source)
+    if out and not out[-1].endswith("\n"):
+        out.append("\n")
+    out.extend(line for name, line in rendered.items() if name not in done)
+    return "".join(out)
+
+
+def typed_changes(spec: ConfigSpec, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A config update's JSON ``{key: value}`` typed by ``spec`` (strings, integers and booleans, as
+    text in a file would be); raises ``ConfigError`` naming the first bad key."""
+    changes: dict[str, Any] = {}
+    for name, value in body.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int | str):
+            text = str(value)
+        else:
+            raise ConfigError(name, "expected a string, integer or boolean value")
+        changes[name] = spec.coerce(name, text)
+    return changes
+
+
+DEFAULT_SOURCE = "default"
+
+
+def render_with_sources(values: Mapping[str, Any], sources: Mapping[str, str]) -> str:
+    """``-p``: the effective config as Java-properties text, grouped by where each value came from
+    (a file, or ``default``), one ``# from <source>`` comment line per group, files first."""
+    order = list(dict.fromkeys(sources[name] for name in values if sources[name] != DEFAULT_SOURCE))
+    parts = []
+    for source in [*order, DEFAULT_SOURCE]:
+        group = {name: value for name, value in values.items() if sources[name] == source}
+        if group:
+            parts.append(f"# from {source}\n" + render_properties(group))
+    return "".join(parts)

@@ -397,6 +397,12 @@ def check_broker_config(values: Mapping[str, Any]) -> None:
 
 
 def load_broker_config(path: str) -> dict[str, Any]:
-    values = BROKER_CONFIG.load(path)
+    return load_broker_layers(path)[0]
+
+
+def load_broker_layers(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The broker's checked config and where each value came from (its ``-c`` file, into which
+    ``updateBrokerConfig`` also writes, or ``default``)."""
+    values, sources = BROKER_CONFIG.load_layers([path])
     check_broker_config(values)
-    return values
+    return values, sources

@@ -1,6 +1,8 @@
 """``mqcontroller -c controller.conf [-p]``: one controller node (HTTP API + PySyncObj Raft member).
 
-- ``-p`` prints the effective config (Java-properties text, secrets masked) and exits 0.
+- ``-p`` prints the effective config (Java-properties text, secrets masked, ``# from <file>`` or
+  ``# from default`` before each group of keys) and exits 0.
+- The config is the ``-c`` file, then the keys ``updateControllerConfig`` saved in ``configStorePath``.
 - A config problem prints ONE line naming the key on stderr and exits 1 (no traceback); so does a
   port that cannot be bound.
 - Logs go to stderr. SIGTERM / SIGINT only set an event; shutdown then runs in order: stop deciding,
@@ -22,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mqha import process
-from mqha.config import render_properties
-from mqha.controller.config import load_controller_config
+from mqha.config import render_with_sources
+from mqha.controller.config import load_controller_layers
 from mqha.controller.config_store import check_config
 from mqha.controller.raft import RaftStartError
 from mqha.controller.raft.identity import IdentityError
@@ -131,12 +133,13 @@ _restart_wanted = threading.Event()
 def main(argv: Sequence[str] | None = None) -> None:
     args = process.config_arguments(PROG, "mqha controller node", "controller").parse_args(argv)
     try:
-        config = load_controller_config(args.config)
+        config, sources = load_controller_layers(args.config)
         check_config(config)
     except ConfigError as exc:
         process.exit_with(PROG, exc)
     if args.print:
-        sys.stdout.write(render_properties(masked(config)))  # secrets (SECRET_KEYS) as MASK
+        # secrets (SECRET_KEYS) as MASK; "# from <file>" before the keys each file set
+        sys.stdout.write(render_with_sources(masked(config), sources))
         return
     process.run(PROG, args.log_level, lambda: serve(config))
     if _restart_wanted.is_set():

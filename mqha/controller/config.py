@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha import config as rules
-from mqha.config import REQUIRED, ConfigSpec, Key, Rule, mapped, refused
+from mqha.config import REQUIRED, ConfigSpec, Key, Rule, is_unspecified_host, mapped, read_given, refused
 from mqha.errors import ConfigError
 from mqha.security.credentials import SECRET_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
@@ -388,9 +388,26 @@ def blacklisted_keys(values: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(ALWAYS_BLACKLISTED) | frozenset(k for k in listed if k)
 
 
+def config_files(path: str) -> list[str]:
+    """The files a controller reads at start: its ``-c`` file, then ``configStorePath`` when that is
+    another file and exists (the keys ``updateControllerConfig`` changed, which win)."""
+    given = read_given(path)
+    store = CONTROLLER_CONFIG.keys["configStorePath"].default
+    if "configStorePath" in given:
+        store = CONTROLLER_CONFIG.coerce("configStorePath", given["configStorePath"])
+    if os.path.exists(store) and os.path.realpath(store) != os.path.realpath(path):
+        return [path, store]
+    return [path]
+
+
 def load_controller_config(path: str) -> dict[str, Any]:
     """Typed config of one controller node; checks that the self id is among the peers."""
-    values = CONTROLLER_CONFIG.load(path)
+    return load_controller_layers(path)[0]
+
+
+def load_controller_layers(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """``load_controller_config`` and where each value came from (``mqcontroller -p``)."""
+    values, sources = CONTROLLER_CONFIG.load_layers(config_files(path))
     peers = parse_peers(values["controllerDLegerPeers"])
     self_id = values["controllerDLegerSelfId"]
     if self_id not in {p.node_id for p in peers}:
@@ -399,4 +416,6 @@ def load_controller_config(path: str) -> dict[str, Any]:
     offset = values["controllerRaftPortOffset"]
     if any(peer.port + offset > 65535 for peer in peers):
         raise ConfigError("controllerRaftPortOffset", f"a peer's API port + {offset} is beyond 65535")
-    return values
+    if any(is_unspecified_host(peer.host) for peer in peers):
+        raise ConfigError("controllerDLegerPeers", "0.0.0.0 is no address peers can reach: give the node IP")
+    return values, sources
