@@ -101,6 +101,14 @@ class Key:
     runtime: bool = False
     unit: str = ""
     deviation: str = ""
+    rocketmq: bool = True
+    """A key of RocketMQ's (False: one of mqha's own)."""
+    default_text: str = ""
+    """The default as docs/config.md shows it, when it depends on the machine or on other keys."""
+
+    @property
+    def unit_text(self) -> str:
+        return self.unit or ("ms" if self.rule is MILLIS else "")
 
     def check(self, value: Any) -> None:
         """Raise ``ConfigError`` naming this key and its rule when ``value`` breaks it."""

@@ -67,6 +67,7 @@ BROKER_CONFIG = ConfigSpec(
             rule=HOST,
             deviation="default: the host's primary address (mqha cluster sets 127.0.0.1); 0.0.0.0 and "
             "an address no local interface has are refused at start",
+            default_text="the host's primary address",
         ),
         Key(
             "listenPort",
@@ -137,15 +138,37 @@ BROKER_CONFIG = ConfigSpec(
         Key("brokerHeartbeatInterval", int, 1000, "period of heartbeats to the controller", rule=MILLIS),
         Key("sendHeartbeatTimeoutMillis", int, 1000, "timeout of one heartbeat request", rule=MILLIS),
         # MessageStoreConfig
-        Key("storePathRootDir", str, os.path.expanduser("~/store"), "store root directory", rule=TEXT),
-        Key("storePathCommitLog", str, _under_root("commitlog"), "commit log directory", rule=TEXT),
-        Key("storePathEpochFile", str, _under_root("epochFileCheckpoint"), "epoch file", rule=TEXT),
+        Key(
+            "storePathRootDir",
+            str,
+            os.path.expanduser("~/store"),
+            "store root directory",
+            rule=TEXT,
+            default_text="~/store",
+        ),
+        Key(
+            "storePathCommitLog",
+            str,
+            _under_root("commitlog"),
+            "commit log directory",
+            rule=TEXT,
+            default_text="<storePathRootDir>/commitlog",
+        ),
+        Key(
+            "storePathEpochFile",
+            str,
+            _under_root("epochFileCheckpoint"),
+            "epoch file",
+            rule=TEXT,
+            default_text="<storePathRootDir>/epochFileCheckpoint",
+        ),
         Key(
             "storePathBrokerIdentity",
             str,
             _under_root("brokerIdentity"),
             "broker identity file (controller-assigned id)",
             rule=TEXT,
+            default_text="<storePathRootDir>/brokerIdentity",
         ),
         Key(
             "mappedFileSizeCommitLog",
@@ -234,6 +257,7 @@ BROKER_CONFIG = ConfigSpec(
             rule=PORT,
             deviation="must differ from listenPort and from the controllers' addresses; a port in use "
             "stops the start with one line",
+            default_text="listenPort + 1",
         ),
         Key("haSendHeartbeatInterval", int, 5000, "HA heartbeat period on an idle link", rule=MILLIS),
         Key(
@@ -285,8 +309,11 @@ BROKER_CONFIG = ConfigSpec(
             choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
             support=refused(
                 "the controller decides the role in controller mode; the ack rule is "
-                "allAckInSyncStateSet or inSyncReplicas: remove brokerRole"
+                "allAckInSyncStateSet or inSyncReplicas: remove brokerRole",
+                accepted=("SLAVE",),
             ),
+            deviation="SLAVE (RocketMQ's sample for controller mode) is accepted: a broker starts "
+            "without a role until the controller gives it one",
         ),
         Key("syncFlushTimeout", int, 5000, "SYNC_FLUSH wait before FLUSH_DISK_TIMEOUT", rule=MILLIS),
         Key("slaveTimeout", int, 3000, "replica-ack wait before FLUSH_SLAVE_TIMEOUT", rule=MILLIS),
@@ -351,6 +378,7 @@ BROKER_CONFIG = ConfigSpec(
             "larger HTTP bodies are refused with 413",
             rule=POSITIVE_LONG,
             unit="bytes",
+            rocketmq=False,
         ),
     ]
 )

@@ -47,6 +47,7 @@ CONTROLLER_CONFIG = ConfigSpec(
             os.environ.get("ROCKETMQ_HOME", ""),
             "RocketMQ's installation directory",
             support=refused("mqha needs no installation directory: remove rocketmqHome"),
+            default_text="$ROCKETMQ_HOME",
         ),
         Key(
             "configStorePath",
@@ -56,6 +57,7 @@ CONTROLLER_CONFIG = ConfigSpec(
             rule=rules.TEXT,
             deviation="holds only the changed keys; read at every start over the -c file, so a change "
             "survives a restart (mqcontroller -p names the source of each value)",
+            default_text="~/controller/controller.properties",
         ),
         Key(
             "controllerType",
@@ -128,6 +130,7 @@ CONTROLLER_CONFIG = ConfigSpec(
             _default_store_path,
             "the controller's store directory",
             rule=rules.TEXT,
+            default_text="~/<controllerType>Controller",
         ),
         Key(
             "electMasterMaxRetryCount",
@@ -307,17 +310,40 @@ CONTROLLER_CONFIG = ConfigSpec(
             1,
             "Raft transport port = API port + this",
             rule=rules.between(1, 65534),
+            rocketmq=False,
         ),
-        Key("controllerRaftPassword", str, "", "encrypts and authenticates Raft traffic when set"),
+        Key(
+            "controllerRaftPassword",
+            str,
+            "",
+            "encrypts and authenticates Raft traffic when set",
+            rocketmq=False,
+        ),
         *AUTHENTICATION_KEYS,
         *TLS_KEYS,
         Key(
-            "controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound", rule=rules.MILLIS
+            "controllerRaftMinTimeoutMills",
+            int,
+            200,
+            "Raft election timeout, lower bound",
+            rule=rules.MILLIS,
+            rocketmq=False,
         ),
         Key(
-            "controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound", rule=rules.MILLIS
+            "controllerRaftMaxTimeoutMills",
+            int,
+            400,
+            "Raft election timeout, upper bound",
+            rule=rules.MILLIS,
+            rocketmq=False,
         ),
-        Key("controllerJournalFsync", bool, True, "fsync the Raft journal before a write is acknowledged"),
+        Key(
+            "controllerJournalFsync",
+            bool,
+            True,
+            "fsync the Raft journal before a write is acknowledged",
+            rocketmq=False,
+        ),
         Key(
             "maxRequestBodyBytes",
             int,
@@ -326,6 +352,7 @@ CONTROLLER_CONFIG = ConfigSpec(
             rule=rules.POSITIVE_LONG,
             unit="bytes",
             runtime=True,
+            rocketmq=False,
         ),
         Key(
             "brokerSessionPingMills",
@@ -335,6 +362,7 @@ CONTROLLER_CONFIG = ConfigSpec(
             rule=rules.NON_NEGATIVE_INT,
             unit="ms",
             runtime=True,
+            rocketmq=False,
         ),
         Key(
             "consoleAnalysisReportDir",
@@ -342,6 +370,7 @@ CONTROLLER_CONFIG = ConfigSpec(
             "",
             "an mqha analyze report directory whose verdict.json the web console's violations page shows",
             runtime=True,
+            rocketmq=False,
         ),
     ]
 )

@@ -305,3 +305,16 @@ def test_mqadmin_help_lists_the_broker_commands() -> None:
     for name in ("clusterList", "brokerStatus", "getBrokerConfig", "updateBrokerConfig"):
         assert name in done.stdout
     assert mqadmin("updateBrokerConfig", "-h").returncode == 0
+
+
+def test_metrics_exporter_type_prom_serves_metrics_on_its_port(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``metricsExporterType=PROM`` is mapped: RocketMQ's exporter port serves the API port's /metrics."""
+    port = free_port()
+    settings = {"metricsExporterType": "PROM", "metricsPromExporterPort": str(port)}
+    with ProcessGroup() as group:
+        controllers = ControllerCluster(group, tmp_path_factory.mktemp("prom"), size=1, settings=settings)
+        controllers.start()
+        status, body = request("GET", f"http://127.0.0.1:{port}/metrics", timeout=3)
+        assert status == 200 and "mqha_controller" in str(body)
