@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Awaitable, Mapping, Sequence
@@ -29,6 +30,7 @@ from mqha.security.credentials import masked
 log = logging.getLogger("mqbroker")
 PROG = "mqbroker"
 TEMP_SUFFIX = "-temp"
+PID_FILE = "mqbroker.pid"  # in storePathRootDir while the broker runs
 STOP_STEP_TIMEOUT_S = 3.0
 
 
@@ -223,7 +225,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     problem = check_identity_files(config)
     if problem is not None:
         process.exit_with(PROG, problem)
-    process.run(PROG, args.log_level, lambda: serve(config, config_path=args.config))
+    process.run(
+        PROG,
+        args.log_level,
+        lambda: serve(config, config_path=args.config),
+        pid_file=os.path.join(config["storePathRootDir"], PID_FILE),
+    )
 
 
 if __name__ == "__main__":

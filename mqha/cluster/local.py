@@ -59,6 +59,7 @@ class LocalCluster:
         die_with_parent: bool = True,
         secure: bool = False,
         store_tmpfs_mib: int = 0,
+        base_port: int | None = None,
     ) -> None:
         """``store_tmpfs_mib`` > 0: each broker's store on its own tmpfs of that size (root only),
         mounted at the broker's first start; :meth:`unmount_stores` takes them down."""
@@ -73,6 +74,7 @@ class LocalCluster:
             log_level=log_level,
             secure=secure,
             store_tmpfs_mib=store_tmpfs_mib,
+            base_port=base_port,
         )
         self._compose(layout, ClusterProcesses(layout, die_with_parent=die_with_parent))
 
@@ -166,13 +168,15 @@ class LocalCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self, *, wait: bool = True, timeout: float = 60.0) -> None:
-        """Write the configs, start the controllers, then the brokers; with ``wait``, return once
-        every group has a master and a full SyncStateSet (``wait_ready``)."""
+    def start(self, *, wait: bool = True, timeout: float = 60.0, rewrite_configs: bool = True) -> None:
+        """Write the configs (unless ``rewrite_configs`` is False: a reused cluster keeps its files and
+        the changes saved into them), start the controllers, then the brokers; with ``wait``, return
+        once every group has a master and a full SyncStateSet (``wait_ready``)."""
         layout, processes, probe = self.layout, self.processes, self.probe
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         for node in layout.nodes.values():
-            layout.write_config(node)
+            if rewrite_configs or not node.conf.exists():
+                layout.write_config(node)
         try:
             deadline = time.monotonic() + timeout
             for node in layout.controllers:

@@ -37,6 +37,7 @@ from mqha.security.tls import server_context
 
 log = logging.getLogger("mqcontroller")
 PROG = "mqcontroller"
+PID_FILE = "mqcontroller.pid"  # in controllerStorePath while the node runs
 
 
 async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> None:
@@ -141,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         # secrets (SECRET_KEYS) as MASK; "# from <file>" before the keys each file set
         sys.stdout.write(render_with_sources(masked(config), sources))
         return
-    process.run(PROG, args.log_level, lambda: serve(config))
+    pid_file = os.path.join(config["controllerStorePath"], PID_FILE)
+    process.run(PROG, args.log_level, lambda: serve(config), pid_file=pid_file)
     if _restart_wanted.is_set():
         # Same pid, same arguments: the store now says "voter" (docs/raft.md §10).
         os.execv(
