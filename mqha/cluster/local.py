@@ -250,6 +250,16 @@ class LocalCluster:
             unmount(node.store)
         self.layout.remove()
 
+    def discard_or_keep(self, *, temporary: bool, ok: bool) -> str:
+        """After a demo or chaos run: a run directory the run made for itself (no ``--dir``) is deleted
+        when the run passed (it holds 10-50 MB); one given, or one of a failed run, is kept for a look.
+        Returns the line saying which."""
+        if temporary and ok and not self.running_pids():
+            self.remove()
+            return f"removed the run directory {self.run_dir}"
+        why = "" if not temporary else " (the run did not pass)"
+        return f"run directory kept{why}: {self.run_dir} (configs, logs, stores, histories)"
+
     def __enter__(self) -> LocalCluster:
         if not self.running_pids():
             self.start()  # waits until every group is ready; stops what it started on failure
