@@ -262,7 +262,7 @@ function replicaTable(group) {
       + "(see Reported); lag = the master's max offset − the replica's."),
     h("thead", {}, h("tr", {}, h("th", {}, "Broker"), h("th", {}, "Address"), h("th", {}, "Role"), h("th", {}, "In sync"),
       h("th", {}, "Alive"), h("th", { class: "num" }, "Epoch"), h("th", { class: "num" }, "Max offset"),
-      h("th", { class: "num" }, "Confirm offset"), h("th", { class: "num" }, "Lag behind master (bytes)"),
+      h("th", { class: "num" }, "Confirm offset"), h("th", { class: "num" }, "Lag (bytes)"),
       h("th", { class: "num" }, "Reported"))),
     h("tbody", {}, group.replicas.map((r) => h("tr", { testid: `replica-${r.brokerId}` },
       h("td", {}, h("b", {}, `#${r.brokerId}`)),
