@@ -6,9 +6,10 @@ holds: the replicated state (identical on every node once applied), this node's 
 state, so a follower shows its own view of liveness) and this node's Raft facts. Field names follow
 docs/architecture.md §3 (camelCase); absent values are ``null``.
 
-The timeline of master and SyncStateSet changes ("Changes" in the console) is a bounded ring of ``timeline_entry`` rows kept by the shell from the records
-this node applied (journal replays included, so after a restart ``ts`` is the replay time and entries
-compacted into a snapshot are not shown).
+The timeline of master and SyncStateSet changes ("Master & SyncStateSet changes" in the console) is
+a bounded ring of ``timeline_entry`` rows kept by the shell from the records this node applied
+(journal replays included, so after a restart ``ts`` is the replay time and entries compacted into a
+snapshot are not shown).
 
 ``summarize_verdict`` reads the ``verdict.json`` of an ``mqha analyze`` report (``mqha.analysis.report``)
 into the violations page, refusing a document of another shape with a message instead of guessing.
