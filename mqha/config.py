@@ -260,7 +260,14 @@ class ConfigSpec:
             for name, raw in read_given(path).items():
                 given[name] = raw
                 sources[name] = path
-        values = self.resolve(given)
+        try:
+            values = self.resolve(given)
+        except ConfigError as exc:
+            if len(set(sources.values())) < 2 or exc.key not in sources:
+                raise
+            # More than one file: say which one set the key.
+            why = str(exc).partition(": ")[2]
+            raise ConfigError(exc.key, f"{why} (set in {sources[exc.key]})") from None
         return values, {name: sources.get(name, DEFAULT_SOURCE) for name in values}
 
 

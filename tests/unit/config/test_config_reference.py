@@ -159,3 +159,37 @@ def test_every_key_of_every_spec_is_in_the_reference() -> None:
     for spec, _ in SPECS.values():
         for name in spec.keys:
             assert f"| `{name}` |" in text
+
+
+def test_controller_reads_saved_changes_over_its_file_and_says_where_each_came_from(tmp_path: Path) -> None:
+    from mqha.config import with_values
+    from mqha.controller.config import load_controller_layers
+
+    store = tmp_path / "controller.properties"
+    conf = tmp_path / "controller.conf"
+    conf.write_text(
+        "# my cluster\ncontrollerDLegerPeers=n0-127.0.0.1:9878\ncontrollerDLegerSelfId=n0\n"
+        f"configStorePath={store}\nscanNotActiveBrokerInterval=500\n"
+    )
+    values, sources = load_controller_layers(str(conf))
+    assert values["scanNotActiveBrokerInterval"] == 500 and sources["scanNotActiveBrokerInterval"] == str(
+        conf
+    )
+    store.write_text(with_values("", {"scanNotActiveBrokerInterval": 600}))
+    values, sources = load_controller_layers(str(conf))
+    assert values["scanNotActiveBrokerInterval"] == 600 and sources["scanNotActiveBrokerInterval"] == str(
+        store
+    )
+    assert sources["controllerDLegerSelfId"] == str(conf) and sources["electMasterMaxRetryCount"] == "default"
+    # A bad key in the saved file is reported with the file that set it.
+    store.write_text("mappedFileSize=4096\n")
+    with pytest.raises(ConfigError, match=f"set in {store}"):
+        load_controller_layers(str(conf))
+
+
+def test_with_values_rewrites_a_key_in_place_and_keeps_the_rest() -> None:
+    from mqha.config import with_values
+
+    text = "# comment\na=1\nb = 2\na=3\n"
+    assert with_values(text, {"a": 5, "c": True}) == "# comment\na=5\nb = 2\nc=true\n"
+    assert with_values("", {"k": "C:\\data"}) == "k=C:\\\\data\n"
