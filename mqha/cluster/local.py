@@ -7,7 +7,8 @@ Everything lives in one run directory::
     <run_dir>/brokers/broker-a-0/broker.conf   + broker.log, store/ (commit log, epochs, history.db)
 
 Every node listens on 127.0.0.1 with free ports (controller API port p, Raft p+1; broker API port p,
-HA p+1). Timeouts are small so a failover takes well under a second (``CONTROLLER_DEFAULTS``,
+HA p+1), or with ``base_port`` P on P+2k and P+2k+1 for node k (controllers first). Timeouts are
+small so a failover takes well under a second (``CONTROLLER_DEFAULTS``,
 ``BROKER_DEFAULTS``; override per cluster). Use it as a context manager::
 
     with LocalCluster(run_dir, controllers=3, groups=1, replicas=3) as cluster:
