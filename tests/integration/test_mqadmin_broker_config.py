@@ -196,6 +196,7 @@ def test_update_broker_config_takes_effect_at_once_and_survives_a_restart(
     ok("updateBrokerConfig", "-b", master.address, "-k", "haMaxTimeSlaveNotCatchup", "-v", "3000")
     left = _in_set_while_paused(brokers, master, slave, 12.0)
     assert left is not None and left < 12.0
+    print(f"haMaxTimeSlaveNotCatchup=3000: the paused slave left the SyncStateSet after {left:.1f} s")
     ok("updateBrokerConfig", "-b", master.address, "-k", "haMaxTimeSlaveNotCatchup", "-v", "16000")
 
     # A key that needs a restart, a bad value and an unknown key are refused; nothing changes.
