@@ -5,7 +5,7 @@ brokerStatus, getBrokerConfig, updateBrokerConfig, and config changes that survi
 are built from the brokers' own ``/v1/status`` and ``/v1/config``.
 
 ``updateBrokerConfig haMaxTimeSlaveNotCatchup``: with the test value (3000 ms) a paused slave leaves the
-SyncStateSet within seconds; after the update to 16000 it stays in it for 10 s under puts, and after the
+SyncStateSet within 14 s (the puts fill the link's socket buffers in a few seconds, then 3 s pass); after the update to 16000 it stays in it for 14 s under puts, and after the
 update back to 3000 it leaves again: the change takes effect at once. A broker restarted from its
 ``-c`` file keeps the value. ``updateControllerConfig`` is checked the same way across a restart.
 """
@@ -192,10 +192,10 @@ def test_update_broker_config_takes_effect_at_once_and_survives_a_restart(
         "",
     ]
     assert master.get("/v1/config")["config"]["haMaxTimeSlaveNotCatchup"] == 16000
-    assert _in_set_while_paused(brokers, master, slave, 10.0) is None  # with 3000: gone in ~6 s
+    assert _in_set_while_paused(brokers, master, slave, 14.0) is None  # with 3000: gone in 6-10 s
     ok("updateBrokerConfig", "-b", master.address, "-k", "haMaxTimeSlaveNotCatchup", "-v", "3000")
-    left = _in_set_while_paused(brokers, master, slave, 15.0)
-    assert left is not None and left < 15.0
+    left = _in_set_while_paused(brokers, master, slave, 14.0)
+    assert left is not None and left < 14.0
     print(f"haMaxTimeSlaveNotCatchup=3000: the paused slave left the SyncStateSet after {left:.1f} s")
     ok("updateBrokerConfig", "-b", master.address, "-k", "haMaxTimeSlaveNotCatchup", "-v", "16000")
 
