@@ -5,9 +5,10 @@ brokerStatus, getBrokerConfig, updateBrokerConfig, and config changes that survi
 are built from the brokers' own ``/v1/status`` and ``/v1/config``.
 
 ``updateBrokerConfig haMaxTimeSlaveNotCatchup``: with the test value (3000 ms) a paused slave leaves the
-SyncStateSet within 14 s (the puts fill the link's socket buffers in a few seconds, then 3 s pass); after the update to 16000 it stays in it for 14 s under puts, and after the
-update back to 3000 it leaves again: the change takes effect at once. A broker restarted from its
-``-c`` file keeps the value. ``updateControllerConfig`` is checked the same way across a restart.
+SyncStateSet within 14 s (the puts fill the link's socket buffers in a few seconds, then 3 s pass);
+after the update to 16000 it stays in it for 14 s under puts, and after the update back to 3000 it
+leaves again: the change takes effect at once. A broker restarted from its ``-c`` file keeps the
+value. ``updateControllerConfig`` is checked the same way across a restart.
 """
 
 from __future__ import annotations
