@@ -36,6 +36,10 @@ class SyncStateSetKeeper:
         self.in_sync: InSyncState | None = None  # None unless this broker is (becoming) master
         self._last_report: tuple[frozenset[int], int] | None = None
 
+    def set_max_time_slave_not_catchup(self, ms: int) -> None:
+        """``haMaxTimeSlaveNotCatchup`` changed by ``updateBrokerConfig``: the next check uses it."""
+        self._max_lag_ms = ms
+
     def sync_state_set(self) -> frozenset[int]:
         return self.in_sync.sync_state_set if self.in_sync is not None else frozenset()
 

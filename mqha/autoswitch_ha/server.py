@@ -252,9 +252,12 @@ class MasterLink:
                 self.conn.supply_batches(event.offset, batches, self._clock())
             elif isinstance(event, HandshakeRequest):
                 refusal = self.auth.handshake_refusal(event.slave_id) if self.auth is not None else None
+                # A role refusal is routine (a failover, a replica registered a moment ago that the
+                # membership cache learns on this knock); the slave retries. Auth failures are not.
+                level = logging.WARNING if refusal is not None else logging.INFO
                 refusal = refusal or self.side.accept_slave(self, event)
                 if refusal is not None:
-                    log.warning("HA link %s: refusing slave %d: %s", self.peer, event.slave_id, refusal)
+                    log.log(level, "HA link %s: refusing slave %d: %s", self.peer, event.slave_id, refusal)
                     self.conn.close(f"refused: {refusal}")
                 else:
                     log.info(
