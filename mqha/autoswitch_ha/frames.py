@@ -11,7 +11,9 @@ Layouts (offset: size field), as named ``struct`` formats below:
                               | 20:8 epoch start offset | 28:8 confirm offset | then n data bytes
 
 With ``authenticationEnabled`` three authentication frames come first (:func:`encode_auth_challenge`
-and the others below; docs/architecture.md §4.1); without it nothing else changes.
+and the others below; docs/architecture.md §4.1). mqha's slave also sends one INCARNATION frame
+right before its HANDSHAKE (20 bytes: 0:4 code "MQI1" | 4:16 incarnation, docs/architecture.md §8.5);
+a master decodes it in a slave's stream before the HANDSHAKE only.
 
 The wire carries no version field (docs/architecture.md §4 fixes the layouts), so :data:`PROTOCOL_VERSION`
 only names the layout generation in logs. State codes are the explicit numbers of the reference's
@@ -33,6 +35,7 @@ from mqha.autoswitch_ha.events import (
     Frame,
     HandshakeRequest,
     OffsetReport,
+    SlaveIncarnation,
     TransferBatch,
 )
 from mqha.autoswitch_ha.state import Role
@@ -47,18 +50,21 @@ CODE_HANDSHAKE = 1
 CODE_TRANSFER = 2
 CODE_SUSPEND = 3
 CODE_SHUTDOWN = 4
+CODE_INCARNATION = 0x4D514931  # "MQI1": mqha's INCARNATION frame (far from 0-4, like the auth codes)
 CODE_NAMES = {
     CODE_READY: "READY",
     CODE_HANDSHAKE: "HANDSHAKE",
     CODE_TRANSFER: "TRANSFER",
     CODE_SUSPEND: "SUSPEND",
     CODE_SHUTDOWN: "SHUTDOWN",
+    CODE_INCARNATION: "INCARNATION",
 }
 
 # -- layouts -----------------------------------------------------------------------------------
 STATE_CODE = struct.Struct(">i")
 SLAVE_HANDSHAKE = struct.Struct(">ihhq")  # state, isSyncFromLastFile, isAsyncLearner, slave id
 SLAVE_ACK = struct.Struct(">iq")  # state, slave max offset
+SLAVE_INCARNATION = struct.Struct(">i16s")  # code "MQI1", incarnation (16 bytes)
 MASTER_HANDSHAKE_HEADER = struct.Struct(">iiqi")  # state, body size, master max offset, last epoch
 EPOCH_ENTRY = struct.Struct(">iq")  # epoch, start offset
 TRANSFER_HEADER = struct.Struct(">iiqiqq")  # state, body size, offset, epoch, epoch start, confirm
@@ -68,7 +74,8 @@ SLAVE_ACK_SIZE = SLAVE_ACK.size
 MASTER_HANDSHAKE_HEADER_SIZE = MASTER_HANDSHAKE_HEADER.size
 EPOCH_ENTRY_SIZE = EPOCH_ENTRY.size
 TRANSFER_HEADER_SIZE = TRANSFER_HEADER.size
-assert (SLAVE_HANDSHAKE_SIZE, SLAVE_ACK_SIZE) == (16, 12)
+SLAVE_INCARNATION_SIZE = SLAVE_INCARNATION.size
+assert (SLAVE_HANDSHAKE_SIZE, SLAVE_ACK_SIZE, SLAVE_INCARNATION_SIZE) == (16, 12, 20)
 assert (MASTER_HANDSHAKE_HEADER_SIZE, EPOCH_ENTRY_SIZE, TRANSFER_HEADER_SIZE) == (20, 12, 36)
 
 # Offset of the body-size field in both master headers (they share their first 20 bytes' layout).
@@ -105,9 +112,14 @@ def encode_frame(frame: Frame) -> bytes:
     The event classes already confined every field to its wire range.
     """
     if isinstance(frame, HandshakeRequest):
-        return SLAVE_HANDSHAKE.pack(
+        handshake = SLAVE_HANDSHAKE.pack(
             CODE_HANDSHAKE, _FLAG[frame.sync_from_last_file], _FLAG[frame.async_learner], frame.slave_id
         )
+        if frame.incarnation is None:
+            return handshake
+        return encode_frame(SlaveIncarnation(incarnation=frame.incarnation)) + handshake
+    if isinstance(frame, SlaveIncarnation):
+        return SLAVE_INCARNATION.pack(CODE_INCARNATION, bytes.fromhex(frame.incarnation))
     if isinstance(frame, OffsetReport):
         return SLAVE_ACK.pack(CODE_TRANSFER, frame.max_offset)
     if isinstance(frame, EpochHistoryOffer):
@@ -184,6 +196,8 @@ def _frame_size(
             return SLAVE_HANDSHAKE_SIZE
         if code == CODE_TRANSFER:
             return SLAVE_ACK_SIZE
+        if code == CODE_INCARNATION:
+            return SLAVE_INCARNATION_SIZE
         raise RemoteProtocolError(f"bad state code {code} in a frame from a slave (expected 1 or 2)")
     if code not in (CODE_HANDSHAKE, CODE_TRANSFER):
         raise RemoteProtocolError(f"bad state code {code} in a frame from a master (expected 1 or 2)")
@@ -217,6 +231,9 @@ def _decode_complete(sender: Role, code: int, view: memoryview, *, borrow: bool 
                     sync_from_last_file=_decode_flag("isSyncFromLastFile", sync_from_last_file),
                     async_learner=_decode_flag("isAsyncLearner", async_learner),
                 )
+            if code == CODE_INCARNATION:
+                _, raw = SLAVE_INCARNATION.unpack_from(view)
+                return SlaveIncarnation(incarnation=raw.hex())
             _, max_offset = SLAVE_ACK.unpack_from(view)
             return OffsetReport(max_offset=max_offset)
         if code == CODE_HANDSHAKE:
