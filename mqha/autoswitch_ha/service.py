@@ -146,9 +146,12 @@ class AutoSwitchHAService:
         self.gate.check_waiters()
 
     def slave_incarnations(self) -> Mapping[int, str]:
-        """Slave id → the incarnation of its live HA connection (unknown incarnations left out): what
-        the ReplicasManager sends the controller as ``memberIncarnations`` with a proposal."""
-        return self.links.incarnations()
+        """Slave id → the incarnation the master vouches for: a SyncStateSet member's bound one (the
+        incarnation it saw catch up), else that of the slave's live HA connection (unknown ones left
+        out). The ReplicasManager sends it with every proposal as ``memberIncarnations``: a member that
+        came back as another process is named as the process the master saw, so the controller can
+        tell it is not that one any more."""
+        return {**self.links.incarnations(), **self.keeper.bound()}
 
     def maybe_shrink(self) -> frozenset[int]:
         """The master's periodic check: the set the HA layer wants now (empty when not master)."""
