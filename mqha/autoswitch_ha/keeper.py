@@ -109,6 +109,8 @@ class SyncStateSetKeeper:
             async_learner=async_learner,
         )
         self.in_sync = state
+        if proposal is None:  # the common case, on every ack: nothing to format or report
+            return
         if was_member:
             why = f"member {slave_id} is now another process (incarnation {incarnation})"
         else:
