@@ -33,6 +33,7 @@ from collections.abc import Callable
 from ssl import SSLContext
 
 from mqha.autoswitch_ha.auth import HAAuthError, SlaveAuth
+from mqha.autoswitch_ha.auth_frames import AUTH_CHALLENGE, AUTH_PROOF
 from mqha.autoswitch_ha.events import (
     AppendData,
     AppendEpoch,
@@ -41,7 +42,6 @@ from mqha.autoswitch_ha.events import (
     SetConfirmOffset,
     TruncateTo,
 )
-from mqha.autoswitch_ha.frames import AUTH_CHALLENGE, AUTH_PROOF
 from mqha.autoswitch_ha.lineage import Following, slave_read_refusal
 from mqha.autoswitch_ha.replica import ReplicaStore
 from mqha.autoswitch_ha.server import RateMeter, cancel_and_wait, wait_event, wait_for_tick

@@ -84,8 +84,10 @@ class HandshakeRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class SlaveIncarnation:
-    """mqha's INCARNATION frame: the slave process's incarnation, sent right before its HANDSHAKE on
-    every connection (20 bytes on the wire; docs/architecture.md §8.5)."""
+    """mqha's INCARNATION frame: the slave process's incarnation (20 bytes on the wire).
+
+    Sent right before the HANDSHAKE on every connection (docs/architecture.md §8.5).
+    """
 
     incarnation: str
 
