@@ -65,6 +65,11 @@ def _put(master: Broker, tag: str, acked: dict[int, str], size: int = 0) -> str:
     return str(reply["status"])
 
 
+def _incarnations(master: Broker) -> dict[int, str | None]:
+    info = master.get("/v1/ha/status")["haConnectionInfo"]
+    return {c["slaveBrokerId"]: c["slaveIncarnation"] for c in info}
+
+
 def _connected_slaves(master: Broker) -> int:
     return len(master.get("/v1/ha/status")["haConnectionInfo"])
 
@@ -97,6 +102,21 @@ def test_master_with_only_a_learner_refuses_puts_until_a_second_in_sync_replica(
     acked: dict[int, str] = {}
     assert _put(master, "both", acked) == "PUT_OK"
     assert len(acked) == 10
+
+    # Each slave process announced its incarnation (docs/architecture.md §8.5); a restarted slave is
+    # another process: the master sees a new incarnation, and the slave rejoins the set as that one.
+    slave_id = slave.status()["controllerBrokerId"]
+    before = _incarnations(master)
+    assert before[slave_id] == slave.get("/v1/ha/status")["haClientRuntimeInfo"]["incarnation"]
+    assert before[learner.status()["controllerBrokerId"]] is not None
+    assert slave.proc is not None
+    slave.proc.kill()
+    slave.start(processes, controllers)
+    wait_until(
+        lambda: _incarnations(master).get(slave_id) not in (None, before[slave_id]), 20, message="new process"
+    )
+    wait_until(lambda: len(master.status()["localSyncStateSet"]) == 2, 30, message="rejoins the set")
+    assert _put(master, "again", acked) == "PUT_OK"
 
 
 def test_learner_acks_never_count_and_no_acknowledged_message_is_lost_at_failover(
