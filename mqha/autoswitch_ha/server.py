@@ -258,9 +258,11 @@ class MasterLink:
                     self.conn.close(f"refused: {refusal}")
                 else:
                     log.info(
-                        "HA link %s: slave %d connected (syncFromLastFile=%s, asyncLearner=%s)",
+                        "HA link %s: slave %d connected (incarnation %s, syncFromLastFile=%s, "
+                        "asyncLearner=%s)",
                         self.peer,
                         event.slave_id,
+                        event.incarnation or "unknown",
                         event.sync_from_last_file,
                         event.async_learner,
                     )
