@@ -35,8 +35,8 @@ from ssl import SSLContext
 from typing import Any, Protocol
 
 from mqha.autoswitch_ha.auth import HAAuthError, MasterAuth
+from mqha.autoswitch_ha.auth_frames import AUTH_HELLO_HEADER, auth_hello_size
 from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, ReadLog, SlaveAck
-from mqha.autoswitch_ha.frames import AUTH_HELLO_HEADER, auth_hello_size
 from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
 from mqha.errors import RemoteProtocolError
 from mqha.security.credentials import InnerCredentials
@@ -261,9 +261,11 @@ class MasterLink:
                     self.conn.close(f"refused: {refusal}")
                 else:
                     log.info(
-                        "HA link %s: slave %d connected (syncFromLastFile=%s, asyncLearner=%s)",
+                        "HA link %s: slave %d connected (incarnation %s, syncFromLastFile=%s, "
+                        "asyncLearner=%s)",
                         self.peer,
                         event.slave_id,
+                        event.incarnation or "unknown",
                         event.sync_from_last_file,
                         event.async_learner,
                     )

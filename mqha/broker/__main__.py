@@ -72,6 +72,7 @@ class Broker:
         from mqha.broker.metrics import BrokerMetrics
         from mqha.broker.retention_task import RetentionTask
         from mqha.broker.server import BrokerHttpServer
+        from mqha.broker.start_report import new_incarnation
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
         from mqha.replicas_manager.client import request_signer
@@ -81,6 +82,7 @@ class Broker:
         from mqha.testing.planted_bugs import maybe_plant
 
         self.config = config
+        self.incarnation = new_incarnation()  # this process's (docs/architecture.md §8.5)
         address = f"{config['brokerIP1']}:{config['listenPort']}"
         ha_address = f"{config['brokerIP1']}:{config['haListenPort']}"
         recorder = None
@@ -110,6 +112,7 @@ class Broker:
             # this broker (``report_sync_state_set``), built two lines below.
             reporter=self,
             is_known_broker=self.members.is_known,
+            incarnation=self.incarnation,
         )
         self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
         self.manager = ReplicasManager(config, self.runtime)

@@ -207,6 +207,9 @@ class BrokerHttpServer:
             return _error(
                 BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
             )
+        unverified = self.access.read_refusal()
+        if unverified is not None:  # a slave whose log may differ from its master's: serve nothing
+            return _error(BrokerCode.SERVICE_NOT_AVAILABLE, unverified)
         read = parse_read_request(request.query)
         try:
             messages, next_offset, limit = self.access.read(read)

@@ -85,6 +85,8 @@ class BrokerStatusViews:
             "totalReplicas": config["totalReplicas"],
             "brokerVersionDesc": f"mqha {__version__}",
         }
+        # docs/architecture.md §4 "Reads on a slave": null while reads are served, else why not.
+        body["readRefusal"] = ha.gate.read_refusal()
         if self._disk is not None:  # docs/architecture.md §4.2: puts refused; a full slave stores nothing
             body["diskFull"] = self._disk.is_full()
             body["diskUsedRatio"] = round(self._disk.used, 4)
