@@ -101,7 +101,8 @@ def test_the_cut_keeps_every_fsynced_byte_and_only_those(mode: FlushMode, plan: 
             assert report.flushed_offset == flushed
             assert not report.clean
             kept = [m for m in before if m[0] + m[1] <= flushed]
-            assert [(r.offset, r.size, r.msg_id) for r in report.lost] == [m for m in before if m[0] >= flushed]
+            lost = [(r.offset, r.size, r.msg_id) for r in report.lost]
+            assert lost == [m for m in before if m[0] >= flushed]
             new = segment_bytes(directory)
             for base, data in old.items():
                 if base + SEG <= flushed:
