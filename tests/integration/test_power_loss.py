@@ -236,11 +236,14 @@ def test_sync_flush_acks_survive_a_whole_group_power_cut(
     assert not cluster.running_pids()
 
 
+@pytest.mark.parametrize("ack_mode", list(ACK_MODES))
 @pytest.mark.parametrize("role", ["slave", "master"])
-def test_a_lost_disk_costs_nothing_acknowledged(tmp_path: Path, role: str) -> None:
-    # allAckInSyncStateSet, 3 replicas: one replica's store is gone (a new disk); the others hold
-    # every ack, and the replaced one copies the log back from the master.
-    with LocalCluster(tmp_path, controllers=3, groups=1, replicas=3) as cluster:
+def test_a_lost_disk_costs_nothing_acknowledged(tmp_path: Path, role: str, ack_mode: str) -> None:
+    # 3 replicas: one replica's store is gone (a new disk); every ack is on another replica too, and
+    # the replaced one copies the log back from the master.
+    with LocalCluster(
+        tmp_path, controllers=3, groups=1, replicas=3, broker_settings=ACK_MODES[ack_mode]
+    ) as cluster:
         master = cluster.master(GROUP, timeout=10)
         assert master is not None
         acked = put(cluster, 40)
