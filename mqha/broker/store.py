@@ -273,17 +273,18 @@ class BrokerStore:
         if bottom > 0:
             self.epoch_store.truncate_prefix_by_offset(bottom - 1)
 
-    def reset_log(self) -> None:
-        """Empty this replica (its log ends below the master's log start; docs/architecture.md §4.2):
-        epochs first (as ``apply_truncation``), the confirm offset, then the commit log."""
+    def reset_log(self, reason: str = "behind the master's log start") -> None:
+        """Empty this replica to re-sync from its master's log start (its log ends below the master's
+        log start, docs/architecture.md §4.2, or shares nothing with the master's, §4): epochs first
+        (as ``apply_truncation``), the confirm offset, then the commit log."""
         old = (self.log.min_offset, self.log.max_offset)
         self.epoch_store.clear()
         self._confirm = min(self._confirm, 0)
         self.checkpoint.save(self._confirm, durable=True)
         self.log.reset()
-        log.warning("replica log [%d, %d) dropped: it ends below the master's log start", *old)
+        log.warning("replica log [%d, %d) dropped to re-sync from the master: %s", *old, reason)
         if self.history is not None:
-            self.history.truncation(old[1], 0, "behind the master's log start")
+            self.history.truncation(old[1], 0, reason)
 
     def dump_final_log(self, wait: float) -> int:
         """Record every stored message as this replica's ``final_logs`` (blocking: run it off the event

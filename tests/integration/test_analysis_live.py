@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from mqha.analysis.report import VERDICT_FILE
+from mqha.chaos.power_loss import cut_unflushed
 from mqha.cli import main as mqha_main
 from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import Node
-from tests.helpers.power_cut import cut_unflushed_for_test
 from tests.helpers.processes import wait_until
 
 pytestmark = [
@@ -178,9 +178,10 @@ def test_power_cut_tail_of_an_async_flush_replica_is_a_violation(tmp_path: Path)
         assert all(acked)
         time.sleep(1.0)  # the broker's history commits its batch (50 ms); the commit log stays un-flushed
         cluster.kill(master)
-        flushed, cut = cut_unflushed_for_test(Path(master.store))
-        lost = [a for a in acked if a["offset"] >= flushed]
-        assert cut > 0 and len(lost) >= 6, (flushed, cut)  # acknowledged messages gone, as in a power cut
+        cut = cut_unflushed(Path(master.store))
+        lost = [a for a in acked if a["offset"] >= cut.flushed_offset]
+        assert len(lost) >= 6, cut.describe()  # acknowledged messages gone, as in a power cut
+        assert sorted(r.msg_id for r in cut.lost) == sorted(a["msgId"] for a in lost)
         cluster.start_node(master)
         wait_until(lambda: cluster.master(timeout=0) is not None, 30, message="the replica is master again")
         after = [_put(master, headers, f"after-{i}") for i in range(3)]
