@@ -35,13 +35,12 @@ import msgspec
 from aiohttp import web
 
 from mqha.codes import ResponseCode, http_status_for
-from mqha.controller import openapi
+from mqha.controller import history_route, openapi
 from mqha.controller.access import Access, Principal, route_access
 from mqha.controller.console_view import sse_message
 from mqha.controller.metrics import CONTENT_TYPE
 from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
-from mqha.history.pages import NDJSON, serve_page
 from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
 from mqha.wire.codec import Request, decode_any
@@ -383,14 +382,6 @@ async def console_analysis(request: web.Request) -> web.Response:
     return respond(request, await asyncio.to_thread(_service(request).console_analysis))
 
 
-async def get_history_rows(request: web.Request) -> web.Response:
-    """Admin: a page of history.db for ``mqha export --controller`` (docs/architecture.md §5)."""
-    _require_admin(request)
-    store = _service(request).config_store.config["controllerStorePath"]
-    request[_CODE] = Code.SUCCESS.name  # a bad query's HttpError is answered (and labelled) by _envelope
-    return web.Response(body=await serve_page(store, request.query, _bad_request), content_type=NDJSON)
-
-
 async def openapi_json(request: web.Request) -> web.Response:
     request[_CODE] = Code.SUCCESS.name
     return web.json_response(openapi.document())
@@ -424,7 +415,7 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/console/{asset}", "consoleAsset", console_asset),
     ("GET", "/v1/console/events", "consoleEvents", console_events),
     ("GET", "/v1/console/analysis", "consoleAnalysis", console_analysis),
-    ("GET", "/v1/history/rows", "getHistoryRows", get_history_rows),
+    ("GET", "/v1/history/rows", "getHistoryRows", history_route.get_history_rows),  # NDJSON
 )
 
 
