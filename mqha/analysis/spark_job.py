@@ -194,8 +194,10 @@ def check_tables(
 
     Jobs: one counting every table; one counting every check (its big part is ``offset_pass``, one
     shuffle of all logs, acks and reads, plus the duplicate aggregation); only when some ack or read
-    is suspect, one making those exact on the suspect keys; and when anything is violated, one
-    gathering the evidence rows of every violated check."""
+    is suspect, one making those exact on the suspect keys; when anything is violated, one
+    gathering the evidence rows of every violated check; and two small ones for the coverage
+    (``coverage``: the per-replica log statistics are those ``final_masters`` already needed, the
+    acks are counted by set and source against the log starts)."""
     counts = _count_by_label({table: frames[table] for table in TABLES})
     ce, fl, acks, reads = frames[CONTROLLER_EVENTS], frames[FINAL_LOGS], frames[ACKS], frames[READS]
     replica_logs = log_stats(fl).persist()
