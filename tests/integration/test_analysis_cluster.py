@@ -142,7 +142,10 @@ def test_real_run_export_then_analyze_passes(tmp_path: Path, capsys: pytest.Capt
     assert tables["controller_events"] > 0 and tables["acks"] >= 80 and tables["reads"] >= 120
     assert tables["final_logs"] >= 3 * 80
     page = (out / "report" / "report.html").read_text()
-    assert "<h3>bs1</h3>" in page and "<svg" in page
+    assert "<h2>Timeline of bs1</h2>" in page and "<svg" in page
+    # The brokers recorded their acks too, beside the client's; both were checked.
+    assert verdict["status"] == "ok" and verdict["coverage"]["acksByBroker"] >= 80
+    assert verdict["coverage"]["acksByClient"] >= 80
 
 
 def _count(path: Path, table: str) -> int:
