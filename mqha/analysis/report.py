@@ -168,7 +168,8 @@ th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--lin
 th { font-size: 12px; text-transform: uppercase; letter-spacing: .4px; color: var(--muted);
   font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12px; }
+td.mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12px;
+  overflow-wrap: anywhere; }
 .chip { display: inline-block; padding: 1px 9px; border-radius: 11px; font-size: 12.5px; }
 .chip.ok { background: var(--ok-bg); color: var(--ok); }
 .chip.bad { background: var(--bad-bg); color: var(--bad); }
