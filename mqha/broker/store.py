@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha.broker.commitlog import CommitLog, FlushMode
+from mqha.broker.start_report import StartReport, new_incarnation, start_report
 from mqha.epoch.file import EpochStore
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError, StorageError
@@ -133,6 +134,8 @@ class BrokerStore:
         self.epoch_store = epochs
         self.checkpoint = ConfirmOffsetCheckpoint(os.path.join(settings.root_dir, CONFIRM_CHECKPOINT_NAME))
         self._confirm = -1
+        # How this process started (docs/architecture.md §3.2); set by ``_recover``.
+        self.start_report = StartReport(new_incarnation(), True, False, -1, 0)
         # docs/architecture.md §5 epochs/truncations, when recording
         self.history = history
         self._flush_task: asyncio.Future[None] | None = None
@@ -174,7 +177,14 @@ class BrokerStore:
             dropped = [p for p in self.epoch_store.history.pairs() if p[1] > top]
             self.epoch_store.truncate_suffix_by_offset(top + 1)
             log.warning("epoch entries %s start beyond the recovered log end %d: dropped", dropped, top)
-        stored = self.checkpoint.load()
+        stored = before = self.checkpoint.load()
+        report = start_report(
+            self.start_report.incarnation,
+            clean_shutdown=self.log.recovery.clean,
+            confirm_offset_before_recovery=before,
+            recovered_max_offset=top,
+        )
+        self.start_report = report
         if stored >= 0:
             clamped = min(max(stored, bottom), top)
             if clamped != stored:
@@ -182,6 +192,18 @@ class BrokerStore:
                 self.checkpoint.save(clamped, durable=True)
             stored = clamped
         self._confirm = stored
+        if report.lossy:
+            # The one line an operator must see: acknowledged data is gone from this replica; the
+            # controller will not elect it over a replica that still holds it (docs/architecture.md §3.2).
+            log.warning(
+                "LOSSY RECOVERY: confirm offset %d is beyond the recovered log end %d: confirmed "
+                "messages in [%d, %d) are gone from this replica (%s shutdown)",
+                before,
+                top,
+                top,
+                before,
+                "clean" if report.clean_shutdown else "unclean",
+            )
         log.info(
             "store open: log [%d, %d), epochs %s, confirm offset %d (recovery: %s)",
             bottom,
@@ -190,6 +212,7 @@ class BrokerStore:
             stored,
             "clean" if self.log.recovery.clean else f"crash path, {self.log.recovery.cut_reason or 'no cut'}",
         )
+        log.info("start report: %s", report.describe())
 
     def close(self, confirm_offset: int | None = None) -> None:
         """Persist the last confirm offset (``confirm_offset``, the HA layer's effective value, else the

@@ -52,6 +52,19 @@ CONTROLLER_CONFIG = ConfigSpec(
         Key("controllerStorePath", str, _default_store_path, rule=rules.TEXT),
         Key("electMasterMaxRetryCount", int, 3, rule=rules.POSITIVE_INT),
         Key("enableElectUncleanMaster", bool, False),
+        Key(
+            "uncleanRecoveryTimeoutMills",
+            int,
+            300_000,
+            "how long a set without a complete replica waits for one before electing the most advanced "
+            "log and declaring the rest lost (docs/architecture.md §3.2); 0 = never wait, -1 = wait until "
+            "an operator forces an election",
+            rule=rules.Rule(
+                lambda value: value == -1 or 0 <= value <= rules.INT64_MAX,
+                f"-1 or within [0, {rules.INT64_MAX}]",
+                (-1, rules.INT64_MAX),
+            ),
+        ),
         Key("processReadEvent", bool, False),
         Key("notifyBrokerRoleChanged", bool, True),
         Key("scanInactiveMasterInterval", int, 5000, rule=rules.MILLIS),

@@ -30,6 +30,7 @@ LIVE_KEYS = frozenset(
         "scanInactiveMasterInterval",
         "electMasterMaxRetryCount",
         "enableElectUncleanMaster",
+        "uncleanRecoveryTimeoutMills",
         "processReadEvent",
         "notifyBrokerRoleChanged",
         "maxRequestBodyBytes",

@@ -20,6 +20,7 @@ Deviations from the reference applied here (docs/architecture.md §7):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mqha.codes import ResponseCode
@@ -27,6 +28,7 @@ from mqha.controller.apply import Outcome, apply
 from mqha.controller.election import ElectionPolicy, ElectionResult
 from mqha.controller.liveness import LivenessView
 from mqha.controller.records import (
+    AckedDataLost,
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
@@ -261,7 +263,10 @@ def handle_elect_master(
     request: api.ElectMasterRequest,
     liveness: LivenessView,
     policy: ElectionPolicy,
+    waited_ms: int | None = None,
 ) -> ControllerResult:
+    """``waited_ms``: how long this set has been waiting for a complete replica (None: it was not;
+    docs/architecture.md §3.2)."""
     name = request.broker_name
     group = state.group(name)
     if group is None:
@@ -277,24 +282,33 @@ def handle_elect_master(
         result = ElectionResult(requested)
     else:
         # A broker asking to be elected is not a preference; only a designated (admin) election is.
-        result = policy.elect(group, liveness, prefer=requested if request.designate_elect else None)
+        prefer = requested if request.designate_elect else None
+        result = policy.elect(group, liveness, prefer=prefer, waited_ms=waited_ms)
 
     old_master = group.master_broker_id
-    if result.broker_id is not None and result.broker_id == old_master:
+    if result.broker_id is not None and result.broker_id == old_master and result.lost is None:
         return _reject(
             Code.CONTROLLER_MASTER_STILL_EXIST,
             f"The old master {old_master} is still alive, not need to elect new master for broker {name}",
             elect_payload(group, with_member_group=False),
         )
     if result.broker_id is not None:
-        return _write(state, _elect_record(group, result.broker_id, result.unclean), Reply(SUCCESS))
+        remark = ""
+        if result.lost is not None:
+            remark = (
+                f"acknowledged data lost: offsets [{result.lost[0]}, {result.lost[1]}) of {name} are on no "
+                f"live replica; broker {result.broker_id} elected with its log ending at {result.lost[0]}"
+            )
+        return _write(state, _elect_record(group, result.broker_id, result), Reply(SUCCESS, remark))
+    wait = f"; {result.describe_wait()}" if result.waiting else ""
     if requested is None and not group.is_first_election:
+        no_master = "Old master has down and failed to elect a new broker master" + wait
+        if group.master_broker_id is None and result.waiting:
+            # Nothing to clear: the set already has no master and keeps waiting.
+            return _reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master, NO_MASTER_ELECT_PAYLOAD)
         # Controller trigger without a candidate: the master is cleared and the failure reported.
-        draft = Reply(
-            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-            "Old master has down and failed to elect a new broker master",
-        )
-        return _write(state, _elect_record(group, None), draft)
+        draft = Reply(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master)
+        return _write(state, _elect_record(group, None, result), draft)
     if requested is None:
         # Deviation: a set that never had a master has none to clear. The reference still bumps
         # masterEpoch to 1, after which no first election is possible and, with an empty
@@ -305,21 +319,25 @@ def handle_elect_master(
             NO_MASTER_ELECT_PAYLOAD,
         )
     return _reject(
-        Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master", NO_MASTER_ELECT_PAYLOAD
+        Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master" + wait, NO_MASTER_ELECT_PAYLOAD
     )
 
 
 def _elect_record(
-    group: BrokerGroupState, new_master: int | None, unclean: bool = False
+    group: BrokerGroupState, new_master: int | None, result: ElectionResult | None = None
 ) -> ElectMasterRecord:
-    """The election of ``new_master`` (None: the master is cleared), decided against the set's epochs."""
+    """The election of ``new_master`` (None: the master is cleared), decided against the set's epochs,
+    with the decision's watermark and any declared loss (docs/architecture.md §3.2)."""
+    lost = None if result is None or result.lost is None else AckedDataLost(*result.lost)
     return ElectMasterRecord(
         cluster_name=group.cluster_name,
         broker_name=group.broker_name,
         new_master_broker_id=new_master,
         expected_master_epoch=group.master_epoch,
         expected_sync_state_set_epoch=group.sync_state_set_epoch,
-        unclean=unclean,
+        unclean=bool(result is not None and result.unclean),
+        acked_watermark=-1 if result is None else result.watermark,
+        acked_data_lost=lost,
     )
 
 
@@ -375,14 +393,45 @@ def handle_alter_sync_state_set(
             f"Rejecting alter syncStateSet of {name}: the new syncStateSet does not contain the master "
             f"{group.master_broker_id}",
         )
+    stale = _stale_incarnation(group, new_set, request.member_incarnations, liveness)
+    if stale is not None:
+        return _reject(Code.CONTROLLER_INVALID_REPLICAS, f"Rejecting alter syncStateSet of {name}: {stale}")
     record = AlterSyncStateSetRecord(
         broker_name=name,
         master_broker_id=group.master_broker_id,
         new_sync_state_set=new_set,
         expected_master_epoch=group.master_epoch,
         expected_sync_state_set_epoch=group.sync_state_set_epoch,
+        confirm_offset=request.confirm_offset,
     )
     return _write(state, record, Reply(SUCCESS))
+
+
+def _stale_incarnation(
+    group: BrokerGroupState,
+    new_set: frozenset[int],
+    reported: Mapping[int, str] | None,
+    liveness: LivenessView,
+) -> str | None:
+    """Why an expansion names a replica process that is not the one alive now, or None (KIP-903's lesson,
+    docs/architecture.md §3.2): each added member must be the incarnation the master saw catch up.
+
+    A master that reports no incarnations at all (``reported`` None: an older broker) is not checked.
+    """
+    if reported is None:
+        return None
+    for broker_id in sorted(new_set - group.sync_state_set - {group.master_broker_id}):
+        info = liveness.info(group.broker_name, broker_id)
+        alive = None if info is None else info.incarnation
+        seen = reported.get(broker_id)
+        if seen is None and alive is None:
+            continue
+        if seen != alive:
+            return (
+                f"replica {broker_id} caught up as incarnation {seen or 'unknown'}, but the replica alive "
+                f"now is incarnation {alive or 'unknown'} (it restarted since; it must catch up again)"
+            )
+    return None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from mqha.wire.types import (
     ClusterName,
     Epoch,
     IdSet,
+    Incarnation,
+    IncarnationMap,
     IntKeyMap,
     NameList,
     Offset,
@@ -124,6 +126,11 @@ class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
     broker_id: BrokerId
     broker_address: Address
     ha_address: Address | None = None
+    # How the broker process started (docs/architecture.md §3.2, §8); absent from older brokers.
+    incarnation: Incarnation | None = None
+    clean_shutdown: bool | None = None
+    lossy_recovery: bool | None = None
+    confirm_offset_before_recovery: Offset | None = None
 
 
 class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
@@ -141,6 +148,11 @@ class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
     confirm_offset: Offset | None = None
     heartbeat_timeout_mills: TimeoutMs | None = None
     election_priority: Priority | None = None
+    # The start report (docs/architecture.md §3.2, §8), the same as on register; absent from older brokers.
+    incarnation: Incarnation | None = None
+    clean_shutdown: bool | None = None
+    lossy_recovery: bool | None = None
+    confirm_offset_before_recovery: Offset | None = None
 
     def __post_init__(self) -> None:
         # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional
@@ -184,6 +196,15 @@ class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
     master_epoch: Epoch
     sync_state_set: IdSet
     sync_state_set_epoch: Epoch
+    confirm_offset: Offset | None = None
+    """The master's confirm offset when it proposes (docs/architecture.md §3.2: ELR credit, watermark)."""
+    member_incarnations: IncarnationMap | None = None
+    """For each member other than the master: the incarnation of the HA connection the master saw catch
+    up. An added member must match the controller's liveness table (docs/architecture.md §3.2)."""
+
+    def __post_init__(self) -> None:
+        if self.member_incarnations is not None and not isinstance(self.member_incarnations, IntKeyMap):
+            _force(self, "member_incarnations", IntKeyMap(self.member_incarnations))
 
 
 class GetReplicaInfoRequest(Request, frozen=True, kw_only=True):

@@ -84,6 +84,15 @@ CheckCode = Annotated[
 ]
 """``registerCheckCode``: ``<brokerAddress>;<epochMillis>`` (docs/reference-behaviour.md §5.2)."""
 IdSet = Annotated[frozenset[BrokerId], Meta(max_length=MAX_ID_SET)]
+INCARNATION_RULE = "1..64 characters of [0-9a-zA-Z_-] (mqbroker sends 32 lowercase hex digits)"
+Incarnation = Annotated[
+    str,
+    Meta(
+        pattern=rf"^[0-9a-zA-Z_-]+{_END}", min_length=1, max_length=64, extra={"rule": INCARNATION_RULE}
+    ),
+]
+"""A broker process's incarnation (docs/architecture.md §3.2): new at every start."""
+IncarnationMap = Annotated[dict[BrokerId, Incarnation], Meta(max_length=MAX_ID_SET)]
 NameList = Annotated[tuple[BrokerName, ...], Meta(max_length=MAX_NAME_LIST)]
 
 # Log records and snapshots: the bounds before the name, address and id rules above, so that a journal
