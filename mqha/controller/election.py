@@ -184,8 +184,7 @@ def election_watermark(group: BrokerGroupState, liveness: LivenessView) -> int:
 
 @dataclass(frozen=True)
 class ElectionPolicy:
-    """The policy bound to the controller's ``enableElectUncleanMaster`` and
-    ``uncleanRecoveryTimeoutMills`` settings."""
+    """Binds the election rule to ``enableElectUncleanMaster`` and ``uncleanRecoveryTimeoutMills``."""
 
     enable_elect_unclean_master: bool = False
     unclean_recovery_timeout_ms: int = 300_000

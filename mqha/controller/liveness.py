@@ -114,6 +114,7 @@ class HeartbeatTable:
     def __init__(self) -> None:
         self._entries: dict[LiveKey, BrokerLiveInfo] = {}
         self._master_confirms: dict[str, tuple[int, int]] = {}
+        self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -159,9 +160,18 @@ class HeartbeatTable:
         self._entries[info.key] = info
         return info
 
+    def mark_acking_master(self, broker_name: str, master_epoch: int) -> None:
+        """The master of ``master_epoch`` reports ack points (``confirmOffset`` on AlterSyncStateSet, only
+        sent with ``allAckInSyncStateSet``): from now on its heartbeats' confirm offsets are noted."""
+        self._acking_masters[broker_name] = max(master_epoch, self._acking_masters.get(broker_name, -1))
+
     def note_master_confirm(self, broker_name: str, master_epoch: int, confirm_offset: int) -> None:
         """The set's master (at ``master_epoch``) heartbeated ``confirm_offset``: keep the highest of the
-        epoch. Outlives the master's entry: an election after its death still knows what it confirmed."""
+        epoch, if that master's confirm offset is an ack point (``mark_acking_master``; otherwise it is
+        only its log end and says nothing about acknowledgements). Outlives the master's entry: an
+        election after its death still knows what it confirmed."""
+        if self._acking_masters.get(broker_name) != master_epoch:
+            return
         known = self._master_confirms.get(broker_name)
         if known is None or known[0] != master_epoch or known[1] < confirm_offset:
             if known is not None and known[0] > master_epoch:
@@ -219,6 +229,7 @@ class HeartbeatTable:
         for key in [key for key in self._entries if key[0] == broker_name]:
             del self._entries[key]
         self._master_confirms.pop(broker_name, None)
+        self._acking_masters.pop(broker_name, None)
 
     def entries(self) -> list[BrokerLiveInfo]:
         return [info for _, info in sorted(self._entries.items())]

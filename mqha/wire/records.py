@@ -98,8 +98,9 @@ class UpdateBrokerAddressRecord(_Record, frozen=True, tag="UpdateBrokerAddress")
 
 
 class AckedDataLost(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
-    """Acknowledged offsets ``[fromOffset, toOffset)`` an election declared gone from every replica
-    (docs/architecture.md §3.2)."""
+    """Names acknowledged offsets ``[fromOffset, toOffset)`` an election declared lost.
+
+    Gone from every replica (docs/architecture.md §3.2)."""
 
     from_offset: Offset
     to_offset: Offset

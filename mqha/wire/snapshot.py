@@ -39,8 +39,9 @@ class ReplicaSnapshot(_Strict, frozen=True):
 
 
 class EligibleReplicaSnapshot(_Strict, frozen=True):
-    """One member of a group's ELR: a replica that left the SyncStateSet holding everything acknowledged
-    up to ``credited_offset``."""
+    """One member of a group's ELR, with its credited offset.
+
+    A replica that left the SyncStateSet holding everything acknowledged up to ``credited_offset``."""
 
     broker_id: StoredBrokerId
     credited_offset: Offset
