@@ -72,6 +72,7 @@ class Broker:
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
         from mqha.replicas_manager.client import request_signer
+        from mqha.replicas_manager.hooks import BrokerStart
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
         from mqha.security.tls import client_context
@@ -109,7 +110,14 @@ class Broker:
             is_known_broker=self.members.is_known,
         )
         self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
-        self.manager = ReplicasManager(config, self.runtime)
+        report = self.store.start_report
+        self.manager = ReplicasManager(
+            config,
+            self.runtime,
+            start=BrokerStart(
+                report.incarnation, report.clean_shutdown, report.lossy, report.confirm_offset_before_recovery
+            ),
+        )
         # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
         # Full disk and retention (docs/architecture.md §4.2): one DiskGuard holds the disk state (puts
         # refused while FULL, status, metrics); the retention task measures each pass and feeds it.

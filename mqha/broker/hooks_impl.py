@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from mqha.autoswitch_ha.service import AutoSwitchHAService
 from mqha.broker.store import BrokerStore
@@ -102,6 +103,12 @@ class BrokerRuntime:
 
     def maybe_shrink_sync_state_set(self) -> frozenset[int]:
         return self.ha.maybe_shrink()
+
+    def slave_incarnations(self) -> Mapping[int, str] | None:
+        """The incarnation of each live slave connection (docs/architecture.md §3.2), or None when the
+        HA layer cannot tell."""
+        read = getattr(self.ha, "slave_incarnations", None)
+        return None if read is None else read()
 
     def set_fenced(self, fenced: bool) -> None:
         if fenced != self.role.fenced:

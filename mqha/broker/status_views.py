@@ -81,6 +81,7 @@ class BrokerStatusViews:
             "confirmOffset": ha.gate.confirm_offset(),
             "flushedOffset": store.log.flushed_offset,
             "ackMode": self._ack_mode,
+            "startReport": store.start_report.to_json(),  # docs/architecture.md §3.2
         }
         if self._disk is not None:  # docs/architecture.md §4.2: puts refused; a full slave stores nothing
             body["diskFull"] = self._disk.is_full()

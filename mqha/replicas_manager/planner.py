@@ -131,6 +131,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._sss_pending: frozenset[int] | None = None
         self._sss_pending_from_check = False  # the pending wish is a periodic check's answer
         self._check_in_flight = False
+        self._slave_incarnations: dict[int, str] | None = None  # the HA layer's, with its last report
         # Start sequence bookkeeping.
         self._retry_at: int | None = None
         self._metadata_failures = 0
@@ -188,6 +189,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
             confirm_offset=self.progress.confirm_offset,
             heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
             election_priority=self.config.election_priority,
+            **(self.config.start.request_fields() if self.config.start is not None else {}),
         )
 
     # ---------------------------------------------------------------------------- transitions

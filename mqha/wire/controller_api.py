@@ -110,7 +110,7 @@ class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
         return self.register_check_code.split(";", 1)[0]
 
 
-class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
+class RegisterBrokerRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of registerBroker (docs/reference-behaviour.md §5.3).
 
     ``haAddress`` is ours (the master's HA address travels through the controller).
@@ -128,7 +128,7 @@ class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
     confirm_offset_before_recovery: Offset | None = None
 
 
-class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
+class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of a broker heartbeat (docs/reference-behaviour.md §5.9).
 
     Absent (or null) progress fields take the docs/reference-behaviour.md §7.1 defaults.
@@ -183,7 +183,7 @@ class ElectMasterRequest(Request, frozen=True, kw_only=True):
         return None if self.broker_id is None or self.broker_id == -1 else self.broker_id
 
 
-class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
+class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of alterSyncStateSet: a new set, the master's epochs (docs/reference-behaviour.md §5.5).
 
     Ours (docs/architecture.md §3.2): ``confirmOffset``, the master's ack point when it proposes, and
