@@ -12,7 +12,8 @@ NEVER raises: it runs inside PySyncObj's replicated method, where an exception w
 The election rule's state (docs/architecture.md §3.2) moves here too: an AlterSyncStateSet moves the
 members it removes into the ELR (credit: its confirm offset, else the watermark) and takes the members
 it adds out; an ElectMaster moves the old SyncStateSet members other than the new master into the ELR
-(credit: the decision's watermark) and takes the new master out; the watermark only grows, except
+(credit: the decision's watermark) and takes the new master out. Only a known credit (>= 0) admits a
+replica: with nothing known acknowledged there is no ELR and elections are the reference's; the watermark only grows, except
 that an election declaring acknowledged data lost resets it to what survives (``fromOffset``).
 
 Deviations applied here (docs/architecture.md §7 and our own, see ``handle_clean_broker_data``):
@@ -174,8 +175,9 @@ def _apply_elect_master(state: ControllerState, record: ElectMasterRecord) -> Co
     else:
         watermark = max(group.acked_watermark, record.acked_watermark)
         eligible = dict(group.eligible_replicas)
-    for member in group.sync_state_set - {new_master}:
-        eligible[member] = watermark
+    if watermark >= 0:  # with nothing known acknowledged, nobody is credited (no ELR, as the reference)
+        for member in group.sync_state_set - {new_master}:
+            eligible[member] = watermark
     eligible.pop(new_master, None)
     group = replace(
         group,
@@ -216,8 +218,9 @@ def _apply_alter_sync_state_set(state: ControllerState, record: AlterSyncStateSe
         watermark = max(watermark, record.confirm_offset)
     credit = watermark if record.confirm_offset is None else record.confirm_offset
     eligible = {b: c for b, c in group.eligible_replicas.items() if b not in new_set}
-    for removed in group.sync_state_set - new_set:
-        eligible[removed] = credit
+    if credit >= 0:
+        for removed in group.sync_state_set - new_set:
+            eligible[removed] = credit
     group = replace(
         group,
         sync_state_set=new_set,

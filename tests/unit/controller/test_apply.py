@@ -156,14 +156,8 @@ def test_update_address_unknown_set_or_id_rejected_2010() -> None:
 
 def test_elect_sets_master_and_sss_bumping_both_epochs() -> None:
     record = ElectMasterRecord("c1", "g1", 2, 4, 7)
-    # The old SyncStateSet members other than the new master join the ELR, credited with the watermark.
     new_group = replace(
-        G1,
-        master_broker_id=2,
-        master_epoch=5,
-        sync_state_set=frozenset({2}),
-        sync_state_set_epoch=8,
-        eligible_replicas={b: -1 for b in G1.sync_state_set - {2}},
+        G1, master_broker_id=2, master_epoch=5, sync_state_set=frozenset({2}), sync_state_set_epoch=8
     )
     assert apply(S, record, 21) == accepted(S, record, new_group)
 
@@ -208,12 +202,7 @@ def test_elect_unregistered_candidate_rejected_2012() -> None:
 
 def test_alter_replaces_sss_bumping_its_epoch_only() -> None:
     record = AlterSyncStateSetRecord("g1", 1, frozenset({1, 3}), 4, 7)
-    new_group = replace(
-        G1,
-        sync_state_set=frozenset({1, 3}),
-        sync_state_set_epoch=8,
-        eligible_replicas={b: -1 for b in G1.sync_state_set - {1, 3}},
-    )
+    new_group = replace(G1, sync_state_set=frozenset({1, 3}), sync_state_set_epoch=8)
     assert apply(S, record, 21) == accepted(S, record, new_group)
 
 

@@ -465,12 +465,7 @@ def test_5_4_step6_success_header_is_epochs_plus_one_and_body_has_member_group()
     state, reply = commit(G1_MASTER1, result)
     assert reply == result.reply
     assert g1(state) == replace_group(
-        G1_MASTER1,
-        master_broker_id=2,
-        master_epoch=2,
-        sync_state_set={2},
-        sync_state_set_epoch=3,
-        eligible_replicas={1: -1, 3: -1},  # the old members other than the new master
+        G1_MASTER1, master_broker_id=2, master_epoch=2, sync_state_set={2}, sync_state_set_epoch=3
     )
 
 
@@ -685,10 +680,7 @@ def test_5_5_step8_success_bumps_sss_epoch() -> None:
     assert result == ControllerResult((record,), Reply(C.SUCCESS, "", payload))
     state, reply = commit(G1_MASTER1, result)
     assert reply == result.reply
-    # 2 left the SyncStateSet: it joins the ELR with the watermark as credit (no confirm offset sent).
-    assert g1(state) == replace_group(
-        G1_MASTER1, sync_state_set={1, 3}, sync_state_set_epoch=3, eligible_replicas={2: -1}
-    )
+    assert g1(state) == replace_group(G1_MASTER1, sync_state_set={1, 3}, sync_state_set_epoch=3)
 
 
 def test_5_5_two_alters_decided_on_the_same_state_second_apply_fenced_2001() -> None:
