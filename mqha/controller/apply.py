@@ -13,8 +13,9 @@ The election rule's state (docs/architecture.md §3.2) moves here too: an AlterS
 members it removes into the ELR (credit: its confirm offset, else the watermark) and takes the members
 it adds out; an ElectMaster moves the old SyncStateSet members other than the new master into the ELR
 (credit: the decision's watermark) and takes the new master out. Only a known credit (>= 0) admits a
-replica: with nothing known acknowledged there is no ELR and elections are the reference's; the watermark only grows, except
-that an election declaring acknowledged data lost resets it to what survives (``fromOffset``).
+replica: with nothing known acknowledged there is no ELR and elections are the reference's. The
+watermark only grows, except that an election declaring acknowledged data lost resets it to what
+survives (``fromOffset``).
 
 Deviations applied here (docs/architecture.md §7 and our own, see ``handle_clean_broker_data``):
 - a partial clean keeps the set (and its sync-state entry) while any replica stays registered;

@@ -170,8 +170,7 @@ class ReplicasManager(SyncStateSetReporter):
     async def _run(self) -> None:
         while True:
             try:
-                with contextlib.suppress(Exception):
-                    self.planner.on_local_progress(self.hooks.progress())
+                self._refresh_progress()
                 now = self._now()
                 await self._execute(self.planner.tick(now))
                 wake = self.planner.next_wakeup_ms()
@@ -180,6 +179,7 @@ class ReplicasManager(SyncStateSetReporter):
                     item = await asyncio.wait_for(self._queue.get(), timeout)
                 except TimeoutError:
                     continue
+                self._refresh_progress()  # an input may propose (a SyncStateSet with the confirm offset)
                 await self._execute(item(self._now()))
                 while not self._queue.empty():
                     await self._execute(self._queue.get_nowait()(self._now()))
@@ -189,6 +189,10 @@ class ReplicasManager(SyncStateSetReporter):
                 # A bug must not kill the agent silently; the next input or timer goes on.
                 log.exception("ReplicasManager loop step failed")
                 await asyncio.sleep(0.1)
+
+    def _refresh_progress(self) -> None:
+        with contextlib.suppress(Exception):
+            self.planner.on_local_progress(self.hooks.progress())
 
     async def _execute(self, actions: list[act.Action]) -> None:
         for action in act.in_phase_order(actions):
