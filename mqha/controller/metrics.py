@@ -66,11 +66,16 @@ class NodeView:
 class _NodeCollector(Collector):
     """Turns this node's ``NodeView`` into Prometheus gauges at scrape time."""
 
-    def __init__(self, view: Callable[[], NodeView]) -> None:
+    def __init__(
+        self, view: Callable[[], NodeView], on_groups: Callable[[list[GroupGauge]], None] | None = None
+    ) -> None:
         self._view = view
+        self._on_groups = on_groups
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
+        if self._on_groups is not None:
+            self._on_groups(view.groups)
         yield GaugeMetricFamily(
             "mqha_controller_is_leader",
             "1 while this node is the serving Raft leader",
@@ -172,7 +177,7 @@ class ControllerMetrics:
             ["broker_name"],
             registry=self.registry,
         )
-        self.registry.register(_NodeCollector(view))
+        self.registry.register(_NodeCollector(view, self._touch_groups))
 
     def observe_request(self, api: str, code: str, seconds: float) -> None:
         self.requests.labels(api, code).inc()
@@ -182,6 +187,11 @@ class ControllerMetrics:
         self.elections.labels(trigger, result).inc()
         if seconds is not None:
             self.election_duration.labels(trigger).observe(seconds)
+
+    def _touch_groups(self, groups: list[GroupGauge]) -> None:
+        # Every set's loss counter exists at 0 before its first loss, so increase() sees that one too.
+        for group in groups:
+            self.acked_data_lost.labels(group.broker_name)
 
     def observe_acked_data_lost(self, broker_name: str) -> None:
         self.acked_data_lost.labels(broker_name).inc()
