@@ -11,8 +11,9 @@ Liveness is soft state: every node records the heartbeats it receives (HTTP or s
 - inactive-master scan (leader; every ``scanInactiveMasterInterval``, first after one interval): a
   set whose master is not alive while another replica is -> election; a set that waits for a complete
   replica (docs/architecture.md §3.2) -> election again (its wait may have timed out);
-- a heartbeat of a new broker process (incarnation) in a set that waits -> election at once (the
-  replica it waits for may be back); of the current master after a lossy recovery -> election.
+- a heartbeat in a set that waits, of a new broker process (incarnation), of a replica back from
+  expiry or of one whose maxOffset now reaches the watermark -> election at once (it may be complete);
+  of the current master after a lossy recovery -> election.
 
 Retries stop at the first definitive answer (SUCCESS, 2004 no candidate, 2011 master alive, 2010 set
 gone, 2007 not leader); only fenced, timed-out or failed attempts are retried, after 100 ms. (The
@@ -121,7 +122,13 @@ class LivenessWatch(NodePart):
         )
         if new_process:
             self._on_new_incarnation(info)
-        if group is not None and (new_process or not was_alive):
+        wait = self.waits.get(name)
+        caught_up = (
+            wait is not None
+            and info.max_offset >= wait.watermark
+            and (before is None or before.max_offset < wait.watermark)
+        )
+        if group is not None and (new_process or not was_alive or caught_up):
             self._on_replica_back(name, broker_id, info, is_master=group.master_broker_id == broker_id)
         return Reply(Code.SUCCESS, "Heart beat success")
 
