@@ -115,6 +115,7 @@ class HeartbeatTable:
         self._entries: dict[LiveKey, BrokerLiveInfo] = {}
         self._master_confirms: dict[str, tuple[int, int]] = {}
         self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
+        self._first_seen: dict[LiveKey, tuple[str | None, int]] = {}  # -> (incarnation, masterEpoch)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -131,10 +132,15 @@ class HeartbeatTable:
         ``master_epoch`` is the set's current masterEpoch: kept as ``first_seen_master_epoch`` while the
         heartbeats come from the same incarnation.
         """
-        previous = self._entries.get((heartbeat.broker_name, heartbeat.broker_id))  # type: ignore[arg-type]
-        first_seen = master_epoch
-        if previous is not None and previous.incarnation == heartbeat.incarnation:
-            first_seen = previous.first_seen_master_epoch
+        key = (heartbeat.broker_name, heartbeat.broker_id)
+        # Remembered beyond the entry (an expiry or a closed session drops it): a process that comes
+        # back on a new session is the same incarnation, first seen when it was first seen.
+        known = self._first_seen.get(key)  # type: ignore[arg-type]
+        if known is not None and known[0] == heartbeat.incarnation:
+            first_seen = known[1]
+        else:
+            first_seen = master_epoch
+            self._first_seen[key] = (heartbeat.incarnation, master_epoch)  # type: ignore[index]
         info = BrokerLiveInfo(
             cluster_name=heartbeat.cluster_name,
             broker_name=heartbeat.broker_name,
@@ -230,6 +236,8 @@ class HeartbeatTable:
             del self._entries[key]
         self._master_confirms.pop(broker_name, None)
         self._acking_masters.pop(broker_name, None)
+        for key in [key for key in self._first_seen if key[0] == broker_name]:
+            del self._first_seen[key]
 
     def entries(self) -> list[BrokerLiveInfo]:
         return [info for _, info in sorted(self._entries.items())]
