@@ -4,7 +4,9 @@ set, and the completeness rule of docs/architecture.md §3.2 (KIP-966's Eligible
 The watermark ``W`` is the highest offset the decision knows was acknowledged: the set's replicated
 ``acked_watermark``, the current master's last heartbeat confirm offset (soft) and every alive
 replica's confirm offset before recovery (soft, until the set's masterEpoch moves on). A candidate is
-*complete* when it is alive and its reported maxOffset is at least ``W``.
+*complete* when it is alive and either a SyncStateSet member that did not restart lossy (it holds
+whatever the set acknowledged; its heartbeat's maxOffset may just be older than the master's last ack
+point) or its reported maxOffset is at least ``W``.
 
 Strategy, per candidate pool -- the SyncStateSet, then the ELR (replicas that left the SyncStateSet
 holding everything acknowledged up to a credited offset), then (only when unclean election is enabled)
@@ -124,7 +126,14 @@ def elect(
         pools.append(sorted(set(all_replicas) - in_sync - set(elr)))
 
     def complete(broker_id: int) -> bool:
-        return is_alive(broker_id) and _max_offset(live_info(broker_id)) >= watermark
+        if not is_alive(broker_id):
+            return False
+        info = live_info(broker_id)
+        if broker_id in in_sync and not (info is not None and info.lossy):
+            # A SyncStateSet member holds everything the set acknowledged (that is what being in it
+            # means), unless it restarted lossy; its reported maxOffset may lag by a heartbeat.
+            return True
+        return _max_offset(info) >= watermark
 
     def result(chosen: int, lost_ok: bool) -> ElectionResult:
         top = _max_offset(live_info(chosen))

@@ -29,6 +29,11 @@ def info(
     return BrokerLiveInfo("c", "g", broker_id, f"a{broker_id}", epoch, offset, -1, prio, 10_000, 0, **extra)  # type: ignore[arg-type]
 
 
+def lossy(broker_id: int, offset: int, epoch: int = 1) -> BrokerLiveInfo:
+    """A replica that restarted after losing its tail (its start report says so)."""
+    return info(broker_id, epoch=epoch, offset=offset, lossy_recovery=True)
+
+
 def run(
     sss: set[int],
     live: dict[int, BrokerLiveInfo],
@@ -61,37 +66,48 @@ def run(
 
 def test_lossy_old_master_alone_waits_for_the_healthy_elr_slaves() -> None:
     # SSS shrank to {1} with confirm offset 4440 (2 and 3 credited); 1 came back with its log cut to 2215.
-    result = run({1}, {1: info(1, offset=2215)}, old=1, elr={2: 4440, 3: 4440}, watermark=4440)
+    result = run({1}, {1: lossy(1, 2215)}, old=1, elr={2: 4440, 3: 4440}, watermark=4440)
     assert result == ElectionResult(None, watermark=4440, waiting_for=(2, 3), incomplete=(1,))
     assert "2, 3" in result.describe_wait() and "4440" in result.describe_wait()
 
 
 def test_a_returning_healthy_slave_is_elected_over_the_lossy_master() -> None:
-    live = {1: info(1, offset=2215), 3: info(3, offset=4440)}
+    live = {1: lossy(1, 2215), 3: info(3, offset=4440)}
     assert run({1}, live, old=1, elr={2: 4440, 3: 4440}, watermark=4440) == ElectionResult(3, watermark=4440)
 
 
 def test_the_lossy_old_master_is_not_kept_when_a_complete_replica_is_alive() -> None:
-    live = {1: info(1, epoch=5, offset=2215), 2: info(2, epoch=4, offset=4440)}
+    live = {1: lossy(1, 2215, epoch=5), 2: info(2, epoch=4, offset=4440)}
     assert run({1, 2}, live, old=1, watermark=4440).broker_id == 2
 
 
 def test_after_the_timeout_the_longest_log_is_elected_and_the_loss_declared() -> None:
-    live = {1: info(1, offset=2215)}
+    live = {1: lossy(1, 2215)}
     result = run({1}, live, old=1, elr={2: 4440}, watermark=4440, waited_ms=300_000)
     assert result == ElectionResult(1, watermark=4440, lost=(2215, 4440))
 
 
 def test_nobody_to_wait_for_elects_at_once_declaring_the_loss() -> None:
     # 2's credit is below the watermark: it cannot hold [credit, W), so there is nobody worth waiting for.
-    live = {1: info(1, offset=2215)}
+    live = {1: lossy(1, 2215)}
     assert run({1}, live, old=1, elr={2: 1000}, watermark=4440).lost == (2215, 4440)
 
 
 def test_wait_forever_and_never_wait() -> None:
-    live = {1: info(1, offset=10)}
+    live = {1: lossy(1, 10)}
     assert run({1, 2}, live, watermark=20, waited_ms=10**9, timeout_ms=WAIT_FOREVER).waiting
     assert not run({1, 2}, live, watermark=20, timeout_ms=0).waiting
+
+
+def test_a_healthy_sync_state_set_member_with_an_older_heartbeat_is_complete() -> None:
+    # Its last heartbeat predates the master's last ack point, but being in the set, it holds it.
+    assert run({1, 2}, {2: info(2, offset=90)}, old=1, watermark=100) == ElectionResult(2, watermark=100)
+    # An ELR member is judged by its offset: it left the set, so later acks may be missing.
+    assert run({1}, {2: info(2, offset=90)}, old=1, elr={2: 80}, watermark=100).waiting_for == (1,)
+    assert run({1}, {2: info(2, offset=90)}, old=1, elr={2: 80}, watermark=100, timeout_ms=0).lost == (
+        90,
+        100,
+    )
 
 
 def test_nobody_alive_is_no_candidate_not_a_wait() -> None:
@@ -127,7 +143,13 @@ def situations(draw: st.DrawFn) -> dict[str, object]:
     elr = {b: draw(offsets) for b in sorted(elr_ids)}
     alive_ids = draw(st.sets(st.sampled_from(registered), max_size=4))
     live = {
-        b: info(b, epoch=draw(st.integers(0, 2)), offset=draw(offsets), prio=draw(st.integers(0, 2)))
+        b: info(
+            b,
+            epoch=draw(st.integers(0, 2)),
+            offset=draw(offsets),
+            prio=draw(st.integers(0, 2)),
+            lossy_recovery=draw(st.booleans()),
+        )
         for b in sorted(alive_ids)
     }
     return {
@@ -149,9 +171,9 @@ def _pools(s: dict[str, object]) -> list[int]:
 
 
 def _complete(s: dict[str, object]) -> Callable[[int], bool]:
-    live, watermark = s["live"], s["watermark"]
-    assert isinstance(live, dict) and isinstance(watermark, int)
-    return lambda b: b in live and live[b].max_offset >= watermark
+    live, watermark, sss = s["live"], s["watermark"], s["sss"]
+    assert isinstance(live, dict) and isinstance(watermark, int) and isinstance(sss, set)
+    return lambda b: b in live and ((b in sss and not live[b].lossy) or live[b].max_offset >= watermark)
 
 
 @settings(max_examples=300, deadline=None)
