@@ -213,6 +213,7 @@ class LivenessWatch(NodePart):
         try:
             log.info("electing a new master for %s (%s)", broker_name, reason)
             attempts = max(1, int(self.config["electMasterMaxRetryCount"]))
+            was_waiting = self.waits.get(broker_name) is not None
             for attempt in range(1, attempts + 1):
                 reply = await self.elect_master(
                     ElectMasterRequest(broker_name=broker_name),
@@ -220,8 +221,10 @@ class LivenessWatch(NodePart):
                     timeout=CONTROLLER_ELECT_TIMEOUT,
                 )
                 if reply.code in _FINAL_ELECT_CODES:
+                    still_waiting = was_waiting and self.waits.get(broker_name) is not None
                     if not reply.ok:
-                        log.warning(
+                        # A set that keeps waiting is re-evaluated every scan: said once (write_path).
+                        (log.debug if still_waiting else log.warning)(
                             "controller election of %s: %s (%s)", broker_name, reply.code.name, reply.remark
                         )
                     return
