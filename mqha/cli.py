@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         default="spark",
         help="spark (default) or python: the pure checker, for small exports without a JVM",
     )
+    sub.add_parser(
+        "config-reference",
+        help="print the config key reference (docs/config.md) from the key tables",
+    )
     for module in SUBCOMMAND_MODULES:
         module.add_subcommands(sub)
     args = parser.parse_args(argv)
@@ -107,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_selfcheck(args.dir)
     if args.command == "export":
         return _export(args)
+    if args.command == "config-reference":
+        from mqha.cluster.config_reference import reference
+
+        sys.stdout.write(reference())
+        return 0
     if args.command == "analyze":
         return _analyze(args)
     return 2

@@ -21,6 +21,8 @@ import errno
 import logging
 import os
 import secrets
+import stat
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -114,3 +116,17 @@ def remove_durably(path: str) -> bool:
         return False
     fsync_directory(os.path.dirname(os.path.abspath(path)))
     return True
+
+
+def rewrite_atomically(
+    path: str, change: Callable[[str], str], *, mode: int | None = None, make_dirs: bool = False
+) -> None:
+    """Replace the text file ``path`` with ``change(its text)`` (``""`` when it does not exist yet)
+    through ``write_atomically``; the file's permission bits are kept unless ``mode`` is given."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        kept = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        text, kept = "", None
+    write_atomically(path, change(text), mode=mode if mode is not None else kept, make_dirs=make_dirs)

@@ -55,14 +55,47 @@ def stop_on_signals(stop: asyncio.Event | None) -> asyncio.Event:
     return stop
 
 
-def run(prog: str, log_level: str, serving: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Log to stderr at ``log_level`` and run ``serving()`` to its end; a ``StartError`` exits 1."""
+def run(
+    prog: str,
+    log_level: str,
+    serving: Callable[[], Coroutine[Any, Any, None]],
+    pid_file: str | None = None,
+) -> None:
+    """Log to stderr at ``log_level`` and run ``serving()`` to its end; a ``StartError`` exits 1.
+
+    ``pid_file``: this process's pid is written there while it runs (``mqha cluster status`` finds a
+    node restarted by hand through it) and removed at the end when it still names this process."""
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if pid_file is not None:
+        _write_pid_file(pid_file)
     try:
         asyncio.run(serving())
     except StartError as exc:
+        _remove_pid_file(pid_file)
         exit_with(prog, exc)
+    _remove_pid_file(pid_file)
+
+
+def _write_pid_file(path: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="ascii") as handle:
+            handle.write(f"{os.getpid()}\n")
+    except OSError as exc:  # a store that cannot be written fails on its own, with its own line
+        logging.getLogger(__name__).debug("cannot write pid file %s: %s", path, exc)
+
+
+def _remove_pid_file(path: str | None) -> None:
+    if path is None:
+        return
+    try:
+        with open(path, encoding="ascii") as handle:
+            if handle.read().strip() != str(os.getpid()):
+                return  # another process of the same store wrote it since
+        os.unlink(path)
+    except OSError:
+        pass

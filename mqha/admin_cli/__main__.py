@@ -29,8 +29,8 @@ from typing import Any, NoReturn, TextIO
 
 import aiohttp
 
+from mqha.admin_cli import brokers, voters
 from mqha.admin_cli import commands as core
-from mqha.admin_cli import voters
 from mqha.admin_cli.commands import (
     ACCESS_TIMEOUT,
     COMMANDS,
@@ -91,7 +91,7 @@ class Http:
         self.timeout = timeout
         self.ssl = ssl  # https verified by it (--tls-ca)
         self.headers = {"Accept": "application/json"}
-        self.plain = dict(self.headers)  # brokers have no admin-only route: no token
+        self.plain = dict(self.headers)  # broker reads: no token (only updateBrokerConfig sends it)
         if token:
             self.headers["Authorization"] = bearer_header(token)
         self._session: aiohttp.ClientSession | None = None
@@ -378,6 +378,10 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
     "cleanBrokerMetadata": run_clean_broker_metadata,
     "getControllerConfig": run_get_controller_config,
     "updateControllerConfig": run_update_controller_config,
+    "clusterList": brokers.run_cluster_list,
+    "brokerStatus": brokers.run_broker_status,
+    "getBrokerConfig": brokers.run_get_broker_config,
+    "updateBrokerConfig": brokers.run_update_broker_config,
     "getControllerQuorum": voters.run_get_controller_quorum,
     "addControllerPeer": voters.run_add_controller_peer,
     "removeControllerPeer": voters.run_remove_controller_peer,

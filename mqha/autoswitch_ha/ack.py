@@ -48,14 +48,36 @@ class AckPolicy:
         return self.required_acks not in (0, 1)
 
 
-def check_in_sync_replicas(policy: AckPolicy, in_sync_replicas_nums: int) -> AckStatus:
-    """docs/reference-behaviour.md §15 step 1, before appending: refuse the put when too few replicas are in
-    sync.
+def in_sync_refusal(policy: AckPolicy, in_sync_replicas_nums: int) -> str | None:
+    """Before appending: why the put is refused for too few in-sync replicas, or None.
+
+    * docs/reference-behaviour.md §15 step 1: fewer than ``minInSyncReplicas``;
+    * mqha (docs/architecture.md §7): numeric ``inSyncReplicas`` = N (not ``allAckInSyncStateSet``) with
+      fewer than N SyncStateSet members. Only members ack (:func:`replica_ack_status`), so such a put
+      could never be acknowledged: it is refused before anything is written, as the reference's
+      pre-check does when its needed acks exceed the in-sync count.
 
     ``in_sync_replicas_nums`` is ``InSyncState.in_sync_replicas_nums`` (max of both sets while a change
-    is in flight).
+    is in flight; the effective set, their union, has exactly that many members since a proposal only
+    adds to or only removes from the confirmed set).
     """
     if in_sync_replicas_nums < policy.min_in_sync_replicas:
+        return (
+            f"in-sync replicas not enough: minInSyncReplicas={policy.min_in_sync_replicas}, "
+            f"the SyncStateSet has {in_sync_replicas_nums}"
+        )
+    required = policy.required_acks
+    if required != ALL_IN_SYNC_STATE_SET and in_sync_replicas_nums < required:
+        return (
+            f"in-sync replicas not enough: inSyncReplicas={required} needs {required} SyncStateSet "
+            f"members (learners and replicas outside the set never ack), the set has {in_sync_replicas_nums}"
+        )
+    return None
+
+
+def check_in_sync_replicas(policy: AckPolicy, in_sync_replicas_nums: int) -> AckStatus:
+    """:func:`in_sync_refusal` as a status: IN_SYNC_REPLICAS_NOT_ENOUGH or OK."""
+    if in_sync_refusal(policy, in_sync_replicas_nums) is not None:
         return AckStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
     return AckStatus.OK
 
@@ -75,21 +97,26 @@ def replica_ack_status(
     * all of the SyncStateSet (``sync_state_set`` is the effective set, the union while a change is in
       flight): OK when |S| <= 1, or when the master plus every slave of S with ack >= next_offset
       number at least |S|;
-    * numeric N: OK when the master plus every slave (in S or not, learners included) with
-      ack >= next_offset number at least N;
+    * numeric N: OK when the master plus every slave *of S* with ack >= next_offset number at least N.
+      The reference counts any connection, learners and replicas outside S included
+      (docs/reference-behaviour.md §17.18); mqha counts members only, since only a member can be
+      elected and an ack must mean the message survives the master (docs/architecture.md §7);
     * otherwise WAIT, or FLUSH_SLAVE_TIMEOUT once ``now_ms`` reached ``deadline_ms``.
 
-    Slaves are counted once each by id (the reference counts connections; one id has one live
+    ``slave_acks`` holds only connections whose acks may count (the shell leaves out learners and
+    connections of an unknown or superseded incarnation, :func:`countable_acks`). Slaves are counted
+    once each by id (the reference counts connections; one id has one live
     connection, so this only differs if a stale duplicate lingers, where counting it would be unsafe).
     """
     required = policy.required_acks
     if required in (0, 1):
         return AckStatus.OK
-    acked = {slave for slave, offset in slave_acks.items() if offset >= next_offset}
+    members = set(sync_state_set)
+    acked = {slave for slave, offset in slave_acks.items() if offset >= next_offset and slave in members}
     if required == ALL_IN_SYNC_STATE_SET:
-        if len(sync_state_set) <= 1:
+        if len(members) <= 1:
             return AckStatus.OK
-        done = 1 + len(acked & set(sync_state_set)) >= len(sync_state_set)
+        done = 1 + len(acked) >= len(members)
     else:
         done = 1 + len(acked) >= required
     if done:
@@ -97,6 +124,34 @@ def replica_ack_status(
     if now_ms is not None and deadline_ms is not None and now_ms >= deadline_ms:
         return AckStatus.FLUSH_SLAVE_TIMEOUT
     return AckStatus.WAIT
+
+
+def countable_acks(
+    slave_acks: Mapping[int, int],
+    incarnations: Mapping[int, str],
+    learners: Set[int],
+    bound: Mapping[int, str],
+) -> dict[int, int]:
+    """The acks that may count for puts and the confirm offset (docs/architecture.md §4, KIP-903).
+
+    ``slave_acks``: slave id → acked offset of each live connection; ``incarnations``: the incarnation
+    each connection announced (absent: unknown, a slave that sent no INCARNATION frame);
+    ``learners``: connections with ``asyncLearner``; ``bound``: the incarnation the master bound to
+    each SyncStateSet member when it saw that incarnation catch up (``InSyncState.bound``).
+
+    An ack counts only from a non-learner connection of a known incarnation that is the member's bound
+    one (or any, for an id with no binding yet): a restarted replica, whose new process may hold less
+    than the old one acknowledged, never acks as its former self.
+    """
+    counted = {}
+    for slave, offset in slave_acks.items():
+        incarnation = incarnations.get(slave)
+        if incarnation is None or slave in learners:
+            continue
+        if bound.get(slave, incarnation) != incarnation:
+            continue
+        counted[slave] = offset
+    return counted
 
 
 def compute_confirm_offset(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hmac
 
-from mqha.autoswitch_ha.frames import (
+from mqha.autoswitch_ha.auth_frames import (
     AuthHello,
     decode_auth_challenge,
     decode_auth_hello,

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from ssl import SSLContext
 
 from mqha.autoswitch_ha.auth import HAAuthError, SlaveAuth
+from mqha.autoswitch_ha.auth_frames import AUTH_CHALLENGE, AUTH_PROOF
 from mqha.autoswitch_ha.events import (
     AppendData,
     AppendEpoch,
@@ -41,7 +42,7 @@ from mqha.autoswitch_ha.events import (
     SetConfirmOffset,
     TruncateTo,
 )
-from mqha.autoswitch_ha.frames import AUTH_CHALLENGE, AUTH_PROOF
+from mqha.autoswitch_ha.lineage import Following, slave_read_refusal
 from mqha.autoswitch_ha.replica import ReplicaStore
 from mqha.autoswitch_ha.server import RateMeter, cancel_and_wait, wait_event, wait_for_tick
 from mqha.autoswitch_ha.slave import SlaveConfig, SlaveConnection
@@ -80,8 +81,10 @@ class HAClient:
         credentials: InnerCredentials | None = None,
         auth_timeout_ms: int = 5000,
         ssl: SSLContext | None = None,
+        incarnation: str | None = None,
     ) -> None:
         self._store = store
+        self.incarnation = incarnation  # this process's, announced on every connection
         self._ssl = ssl  # verifies the master's certificate (docs/architecture.md §12.5)
         self._credentials = credentials
         self.auth_timeout_ms = auth_timeout_ms
@@ -92,6 +95,9 @@ class HAClient:
         self.connect_timeout_ms = connect_timeout_ms
         self._on_bytes = on_bytes
         self.master_address: str | None = None
+        self.master_epoch = -1  # the master epoch of the role change that named master_address
+        self.verified: Following | None = None  # the master of the last completed handshake truncation
+        self.problem: str | None = None  # why the last handshake with the current master failed
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.conn: SlaveConnection | None = None  # the current connection's machine
@@ -109,13 +115,23 @@ class HAClient:
     def is_connected(self) -> bool:
         return self.conn is not None and self.conn.is_open
 
-    def set_master_address(self, address: str | None) -> None:
-        """Follow ``address`` (``host:port`` of the master's HA port); a change drops the connection."""
-        if address != self.master_address:
-            self.master_address = address
+    def set_master_address(self, address: str | None, epoch: int = -1) -> None:
+        """Follow ``address`` (``host:port`` of the master's HA port) in master epoch ``epoch``; a change
+        of either drops the connection: the next handshake checks the log against the master again."""
+        if (address, epoch) != (self.master_address, self.master_epoch):
+            self.master_address, self.master_epoch = address, epoch
+            self.problem = None
             if self.conn is not None:
-                self.conn.close(f"master HA address changed to {address}")
+                self.conn.close(f"now following {address} in master epoch {epoch}")
             self._changed.set()
+
+    @property
+    def following(self) -> Following:
+        return Following(self.master_address, self.master_epoch)
+
+    def read_refusal(self) -> str | None:
+        """Why this replica, as a slave, must not serve reads now (``lineage.slave_read_refusal``)."""
+        return slave_read_refusal(self.following, self.verified, self.problem)
 
     def start(self) -> None:
         if not self.is_running:
@@ -183,9 +199,10 @@ class HAClient:
             min_offset=store.min_offset,
             config=self.config,
             borrow=True,
+            incarnation=self.incarnation,
         )
         first = AUTH_CHALLENGE.size if self._credentials is not None else None
-        link = _Link(conn, self._clock, self._count_received, first_frame_size=first)
+        link = _Link(conn, self.following, self._clock, self._count_received, first_frame_size=first)
         host, port = split_address(address)
         async with asyncio.timeout(self.connect_timeout_ms / 1000):
             await asyncio.get_running_loop().create_connection(lambda: link, host, port, ssl=self._ssl)
@@ -220,7 +237,7 @@ class HAClient:
         )
         last_tick = self._clock()
         while True:
-            if await self._run_actions(conn):
+            if await self._run_actions(conn, link.following):
                 return
             link.resume_reading()  # every borrowed batch is written: the buffer may be reused
             out = conn.data_to_send()
@@ -239,8 +256,9 @@ class HAClient:
                 self.sent.roll()
                 conn.tick(now)
 
-    async def _run_actions(self, conn: SlaveConnection) -> bool:
-        """Execute every pending action in order; True when the connection is over."""
+    async def _run_actions(self, conn: SlaveConnection, following: Following) -> bool:
+        """Execute every pending action in order; True when the connection is over. ``following``: the
+        master this connection was opened to (a completed truncation verifies the log against it)."""
         while (event := conn.next_event()) is not None:
             if not conn.is_open and not isinstance(event, ConnectionClosed):
                 continue  # the connection ended (e.g. a failed append): the rest is fetched again
@@ -271,27 +289,45 @@ class HAClient:
                         "HA client: saving epoch %d at %d failed: %s", event.epoch, event.start_offset, exc
                     )
                     conn.close(f"epoch file write failed: {exc}")
-            elif isinstance(event, ResetLog):
-                log.warning("HA client: emptying this replica to re-sync: %s", event.reason)
-                try:
-                    self._store.reset_log()
-                except Exception as exc:
-                    log.error("HA client: emptying the replica failed: %s", exc)
-                    conn.close(f"reset failed: {exc}")
-            elif isinstance(event, TruncateTo):
-                try:
-                    self._store.apply_truncation(event.offset, event.epochs)
-                except Exception as exc:
-                    log.error("HA client: truncation to %d failed: %s", event.offset, exc)
-                    conn.truncation_failed(exc)
-                else:
-                    conn.truncation_done(self._clock())
+            elif isinstance(event, ResetLog | TruncateTo):
+                self._handshake_action(conn, event, following)
             else:
                 assert isinstance(event, ConnectionClosed)
+                if event.error is not None:  # recorded only while the log is not verified yet
+                    self._note_problem(following, f"HA handshake failed: {event.reason}")
                 level = logging.WARNING if event.error is not None else logging.INFO
                 log.log(level, "HA client: connection to %s closed: %s", self.master_address, event.reason)
                 return True
         return False
+
+    def _handshake_action(
+        self, conn: SlaveConnection, event: ResetLog | TruncateTo, following: Following
+    ) -> None:
+        """Empty the replica or cut it to the consistent point; a completed truncation verifies the log
+        against ``following`` (reads may resume, ``lineage``)."""
+        if isinstance(event, ResetLog):
+            log.warning("HA client: emptying this replica to re-sync from the master: %s", event.reason)
+            try:
+                self._store.reset_log(event.reason)
+            except Exception as exc:
+                log.error("HA client: emptying the replica failed: %s", exc)
+                self._note_problem(following, f"emptying the replica failed: {exc}")
+                conn.close(f"reset failed: {exc}")
+            return
+        try:
+            self._store.apply_truncation(event.offset, event.epochs)
+        except Exception as exc:
+            log.error("HA client: truncation to %d failed: %s", event.offset, exc)
+            self._note_problem(following, f"truncation to {event.offset} failed: {exc}")
+            conn.truncation_failed(exc)
+            return
+        conn.truncation_done(self._clock())
+        if conn.is_open and following == self.following:
+            self.verified, self.problem = following, None
+
+    def _note_problem(self, following: Following, problem: str) -> None:
+        if following == self.following and self.verified != following:
+            self.problem = problem
 
 
 def _take_appends(
@@ -324,12 +360,14 @@ class _Link(asyncio.BufferedProtocol):
     def __init__(
         self,
         conn: SlaveConnection,
+        following: Following,
         clock: Callable[[], int],
         on_received: Callable[[int], None],
         *,
         first_frame_size: int | None = None,
     ):
         self.conn = conn
+        self.following = following  # the master this connection was opened to
         self._clock = clock
         self._on_received = on_received
         self._transport: asyncio.Transport | None = None

@@ -6,7 +6,8 @@ Frozen, keyword-only dataclasses that check their own fields and raise
 
 Frames (docs/reference-behaviour.md §11.1):
 
-* slave → master: :class:`HandshakeRequest`, :class:`OffsetReport` (the ACK);
+* slave → master: :class:`HandshakeRequest`, :class:`OffsetReport` (the ACK), and mqha's
+  :class:`SlaveIncarnation` right before the HANDSHAKE (docs/architecture.md §8.5);
 * master → slave: :class:`EpochHistoryOffer` (the master's handshake), :class:`TransferBatch`
   (data, or a heartbeat when ``data`` is empty).
 
@@ -46,18 +47,52 @@ def _check_flag(name: str, value: object) -> None:
 # -- frames: slave -> master -----------------------------------------------------------------
 
 
+INCARNATION_HEX_SIZE = 32
+"""An incarnation is 16 random bytes as 32 lowercase hex digits (``secrets.token_hex(16)``)."""
+
+
+def check_incarnation(value: object) -> str:
+    """``value`` if it is an incarnation (32 lowercase hex digits), else :class:`LocalProtocolError`."""
+    if not isinstance(value, str) or len(value) != INCARNATION_HEX_SIZE or value.strip("0123456789abcdef"):
+        raise LocalProtocolError(
+            f"an incarnation is {INCARNATION_HEX_SIZE} lowercase hex digits, got {value!r}"
+        )
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class HandshakeRequest:
-    """The slave introduces itself (16 bytes on the wire)."""
+    """The slave introduces itself (16 bytes on the wire).
+
+    ``incarnation``: the slave process's incarnation. The codec sends it as a
+    :class:`SlaveIncarnation` frame before the 16 bytes (None: the reference's handshake alone); the
+    master's machine attaches the one it received to the request it reports (None: unknown).
+    """
 
     slave_id: int
     sync_from_last_file: bool = False
     async_learner: bool = False
+    incarnation: str | None = None
 
     def __post_init__(self) -> None:
         _check_int("slave_id", self.slave_id, 1, INT64_MAX)  # controller broker ids start at 1
         _check_flag("sync_from_last_file", self.sync_from_last_file)
         _check_flag("async_learner", self.async_learner)
+        if self.incarnation is not None:
+            check_incarnation(self.incarnation)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlaveIncarnation:
+    """mqha's INCARNATION frame: the slave process's incarnation (20 bytes on the wire).
+
+    Sent right before the HANDSHAKE on every connection (docs/architecture.md §8.5).
+    """
+
+    incarnation: str
+
+    def __post_init__(self) -> None:
+        check_incarnation(self.incarnation)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +216,7 @@ class TransferBatch:
         )
 
 
-Frame = HandshakeRequest | OffsetReport | EpochHistoryOffer | TransferBatch
+Frame = HandshakeRequest | SlaveIncarnation | OffsetReport | EpochHistoryOffer | TransferBatch
 
 
 # -- master connection -> its shell ----------------------------------------------------------
@@ -214,6 +249,7 @@ class SlaveAck:
     slave_id: int
     offset: int
     async_learner: bool
+    incarnation: str | None = None  # the connection's (None: unknown, it never counts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,6 +261,7 @@ class CaughtUp:
 
     slave_id: int
     at_ms: int
+    incarnation: str | None = None  # the connection's (None: unknown, never caught up)
 
 
 # -- slave connection -> its shell -----------------------------------------------------------

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+from collections.abc import Callable
 
 from mqha.autoswitch_ha.ack import (
     AckPolicy,
     AckStatus,
-    check_in_sync_replicas,
     compute_confirm_offset,
+    countable_acks,
+    in_sync_refusal,
     master_confirm_offset,
     replica_ack_status,
 )
@@ -26,7 +28,7 @@ from mqha.autoswitch_ha.keeper import SyncStateSetKeeper
 from mqha.autoswitch_ha.links import SlaveLinks
 from mqha.autoswitch_ha.master import LogView
 from mqha.autoswitch_ha.replica import ReplicaStore
-from mqha.role import BrokerRole
+from mqha.role import BrokerRole, Role
 
 
 def _expire(future: asyncio.Future[AckStatus]) -> None:
@@ -48,8 +50,10 @@ class AckGate:
         *,
         policy: AckPolicy,
         slave_timeout_ms: int,
+        read_refusal: Callable[[], str | None] | None = None,
     ) -> None:
         self._store = store
+        self._slave_read_refusal = read_refusal  # the HA client's (lineage.slave_read_refusal)
         self._role = role
         self._keeper = keeper
         self._links = links
@@ -67,9 +71,15 @@ class AckGate:
             master_max_offset=self._store.max_offset,
             sync_state_set=in_sync.sync_state_set,
             local_id=local_id,
-            slave_acks=self._links.acks(),
+            slave_acks=self.counted_acks(),
             stored_confirm_offset=self._store.stored_confirm_offset,
         )
+
+    def counted_acks(self) -> dict[int, int]:
+        """The live connections' acks that count (``ack.countable_acks``): no learner, and only the
+        incarnation each member is bound to."""
+        links = self._links
+        return countable_acks(links.acks(), links.incarnations(), links.learners(), self._keeper.bound())
 
     def recompute_confirm_offset(self) -> None:
         if self._keeper.in_sync is not None and self._role.is_master:
@@ -106,8 +116,16 @@ class AckGate:
 
     # -- the put path (docs/reference-behaviour.md §15) ----------------------------------------------
 
-    def check_in_sync_replicas(self) -> AckStatus:
-        return check_in_sync_replicas(self.policy, self._keeper.in_sync_replicas_nums())
+    def in_sync_refusal(self) -> str | None:
+        """Why a put is refused before anything is written for too few in-sync replicas, or None."""
+        return in_sync_refusal(self.policy, self._keeper.in_sync_replicas_nums())
+
+    def read_refusal(self) -> str | None:
+        """Why reads are refused now, or None: a slave serves only a log it verified against the
+        master it follows (``lineage.slave_read_refusal``); a master always serves."""
+        if self._role.role is not Role.SLAVE or self._slave_read_refusal is None:
+            return None
+        return self._slave_read_refusal()
 
     async def wait_for_replicas(self, next_offset: int) -> AckStatus:
         """Wait until the policy's replicas hold everything below ``next_offset``, or ``slaveTimeout``."""
@@ -119,7 +137,7 @@ class AckGate:
             self.policy,
             next_offset=next_offset,
             sync_state_set=self._keeper.sync_state_set(),
-            slave_acks=self._links.acks(),
+            slave_acks=self.counted_acks(),
         )
         if status is AckStatus.OK:
             return AckStatus.OK
@@ -143,7 +161,7 @@ class AckGate:
             self.fail_waiters()
             return
         sss = self._keeper.sync_state_set()
-        acks = self._links.acks()
+        acks = self.counted_acks()
         done = 0
         for next_offset, _, future in waiters:
             if future.done():

@@ -4,7 +4,7 @@ docs/reference-behaviour.md §10.4, §9.5)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from mqha.autoswitch_ha.sync_state_set import InSyncState
@@ -35,6 +35,10 @@ class SyncStateSetKeeper:
         self._reporter = reporter
         self.in_sync: InSyncState | None = None  # None unless this broker is (becoming) master
         self._last_report: tuple[frozenset[int], int] | None = None
+
+    def set_max_time_slave_not_catchup(self, ms: int) -> None:
+        """``haMaxTimeSlaveNotCatchup`` changed by ``updateBrokerConfig``: the next check uses it."""
+        self._max_lag_ms = ms
 
     def sync_state_set(self) -> frozenset[int]:
         return self.in_sync.sync_state_set if self.in_sync is not None else frozenset()
@@ -78,30 +82,44 @@ class SyncStateSetKeeper:
             return proposal, True
         return state.local_set, False
 
-    def caught_up(self, slave_id: int, at_ms: int) -> None:
+    def caught_up(self, slave_id: int, at_ms: int, incarnation: str | None) -> None:
         if self.in_sync is not None:
-            self.in_sync = self.in_sync.with_caught_up(slave_id, at_ms)
+            self.in_sync = self.in_sync.with_caught_up(slave_id, at_ms, incarnation)
+
+    def bound(self) -> Mapping[int, str]:
+        """Member id → the incarnation its membership is bound to (``InSyncState.bound``)."""
+        return self.in_sync.bound if self.in_sync is not None else {}
 
     def expand(
         self,
         slave_id: int,
         offset: int,
         *,
+        incarnation: str | None,
         confirm_offset: int,
         last_epoch_start_offset: int,
         async_learner: bool,
     ) -> None:
-        """A slave outside the local set acked ``offset``: it may join (the core returns None otherwise)."""
+        """A slave acked ``offset``: one outside the local set may join, a member of another
+        incarnation than the bound one leaves (the core returns None when nothing changes)."""
         assert self.in_sync is not None
+        was_member = slave_id in self.in_sync.local_set
         state, proposal = self.in_sync.maybe_expand(
             slave_id,
             offset,
+            incarnation=incarnation,
             confirm_offset=confirm_offset,
             last_epoch_start_offset=last_epoch_start_offset,
             async_learner=async_learner,
         )
         self.in_sync = state
-        self._report(proposal, f"slave {slave_id} caught up at {offset}")
+        if proposal is None:  # the common case, on every ack: nothing to format or report
+            return
+        if was_member:
+            why = f"member {slave_id} is now another process (incarnation {incarnation})"
+        else:
+            why = f"slave {slave_id} (incarnation {incarnation}) caught up at {offset}"
+        self._report(proposal, why)
 
     def connection_lost(self, slave_id: int) -> None:
         assert self.in_sync is not None

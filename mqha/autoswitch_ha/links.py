@@ -46,6 +46,18 @@ class SlaveLinks:
         """Slave id → acked offset, over live connections past the handshake."""
         return {sid: link.conn.ack_offset for sid, link in self._by_slave.items() if link.conn.is_open}
 
+    def incarnations(self) -> dict[int, str]:
+        """Slave id → the incarnation its live connection announced (unknown ones left out)."""
+        return {
+            sid: link.conn.incarnation
+            for sid, link in self._by_slave.items()
+            if link.conn.is_open and link.conn.incarnation is not None
+        }
+
+    def learners(self) -> set[int]:
+        """Slave ids whose live connection is an ``asyncLearner``."""
+        return {sid for sid, link in self._by_slave.items() if link.conn.is_open and link.conn.async_learner}
+
     def lowest_transfer_offset(self) -> int | None:
         """The lowest offset a slave is being sent from (its catch-up), over open links past the
         handshake; None when no slave is streaming. Retention keeps what lies above it a while."""

@@ -27,7 +27,7 @@ one). Misuse by the shell (answering a read that was not asked) raises ``LocalPr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mqha.autoswitch_ha.batching import BatchPlan, fit_to_epoch, plan_batch
 from mqha.autoswitch_ha.connection import EXPECTED_CODES, Connection
@@ -40,15 +40,24 @@ from mqha.autoswitch_ha.events import (
     OffsetReport,
     ReadLog,
     SlaveAck,
+    SlaveIncarnation,
     TransferBatch,
 )
-from mqha.autoswitch_ha.frames import MAX_HANDSHAKE_ENTRIES, FrameReader, encode_frame, transfer_frames
-from mqha.autoswitch_ha.state import HANDSHAKE, TRANSFER, Role, Trigger
+from mqha.autoswitch_ha.frames import (
+    CODE_INCARNATION,
+    MAX_HANDSHAKE_ENTRIES,
+    FrameReader,
+    encode_frame,
+    transfer_frames,
+)
+from mqha.autoswitch_ha.state import HANDSHAKE, READY, TRANSFER, Role, Trigger
 from mqha.autoswitch_ha.sync_state_set import caught_up_time
 from mqha.epoch.history import EpochHistory
 from mqha.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
 _EXPECTED_CODES = EXPECTED_CODES[Role.MASTER]
+_BEFORE_HANDSHAKE = _EXPECTED_CODES[READY] | {CODE_INCARNATION}
+"""What a master accepts first: mqha's INCARNATION frame (once) or the reference's HANDSHAKE."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +102,7 @@ class MasterConnection(Connection[MasterEvent]):
         self._outbound: list[bytes | memoryview] = []  # frames, a TRANSFER as header + data
 
         self.slave_id: int | None = None
+        self.incarnation: str | None = None  # from the INCARNATION frame; None: unknown
         self.sync_from_last_file = False
         self.async_learner = False
         self.ack_offset = -1  # slaveAckOffset
@@ -122,7 +132,9 @@ class MasterConnection(Connection[MasterEvent]):
         self._reader.feed(data)
         try:
             while self._machine.is_open:
-                frame = self._reader.next_frame(_EXPECTED_CODES[self._machine.state])
+                state = self._machine.state
+                first = state is READY and self.incarnation is None
+                frame = self._reader.next_frame(_BEFORE_HANDSHAKE if first else _EXPECTED_CODES[state])
                 if frame is None:
                     break
                 self._handle_frame(frame, now_ms)
@@ -220,12 +232,14 @@ class MasterConnection(Connection[MasterEvent]):
     # -- internals -------------------------------------------------------------------------------
 
     def _handle_frame(self, frame: Frame, now_ms: int) -> None:
-        if isinstance(frame, HandshakeRequest):
+        if isinstance(frame, SlaveIncarnation):
+            self.incarnation = frame.incarnation  # the machine stays READY: the HANDSHAKE follows
+        elif isinstance(frame, HandshakeRequest):
             self._machine.process(Trigger.HANDSHAKE_REQUEST)
             self.slave_id = frame.slave_id
             self.sync_from_last_file = frame.sync_from_last_file
             self.async_learner = frame.async_learner
-            self._events.append(frame)
+            self._events.append(replace(frame, incarnation=self.incarnation))
             offer = EpochHistoryOffer.from_history(
                 self._log.epochs, self._log.max_offset, self.config.max_handshake_entries
             )
@@ -267,8 +281,15 @@ class MasterConnection(Connection[MasterEvent]):
                 now_ms=now_ms,
             )
             if at is not None:
-                self._events.append(CaughtUp(slave_id=self.slave_id, at_ms=at))
-        self._events.append(SlaveAck(slave_id=self.slave_id, offset=offset, async_learner=self.async_learner))
+                self._events.append(CaughtUp(slave_id=self.slave_id, at_ms=at, incarnation=self.incarnation))
+        self._events.append(
+            SlaveAck(
+                slave_id=self.slave_id,
+                offset=offset,
+                async_learner=self.async_learner,
+                incarnation=self.incarnation,
+            )
+        )
 
     def _start_offset(self, request: int) -> int:
         """Where streaming starts (docs/reference-behaviour.md §11.2): the slave's offset, or for an empty
@@ -320,7 +341,7 @@ class MasterConnection(Connection[MasterEvent]):
             and self._pending_read is None
             and self.next_offset >= self._log.max_offset
         ):
-            self._events.append(CaughtUp(slave_id=self.slave_id, at_ms=now_ms))
+            self._events.append(CaughtUp(slave_id=self.slave_id, at_ms=now_ms, incarnation=self.incarnation))
 
     def _heartbeat(self) -> TransferBatch:
         epochs = self._log.epochs

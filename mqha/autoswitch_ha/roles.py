@@ -93,7 +93,7 @@ class HARoleSwitch:
             self._gate.fail_waiters()
             self._links.close_all("this broker becomes a slave")
             self._keeper.stop_master()
-        self._client.set_master_address(master_ha_address)
+        self._client.set_master_address(master_ha_address, epoch)
         self._client.start()
         log.info(
             "now SLAVE for epoch %d, following %s (HA %s)",

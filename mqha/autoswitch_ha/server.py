@@ -35,8 +35,8 @@ from ssl import SSLContext
 from typing import Any, Protocol
 
 from mqha.autoswitch_ha.auth import HAAuthError, MasterAuth
+from mqha.autoswitch_ha.auth_frames import AUTH_HELLO_HEADER, auth_hello_size
 from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, ReadLog, SlaveAck
-from mqha.autoswitch_ha.frames import AUTH_HELLO_HEADER, auth_hello_size
 from mqha.autoswitch_ha.master import LogView, MasterConfig, MasterConnection
 from mqha.errors import RemoteProtocolError
 from mqha.security.credentials import InnerCredentials
@@ -252,15 +252,20 @@ class MasterLink:
                 self.conn.supply_batches(event.offset, batches, self._clock())
             elif isinstance(event, HandshakeRequest):
                 refusal = self.auth.handshake_refusal(event.slave_id) if self.auth is not None else None
+                # A role refusal is routine (a failover, a replica registered a moment ago that the
+                # membership cache learns on this knock); the slave retries. Auth failures are not.
+                level = logging.WARNING if refusal is not None else logging.INFO
                 refusal = refusal or self.side.accept_slave(self, event)
                 if refusal is not None:
-                    log.warning("HA link %s: refusing slave %d: %s", self.peer, event.slave_id, refusal)
+                    log.log(level, "HA link %s: refusing slave %d: %s", self.peer, event.slave_id, refusal)
                     self.conn.close(f"refused: {refusal}")
                 else:
                     log.info(
-                        "HA link %s: slave %d connected (syncFromLastFile=%s, asyncLearner=%s)",
+                        "HA link %s: slave %d connected (incarnation %s, syncFromLastFile=%s, "
+                        "asyncLearner=%s)",
                         self.peer,
                         event.slave_id,
+                        event.incarnation or "unknown",
                         event.sync_from_last_file,
                         event.async_learner,
                     )

@@ -31,7 +31,7 @@ Everything runs on one event loop, so a role change never interleaves with an ap
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from mqha.autoswitch_ha.checkpoint import ConfirmCheckpoint
 from mqha.autoswitch_ha.client import HAClient
@@ -62,8 +62,13 @@ class AutoSwitchHAService:
         reporter: Reporter | None = None,
         is_known_broker: Callable[[int], bool] | None = None,
         clock: Callable[[], int] | None = None,
+        incarnation: str | None = None,
     ) -> None:
+        """``incarnation``: this broker process's (``mqha.broker.start_report.new_incarnation``); the HA
+        client announces it on every connection to a master (None: the reference's handshake alone,
+        and a master never counts this replica's acks)."""
         self.store = store
+        self.incarnation = incarnation
         self.role = role
         self.config = config
         self.clock = clock or MonotonicClock().now_ms
@@ -71,6 +76,19 @@ class AutoSwitchHAService:
         """Optional membership check for handshakes (the broker set's registered ids)."""
         self.links = SlaveLinks()
         self.keeper = SyncStateSetKeeper(self.clock, config.max_time_slave_not_catchup_ms, reporter)
+        self.traffic = ByteCounter()
+        self.client = HAClient(
+            store,
+            role,
+            config.slave_config,
+            self.clock,
+            reconnect_delay_ms=config.reconnect_delay_ms,
+            on_bytes=self.traffic.count,
+            ssl=config.client_ssl,
+            credentials=config.credentials,
+            auth_timeout_ms=config.auth_timeout_ms,
+            incarnation=incarnation,
+        )
         self.gate = AckGate(
             store,
             role,
@@ -78,8 +96,8 @@ class AutoSwitchHAService:
             self.links,
             policy=config.ack_policy,
             slave_timeout_ms=config.slave_timeout_ms,
+            read_refusal=self.client.read_refusal,
         )
-        self.traffic = ByteCounter()
         self.server = HAServer(
             self,
             config.listen_host,
@@ -95,17 +113,6 @@ class AutoSwitchHAService:
                 auth_timeout_ms=config.auth_timeout_ms,
             ),
             ssl=config.server_ssl,
-        )
-        self.client = HAClient(
-            store,
-            role,
-            config.slave_config,
-            self.clock,
-            reconnect_delay_ms=config.reconnect_delay_ms,
-            on_bytes=self.traffic.count,
-            ssl=config.client_ssl,
-            credentials=config.credentials,
-            auth_timeout_ms=config.auth_timeout_ms,
         )
         self.roles = HARoleSwitch(
             store, role, self.client, links=self.links, keeper=self.keeper, gate=self.gate
@@ -138,6 +145,14 @@ class AutoSwitchHAService:
         self.gate.log_changed()
         self.gate.check_waiters()
 
+    def slave_incarnations(self) -> Mapping[int, str]:
+        """Slave id → the incarnation the master vouches for: a SyncStateSet member's bound one (the
+        incarnation it saw catch up), else that of the slave's live HA connection (unknown ones left
+        out). The ReplicasManager sends it with every proposal as ``memberIncarnations``: a member that
+        came back as another process is named as the process the master saw, so the controller can
+        tell it is not that one any more."""
+        return {**self.links.incarnations(), **self.keeper.bound()}
+
     def maybe_shrink(self) -> frozenset[int]:
         """The master's periodic check: the set the HA layer wants now (empty when not master)."""
         if self.keeper.in_sync is None or not self.role.is_master:
@@ -159,12 +174,18 @@ class AutoSwitchHAService:
         known = self._is_known_broker
         if known is not None and slave_id not in self.keeper.sync_state_set() and not known(slave_id):
             return f"unknown broker id {slave_id}: not registered in this broker set"
+        if request.incarnation is None:
+            log.warning(
+                "slave %d sent no INCARNATION frame: it may replicate, but its acks never count and it "
+                "never joins the SyncStateSet (docs/architecture.md §8.5)",
+                slave_id,
+            )
         self.links.register(link, slave_id)
         return None
 
     def on_caught_up(self, link: MasterLink, event: CaughtUp) -> None:
         if self.links.is_current(link, event.slave_id):
-            self.keeper.caught_up(event.slave_id, event.at_ms)
+            self.keeper.caught_up(event.slave_id, event.at_ms, event.incarnation)
 
     def on_slave_ack(self, link: MasterLink, event: SlaveAck) -> None:
         in_sync = self.keeper.in_sync
@@ -172,17 +193,19 @@ class AutoSwitchHAService:
             return
         gate = self.gate
         before = gate.confirm_offset()
+        # A slave outside the local set may join it; a member may be bound to this incarnation, or
+        # leave when it is another process than the one bound (the core returns None otherwise).
+        last = self.store.epochs.last()
+        self.keeper.expand(
+            event.slave_id,
+            event.offset,
+            incarnation=event.incarnation,
+            confirm_offset=before,
+            last_epoch_start_offset=last.start_offset if last is not None else 0,
+            async_learner=event.async_learner,
+        )
         if event.slave_id in in_sync.local_set:
             gate.recompute_confirm_offset()
-        else:  # only a slave outside the local set can join it (the core returns None otherwise)
-            last = self.store.epochs.last()
-            self.keeper.expand(
-                event.slave_id,
-                event.offset,
-                confirm_offset=before,
-                last_epoch_start_offset=last.start_offset if last is not None else 0,
-                async_learner=event.async_learner,
-            )
         gate.check_waiters()
         if gate.confirm_offset() != before:
             gate.log_changed()  # slaves learn the new confirm offset (with the next frame)

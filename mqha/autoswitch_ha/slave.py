@@ -27,7 +27,7 @@ than waiting for the next heartbeat (docs/reference-behaviour.md §17 item 13 fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mqha.autoswitch_ha.connection import EXPECTED_CODES, Connection
 from mqha.autoswitch_ha.events import (
@@ -70,7 +70,8 @@ class TruncationDecision:
 
     offset: int
     epochs: EpochHistory
-    reset: bool = False  # drop the whole local log first: it lies below what the master still holds
+    reset: bool = False  # drop the whole local log first: nothing of it is the master's lineage
+    reason: str = field(default="", compare=False)  # why, for a reset
 
 
 def decide_truncation(
@@ -80,8 +81,7 @@ def decide_truncation(
     master_max_offset: int,
     local_min_offset: int = 0,
 ) -> TruncationDecision | None:
-    """docs/reference-behaviour.md §13 ``doTruncate``: how far the local log agrees with the master's; None if
-    nowhere (case D: the handshake fails and the replica needs repair by hand).
+    """docs/reference-behaviour.md §13 ``doTruncate``: how far the local log agrees with the master's.
 
     * ``p = find_consistent_point`` of both histories closed at their max offsets, capped at the local
       max; epoch entries starting at or after ``p`` are dropped;
@@ -91,10 +91,13 @@ def decide_truncation(
       retained offset, keeps nothing: it is cut to its min offset (the lowest offset a commit log can
       truncate to). The reference keeps a log without epochs and appends after it unverified; mqha
       cuts it, since nothing proves it matches the master.
-    * no consistent point, but the local log ends at or before the start of the master's oldest epoch
-      entry: the master's retention deleted everything this replica holds (its epoch file's prefix went
-      with it), so there is nothing to compare: the replica is emptied (``reset``) and re-syncs from the
-      master's log start, as an empty replica does (docs/architecture.md §4.2).
+    * no consistent point (case D): the replica is emptied (``reset``) and re-syncs from the master's
+      log start, as an empty replica does (docs/architecture.md §4.2). Either the master's retention
+      deleted everything this replica holds (it ends at or before the master's oldest epoch entry), or
+      nothing it holds is in the master's log (e.g. the master lost its whole tail in a power cut and
+      was elected anyway). The elected master's log is the lineage; the reference stops here and needs
+      repair by hand, while the replica keeps serving reads of messages at offsets the master reuses.
+      None only when the master offers no epoch history at all (no lineage to re-sync from).
     """
     nothing = TruncationDecision(offset=local_min_offset, epochs=EpochHistory())
     if local_max_offset <= local_min_offset:
@@ -106,9 +109,20 @@ def decide_truncation(
     )
     if point is None:
         oldest = master.first()
-        if oldest is not None and local_max_offset <= oldest.start_offset:
-            return TruncationDecision(offset=0, epochs=EpochHistory(), reset=True)
-        return None
+        if oldest is None:
+            return None
+        if local_max_offset <= oldest.start_offset:
+            reason = (
+                f"the local log ends at {local_max_offset}, at or before the master's oldest epoch "
+                f"entry (epoch {oldest.epoch} from {oldest.start_offset})"
+            )
+        else:
+            reason = (
+                f"no consistent point between the local epochs {local.pairs()} (log "
+                f"[{local_min_offset}, {local_max_offset})) and the master's {master.pairs()} (max offset "
+                f"{master_max_offset}): nothing this replica holds is in the master's log"
+            )
+        return TruncationDecision(offset=0, epochs=EpochHistory(), reset=True, reason=reason)
     offset = min(point, local_max_offset)
     if offset <= local_min_offset:
         return nothing
@@ -127,12 +141,16 @@ class SlaveConnection(Connection[SlaveEvent]):
         min_offset: int = 0,
         config: SlaveConfig | None = None,
         borrow: bool = False,
+        incarnation: str | None = None,
     ) -> None:
         """``borrow``: :class:`AppendData` carries views of the receive buffer instead of copies; the
-        shell must execute them before it passes in more bytes (:meth:`receive_buffer`)."""
+        shell must execute them before it passes in more bytes (:meth:`receive_buffer`).
+        ``incarnation``: this broker process's, sent in an INCARNATION frame before the HANDSHAKE
+        (None: the reference's 16-byte handshake alone; the master then never counts this replica)."""
         super().__init__(Role.SLAVE)
         self.config = config or SlaveConfig()
         self.broker_id = broker_id
+        self.incarnation = incarnation
         self._reader = FrameReader(Role.MASTER, max_body_size=self.config.max_body_size, borrow=borrow)
         self._outbound = bytearray()
         # The replica as it will be once every returned action is executed.
@@ -162,7 +180,7 @@ class SlaveConnection(Connection[SlaveEvent]):
     # -- inputs ----------------------------------------------------------------------------------
 
     def connection_made(self, now_ms: int) -> None:
-        """TCP is up: send the 16-byte handshake."""
+        """TCP is up: send the INCARNATION frame and the 16-byte handshake."""
         self._machine.process(Trigger.CONNECTION_MADE)
         self._last_read_ms = now_ms
         self._send(
@@ -170,6 +188,7 @@ class SlaveConnection(Connection[SlaveEvent]):
                 slave_id=self.broker_id,
                 sync_from_last_file=self.config.sync_from_last_file,
                 async_learner=self.config.async_learner,
+                incarnation=self.incarnation,
             ),
             now_ms,
         )
@@ -291,20 +310,16 @@ class SlaveConnection(Connection[SlaveEvent]):
         )
         if decision is None:
             raise RemoteProtocolError(
-                f"no consistent point between the local epochs {self._epochs.pairs()} (max offset "
-                f"{self._expected_offset}) and the master's {list(offer.entries)} (max offset "
-                f"{offer.max_offset}): the replica needs repair by hand"
+                f"the master offers no epoch history (max offset {offer.max_offset}): nothing to "
+                f"follow (local epochs {self._epochs.pairs()}, max offset {self._expected_offset})"
             )
         self._machine.process(Trigger.EPOCH_HISTORY_OFFER)
         self.master_max_offset = offer.max_offset
         self._pending = decision
-        oldest = offer.history().first()
-        if decision.reset and oldest is not None:
-            reason = (
-                f"the local log ends at {self._expected_offset}, at or before the master's oldest epoch "
-                f"entry (epoch {oldest.epoch} from {oldest.start_offset})"
-            )
-            self._events.append(ResetLog(master_start=oldest.start_offset, reason=reason))
+        if decision.reset:
+            oldest = offer.history().first()
+            assert oldest is not None  # decide_truncation resets only against a master history
+            self._events.append(ResetLog(master_start=oldest.start_offset, reason=decision.reason))
         self._events.append(TruncateTo(offset=decision.offset, epochs=decision.epochs))
 
     def _accept_run(self, run: list[TransferFields]) -> None:

@@ -33,6 +33,7 @@ def runtime_info(
                     "transferFromWhere": link.conn.transfer_from,
                     "state": link.conn.state.value,
                     "asyncLearner": link.conn.async_learner,
+                    "slaveIncarnation": link.conn.incarnation,  # mqha (§8.5); null: unknown
                 }
             )
         return {
@@ -57,6 +58,8 @@ def runtime_info(
             "masterFlushOffset": conn.master_max_offset if conn is not None else -1,
             "isActivated": client.is_connected,
             "state": conn.state.value if conn is not None else None,
+            "incarnation": client.incarnation,  # mqha: this process's, announced to the master
+            "readRefusal": client.read_refusal(),  # mqha: null once verified against the master
         },
     }
 

@@ -9,6 +9,12 @@ confirmed sets, and reports every returned proposal with AlterSyncStateSet (docs
 While a proposal is in flight ("synchronizing") the effective set is the union of the confirmed
 (local) set and the proposed (remote) one: acks are then awaited from both, so a put acknowledged
 during the change is safe whichever set the controller ends up confirming.
+
+Incarnations (KIP-903's lesson, docs/architecture.md §4): every slave process announces a fresh
+incarnation on its HA connections. Membership is bound to the incarnation the master saw catch up
+(``bound``): a member that comes back as another process is taken out of the set (and may rejoin as
+itself once it catches up again), a caught-up time is only ever credited to the incarnation that
+earned it, and a connection of unknown incarnation (``None``) is never caught up and never joins.
 """
 
 from __future__ import annotations
@@ -31,19 +37,26 @@ class InSyncState:
 
     ``local_set``: confirmed by the controller. ``remote_set``: proposed and not yet confirmed
     (``None`` when nothing is in flight). ``caught_up_ms``: slave id → last time it was caught up
-    (kept across disconnections, as in the reference).
+    (kept across disconnections, as in the reference), earned by the incarnation
+    ``caught_up_incarnation`` names. ``bound``: member id → the incarnation its membership is bound to
+    (the one the master saw catch up, or the first one it saw of a member it inherited), for the
+    members of ``local_set`` ∪ ``remote_set``.
     """
 
     local_id: int
     local_set: frozenset[int]
     remote_set: frozenset[int] | None = None
     caught_up_ms: Mapping[int, int] = field(default_factory=dict)
+    caught_up_incarnation: Mapping[int, str] = field(default_factory=dict)
+    bound: Mapping[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "local_set", frozenset(self.local_set))
         if self.remote_set is not None:
             object.__setattr__(self, "remote_set", frozenset(self.remote_set))
         object.__setattr__(self, "caught_up_ms", _frozen(self.caught_up_ms))
+        object.__setattr__(self, "caught_up_incarnation", MappingProxyType(dict(self.caught_up_incarnation)))
+        object.__setattr__(self, "bound", MappingProxyType(dict(self.bound)))
 
     @classmethod
     def for_master(cls, local_id: int, confirmed_set: Iterable[int]) -> InSyncState:
@@ -73,19 +86,41 @@ class InSyncState:
     def with_confirmed_set(self, confirmed: Iterable[int]) -> InSyncState:
         """``setSyncStateSet``: the controller confirmed a set; nothing is in flight any more.
 
-        (The shell then recomputes confirmOffset, ``ack.compute_confirm_offset``.)
+        (The shell then recomputes confirmOffset, ``ack.compute_confirm_offset``.) Bindings of ids
+        outside the confirmed set are dropped.
         """
-        return replace(self, local_set=frozenset(confirmed), remote_set=None)
+        local = frozenset(confirmed)
+        bound = {member: inc for member, inc in self.bound.items() if member in local}
+        return replace(self, local_set=local, remote_set=None, bound=bound)
 
-    def with_caught_up(self, slave_id: int, at_ms: int) -> InSyncState:
-        """Record that ``slave_id`` was caught up at ``at_ms``; times only move forward."""
-        old = self.caught_up_ms.get(slave_id)
-        if old is not None and old >= at_ms:
+    def with_caught_up(self, slave_id: int, at_ms: int, incarnation: str | None) -> InSyncState:
+        """Record that incarnation ``incarnation`` of ``slave_id`` was caught up at ``at_ms``; times
+        only move forward for one incarnation, and another incarnation's time replaces it (never
+        inherited). An unknown incarnation (None) is never caught up."""
+        if incarnation is None:
             return self
-        return replace(self, caught_up_ms={**self.caught_up_ms, slave_id: at_ms})
+        old = self.caught_up_ms.get(slave_id)
+        same = self.caught_up_incarnation.get(slave_id) == incarnation
+        if same and old is not None and old >= at_ms:
+            return self
+        return replace(
+            self,
+            caught_up_ms={**self.caught_up_ms, slave_id: at_ms},
+            caught_up_incarnation={**self.caught_up_incarnation, slave_id: incarnation},
+        )
+
+    def _caught_up_time(self, member: int) -> int | None:
+        """When ``member``'s bound incarnation (any, if unbound) was last caught up."""
+        earned_by = self.caught_up_incarnation.get(member)
+        if earned_by is None or self.bound.get(member, earned_by) != earned_by:
+            return None
+        return self.caught_up_ms.get(member)
 
     def _proposing(self, proposal: frozenset[int]) -> InSyncState:
-        return replace(self, remote_set=proposal)
+        # A replaced proposal takes its bindings with it: only members of local ∪ proposal stay bound.
+        kept = self.local_set | proposal
+        bound = {member: inc for member, inc in self.bound.items() if member in kept}
+        return replace(self, remote_set=proposal, bound=bound)
 
     # -- decisions (docs/reference-behaviour.md §10.4)
     # ---------------------------------------------------------------
@@ -94,13 +129,14 @@ class InSyncState:
         self, now_ms: int, max_time_not_catchup_ms: int = DEFAULT_MAX_TIME_SLAVE_NOT_CATCHUP_MS
     ) -> tuple[InSyncState, frozenset[int] | None]:
         """The periodic check: drop slaves not caught up for longer than ``max_time_not_catchup_ms``
-        and members that never connected. Returns the proposal (always holding the master) or None."""
+        and members that never connected (or whose bound incarnation never caught up). Returns the
+        proposal (always holding the master) or None."""
         kept = set()
         for member in self.local_set:
             if member == self.local_id:
                 kept.add(member)
                 continue
-            caught_up = self.caught_up_ms.get(member)
+            caught_up = self._caught_up_time(member)
             if caught_up is None or now_ms - caught_up > max_time_not_catchup_ms:
                 continue  # never connected, or lagging too long
             kept.add(member)
@@ -115,21 +151,43 @@ class InSyncState:
         slave_id: int,
         ack_offset: int,
         *,
+        incarnation: str | None,
         confirm_offset: int,
         last_epoch_start_offset: int,
         async_learner: bool = False,
     ) -> tuple[InSyncState, frozenset[int] | None]:
-        """On an ack: a slave outside the local set joins once it reached the master's confirmOffset
-        and the start of the master's current epoch. Async learners never join.
+        """On an ack from incarnation ``incarnation`` of ``slave_id``.
+
+        * outside the local set: it joins once it reached the master's confirmOffset and the start of
+          the master's current epoch; the proposal binds it to ``incarnation``. Async learners and
+          connections of unknown incarnation never join.
+        * a member: its first known incarnation binds an unbound member (one the master inherited
+          with the set); another incarnation than the bound one takes the member out of the set (a
+          restarted replica may hold less than its former self acknowledged; it rejoins as itself).
 
         As in the reference the proposal is re-made on every such ack until the controller confirms
         it; the shell may coalesce identical proposals in flight.
         """
-        if async_learner or slave_id in self.local_set:
+        if async_learner or incarnation is None:
+            if slave_id in self.local_set and slave_id != self.local_id:
+                return self._drop_member(slave_id)
+            return self, None
+        if slave_id in self.local_set:
+            bound = self.bound.get(slave_id)
+            if bound is None:
+                return replace(self, bound={**self.bound, slave_id: incarnation}), None
+            if bound != incarnation:
+                return self._drop_member(slave_id)
             return self, None
         if ack_offset < confirm_offset or ack_offset < last_epoch_start_offset:
             return self, None
         proposal = self.local_set | {slave_id}
+        return replace(self, bound={**self.bound, slave_id: incarnation})._proposing(proposal), proposal
+
+    def _drop_member(self, slave_id: int) -> tuple[InSyncState, frozenset[int] | None]:
+        proposal = self.local_set - {slave_id}
+        if self.remote_set == proposal:
+            return self, proposal  # already in flight: the shell coalesces the repeat
         return self._proposing(proposal), proposal
 
     def on_connection_lost(self, slave_id: int) -> tuple[InSyncState, frozenset[int] | None]:

@@ -87,6 +87,9 @@ def _measure(base: Path, quick: bool) -> dict[str, Any]:
         targets: dict[str, tuple[str, dict[str, str]]] = {}
         for index, (mode, extra) in enumerate(MODES.items()):
             cluster = start_group(stack, base / f"mode{index}", mode, extra)
+            # A full SyncStateSet first: with inSyncReplicas=2 a master alone refuses puts
+            # (IN_SYNC_REPLICAS_NOT_ENOUGH, docs/architecture.md §4), which would count as errors.
+            cluster.wait_ready(timeout=60)
             targets[mode] = put_target(cluster)
         data["modes"] = interleaved_puts(targets, payload, cfg)
     # Imported here: retention_put reuses this module's load (a cycle at import time otherwise).

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from mqha import process
-from mqha.broker.config import load_broker_config
-from mqha.config import render_properties
+from mqha.broker.config import load_broker_layers
+from mqha.config import render_with_sources
 from mqha.errors import ConfigError, StorageError
 from mqha.process import StartError
 from mqha.security.credentials import masked
@@ -29,6 +30,7 @@ from mqha.security.credentials import masked
 log = logging.getLogger("mqbroker")
 PROG = "mqbroker"
 TEMP_SUFFIX = "-temp"
+PID_FILE = "mqbroker.pid"  # in storePathRootDir while the broker runs
 STOP_STEP_TIMEOUT_S = 3.0
 
 
@@ -59,16 +61,18 @@ def check_identity_files(config: Mapping[str, Any]) -> str | None:
 class Broker:
     """Everything one ``mqbroker`` runs, built from its config; ``start`` and ``stop`` in order."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], config_path: str | None = None) -> None:
         from mqha.autoswitch_ha.config import HAConfig
         from mqha.autoswitch_ha.service import AutoSwitchHAService
         from mqha.broker.access import BrokerAccess
+        from mqha.broker.config_store import BrokerConfigStore
         from mqha.broker.disk_guard import DiskGuard
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
         from mqha.broker.metrics import BrokerMetrics
         from mqha.broker.retention_task import RetentionTask
         from mqha.broker.server import BrokerHttpServer
+        from mqha.broker.start_report import new_incarnation
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
         from mqha.replicas_manager.client import request_signer
@@ -79,14 +83,17 @@ class Broker:
         from mqha.testing.planted_bugs import maybe_plant
 
         self.config = config
+        self.incarnation = new_incarnation()  # this process's (docs/architecture.md §8.5)
         address = f"{config['brokerIP1']}:{config['listenPort']}"
         ha_address = f"{config['brokerIP1']}:{config['haListenPort']}"
         recorder = None
         try:
             # History (docs/architecture.md §5): epochs, roles and truncations, batched off the event loop.
             recorder = HistoryRecorder.in_store(config["storePathRootDir"])
+            # One incarnation per process: the HA client announces it, register and heartbeats report
+            # it (the start report), and the controller compares the two (docs/architecture.md §3.2).
             self.store = BrokerStore.open_config(
-                config, BrokerHistory(recorder, address, config["brokerName"])
+                config, BrokerHistory(recorder, address, config["brokerName"]), self.incarnation
             )
         except (StorageError, OSError, sqlite3.Error) as exc:
             if recorder is not None:
@@ -108,6 +115,7 @@ class Broker:
             # this broker (``report_sync_state_set``), built two lines below.
             reporter=self,
             is_known_broker=self.members.is_known,
+            incarnation=self.incarnation,
         )
         self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
         report = self.store.start_report
@@ -130,13 +138,21 @@ class Broker:
             readers=self.ha.links.lowest_transfer_offset,
             on_deleted=self.ha.gate.log_changed,
         )
+        # updateBrokerConfig: runtime keys applied here and saved into the -c file (docs/config.md)
+        self.config_store = BrokerConfigStore(config, config_path, self.apply_config)
         self.http = BrokerHttpServer(
             config,
             self.runtime,
             self.access,
             BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk),
             replicas_status=self.manager.status.document,
+            config_store=self.config_store,
         )
+
+    def apply_config(self, changes: Mapping[str, Any]) -> None:
+        """The runtime keys (``Key.runtime``) a ``PUT /v1/config`` changed, taken at once."""
+        if "haMaxTimeSlaveNotCatchup" in changes:
+            self.ha.keeper.set_max_time_slave_not_catchup(changes["haMaxTimeSlaveNotCatchup"])
 
     def report_sync_state_set(self, proposed: frozenset[int]) -> None:
         """The HA layer's SyncStateSet proposals go to the ReplicasManager."""
@@ -194,10 +210,13 @@ async def _bounded(what: str, step: Awaitable[Any], timeout_s: float = STOP_STEP
         log.exception("%s failed", what)
 
 
-async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> None:
-    """Run one broker until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
+async def serve(
+    config: dict[str, Any], stop: asyncio.Event | None = None, config_path: str | None = None
+) -> None:
+    """Run one broker until ``stop`` is set (by default: until SIGTERM or SIGINT); runtime config
+    changes are saved into ``config_path`` (the ``-c`` file)."""
     stop = process.stop_on_signals(stop)
-    broker = Broker(config)
+    broker = Broker(config, config_path)
     try:
         await broker.start()
         await stop.wait()
@@ -209,16 +228,22 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 def main(argv: Sequence[str] | None = None) -> None:
     args = process.config_arguments(PROG, "mqha broker replica", "broker").parse_args(argv)
     try:
-        config = load_broker_config(args.config)
+        config, sources = load_broker_layers(args.config)
     except ConfigError as exc:
         process.exit_with(PROG, exc)
     if args.print:
-        sys.stdout.write(render_properties(masked(config)))  # secrets (SECRET_KEYS) as MASK
+        # secrets (SECRET_KEYS) as MASK; "# from <file>" / "# from default" before each group
+        sys.stdout.write(render_with_sources(masked(config), sources))
         return
     problem = check_identity_files(config)
     if problem is not None:
         process.exit_with(PROG, problem)
-    process.run(PROG, args.log_level, lambda: serve(config))
+    process.run(
+        PROG,
+        args.log_level,
+        lambda: serve(config, config_path=args.config),
+        pid_file=os.path.join(config["storePathRootDir"], PID_FILE),
+    )
 
 
 if __name__ == "__main__":

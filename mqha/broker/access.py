@@ -8,8 +8,9 @@ Put path (docs/reference-behaviour.md §15), for one request (one message or one
 
 1. fenced → ``SERVICE_NOT_AVAILABLE`` ("fenced"); not master → ``SERVICE_NOT_AVAILABLE`` with the
    master's address; disk full (a :class:`DiskCheck`, docs/architecture.md §4.2) →
-   ``SERVICE_NOT_AVAILABLE`` with a remark saying so; too few in-sync replicas →
-   ``IN_SYNC_REPLICAS_NOT_ENOUGH``. Nothing written.
+   ``SERVICE_NOT_AVAILABLE`` with a remark saying so; too few in-sync replicas (``minInSyncReplicas``,
+   or fewer SyncStateSet members than a numeric ``inSyncReplicas`` needs) →
+   ``IN_SYNC_REPLICAS_NOT_ENOUGH`` with a remark naming the rule. Nothing written.
 2. one ``append_batch`` on the event loop (a memory-map copy, all or nothing), so a role change, which
    also runs on the loop, never interleaves with a half-done append; an append that meets ``ENOSPC``
    (a new segment cannot be allocated) wrote nothing and answers as a full disk;
@@ -38,7 +39,9 @@ from mqha.role import BrokerRole
 class ReplicationGate(Protocol):
     """What the put and read paths ask the HA layer (implemented by ``mqha.autoswitch_ha.gate.AckGate``)."""
 
-    def check_in_sync_replicas(self) -> AckStatus: ...
+    def in_sync_refusal(self) -> str | None: ...
+
+    def read_refusal(self) -> str | None: ...
 
     def confirm_offset(self) -> int: ...
 
@@ -89,9 +92,15 @@ class BrokerAccess:
         full = self.disk.refusal() if self.disk is not None else None
         if full is not None:
             return PutOutcome(PutStatus.SERVICE_NOT_AVAILABLE, remark=full)
-        if self.gate.check_in_sync_replicas() is AckStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
-            return PutOutcome(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark="in-sync replicas not enough")
+        too_few = self.gate.in_sync_refusal()
+        if too_few is not None:
+            return PutOutcome(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark=too_few)
         return None
+
+    def read_refusal(self) -> str | None:
+        """Why reads are refused now (nothing is served), or None: a slave whose log is not verified
+        against the master it follows (docs/architecture.md §4, "Reads on a slave")."""
+        return self.gate.read_refusal()
 
     async def put(self, drafts: Sequence[MessageDraft]) -> PutOutcome:
         """The put path of the module docstring for one request."""

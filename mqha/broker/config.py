@@ -25,6 +25,9 @@ from mqha.config import (
     Key,
     Rule,
     between,
+    is_unspecified_host,
+    primary_address,
+    refused,
 )
 from mqha.errors import ConfigError
 from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS, TLS_KEYS, check_security_keys
@@ -40,45 +43,159 @@ HOURS = Rule(
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
 
 
+def _primary_address(_values: Mapping[str, Any]) -> str:
+    """The host's primary address, as RocketMQ's default brokerIP1 (the launcher sets 127.0.0.1)."""
+    return primary_address()
+
+
 def _under_root(name: str) -> Any:
     return lambda values: os.path.join(values["storePathRootDir"], name)
 
 
+CONTROLLER_DECIDES = "the controller decides it in controller mode (docs/architecture.md §4): remove the key"
+
 BROKER_CONFIG = ConfigSpec(
     [
         # BrokerConfig
-        Key("brokerClusterName", str, "DefaultCluster", rule=NAME),
-        Key("brokerName", str, REQUIRED, rule=NAME),
-        Key("brokerIP1", str, "127.0.0.1", rule=HOST),
-        Key("listenPort", int, 10911, rule=PORT),
+        Key("brokerClusterName", str, "DefaultCluster", "cluster this broker set belongs to", rule=NAME),
+        Key("brokerName", str, REQUIRED, "broker set (group) name; its replicas share it", rule=NAME),
+        Key(
+            "brokerIP1",
+            str,
+            _primary_address,
+            "address the broker listens on and registers with",
+            rule=HOST,
+            deviation="default: the host's primary address (mqha cluster sets 127.0.0.1); 0.0.0.0 and "
+            "an address no local interface has are refused at start",
+            default_text="the host's primary address",
+        ),
+        Key(
+            "listenPort",
+            int,
+            10911,
+            "client port (mqha: the HTTP API)",
+            rule=PORT,
+            deviation="0 (an ephemeral port) is refused: the registered address must be reachable",
+        ),
         Key(
             "brokerId",
             int,
             -1,
-            "ignored in controller mode: the controller assigns the id",
+            "replica id; 0 is the master in RocketMQ's classic mode",
             rule=between(-1, INT64_MAX),
+            support=refused(CONTROLLER_DECIDES),
         ),
-        Key("enableControllerMode", bool, False),
-        Key("controllerAddr", str, ""),
-        Key("fetchControllerAddrByDnsLookup", bool, False),
-        Key("syncBrokerMetadataPeriod", int, 5000, rule=MILLIS),
-        Key("checkSyncStateSetPeriod", int, 5000, rule=MILLIS),
-        Key("syncControllerMetadataPeriod", int, 10000, rule=MILLIS),
-        Key("controllerHeartBeatTimeoutMills", int, 10000, rule=MILLIS),
-        Key("brokerElectionPriority", int, _INT_MAX, rule=JAVA_INT),
-        Key("brokerHeartbeatInterval", int, 1000, rule=MILLIS),
-        Key("sendHeartbeatTimeoutMillis", int, 1000, rule=MILLIS),
+        Key(
+            "enableControllerMode",
+            bool,
+            False,
+            "run with a controller (AutoSwitchHA)",
+            deviation="must be true: mqha brokers only run in controller mode",
+        ),
+        Key("controllerAddr", str, "", "controllers' addresses, host:port;host:port"),
+        Key(
+            "fetchControllerAddrByDnsLookup",
+            bool,
+            False,
+            "resolve controllerAddr through DNS periodically",
+            support=refused("list every controller in controllerAddr (names resolve at each connect)"),
+        ),
+        Key(
+            "syncBrokerMetadataPeriod",
+            int,
+            5000,
+            "period of the broker's metadata refresh from the controller",
+            rule=MILLIS,
+        ),
+        Key(
+            "checkSyncStateSetPeriod",
+            int,
+            5000,
+            "period of the master's SyncStateSet check",
+            rule=MILLIS,
+        ),
+        Key(
+            "syncControllerMetadataPeriod",
+            int,
+            10000,
+            "period of the controller-leader lookup",
+            rule=MILLIS,
+        ),
+        Key(
+            "controllerHeartBeatTimeoutMills",
+            int,
+            10000,
+            "heartbeat timeout the controller applies to this broker",
+            rule=MILLIS,
+        ),
+        Key(
+            "brokerElectionPriority",
+            int,
+            _INT_MAX,
+            "election priority; lower wins among equally up-to-date replicas",
+            rule=JAVA_INT,
+        ),
+        Key("brokerHeartbeatInterval", int, 1000, "period of heartbeats to the controller", rule=MILLIS),
+        Key("sendHeartbeatTimeoutMillis", int, 1000, "timeout of one heartbeat request", rule=MILLIS),
         # MessageStoreConfig
-        Key("storePathRootDir", str, os.path.expanduser("~/store"), rule=TEXT),
-        Key("storePathCommitLog", str, _under_root("commitlog"), rule=TEXT),
-        Key("storePathEpochFile", str, _under_root("epochFileCheckpoint"), rule=TEXT),
-        Key("storePathBrokerIdentity", str, _under_root("brokerIdentity"), rule=TEXT),
-        Key("mappedFileSizeCommitLog", int, 1024 * _MIB, rule=POSITIVE_INT),
-        Key("maxMessageSize", int, 4 * _MIB, rule=POSITIVE_INT),
-        Key("flushDiskType", str, "ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH")),
-        Key("flushIntervalCommitLog", int, 500, rule=MILLIS),
+        Key(
+            "storePathRootDir",
+            str,
+            os.path.expanduser("~/store"),
+            "store root directory",
+            rule=TEXT,
+            default_text="~/store",
+        ),
+        Key(
+            "storePathCommitLog",
+            str,
+            _under_root("commitlog"),
+            "commit log directory",
+            rule=TEXT,
+            default_text="<storePathRootDir>/commitlog",
+        ),
+        Key(
+            "storePathEpochFile",
+            str,
+            _under_root("epochFileCheckpoint"),
+            "epoch file",
+            rule=TEXT,
+            default_text="<storePathRootDir>/epochFileCheckpoint",
+        ),
+        Key(
+            "storePathBrokerIdentity",
+            str,
+            _under_root("brokerIdentity"),
+            "broker identity file (controller-assigned id)",
+            rule=TEXT,
+            default_text="<storePathRootDir>/brokerIdentity",
+        ),
+        Key(
+            "mappedFileSizeCommitLog",
+            int,
+            1024 * _MIB,
+            "commit log segment size",
+            rule=POSITIVE_INT,
+            unit="bytes",
+        ),
+        Key("maxMessageSize", int, 4 * _MIB, "largest message body", rule=POSITIVE_INT, unit="bytes"),
+        Key(
+            "flushDiskType",
+            str,
+            "ASYNC_FLUSH",
+            "fsync before the put answers (SYNC_FLUSH) or periodically",
+            choices=("ASYNC_FLUSH", "SYNC_FLUSH"),
+        ),
+        Key("flushIntervalCommitLog", int, 500, "period of ASYNC_FLUSH fsyncs", rule=MILLIS),
         # Retention and full disk: RocketMQ's MessageStoreConfig names, units and defaults
-        Key("fileReservedTime", int, 72, "hours a commit log segment is kept", rule=POSITIVE_INT),
+        Key(
+            "fileReservedTime",
+            int,
+            72,
+            "hours a commit log segment is kept",
+            rule=POSITIVE_INT,
+            unit="hours",
+        ),
         Key(
             "deleteWhen",
             str,
@@ -92,6 +209,7 @@ BROKER_CONFIG = ConfigSpec(
             75,
             "percent of the disk used above which expired segments go at once",
             rule=between(10, 95),
+            unit="%",
         ),
         Key(
             "diskSpaceWarningLevelRatio",
@@ -99,6 +217,7 @@ BROKER_CONFIG = ConfigSpec(
             90,
             "percent of the disk used above which puts are refused",
             rule=between(35, 90),
+            unit="%",
         ),
         Key(
             "diskSpaceCleanForciblyRatio",
@@ -106,6 +225,7 @@ BROKER_CONFIG = ConfigSpec(
             85,
             "percent of the disk used above which the oldest segments go even unexpired",
             rule=between(30, 85),
+            unit="%",
         ),
         Key(
             "cleanFileForciblyEnable",
@@ -127,28 +247,126 @@ BROKER_CONFIG = ConfigSpec(
             100,
             "milliseconds between two segment deletions of one pass",
             rule=between(0, 2**31 - 1),
+            unit="ms",
         ),
-        Key("haListenPort", int, lambda values: values["listenPort"] + 1, rule=PORT),
-        Key("haSendHeartbeatInterval", int, 5000, rule=MILLIS),
-        Key("haHousekeepingInterval", int, 20000, rule=MILLIS),
-        Key("haTransferBatchSize", int, 32768, rule=POSITIVE_INT),
-        Key("haMaxTimeSlaveNotCatchup", int, 15000, rule=MILLIS),
-        Key("haMaxGapNotInSync", int, 256 * _MIB, rule=NON_NEGATIVE_LONG),
-        Key("haFlowControlEnable", bool, False),
-        Key("maxHaTransferByteInSecond", int, 100 * _MIB, rule=POSITIVE_LONG),
-        Key("brokerRole", str, "ASYNC_MASTER", choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")),
-        Key("syncFlushTimeout", int, 5000, rule=MILLIS),
-        Key("slaveTimeout", int, 3000, rule=MILLIS),
-        Key("totalReplicas", int, 1, rule=POSITIVE_INT),
-        Key("inSyncReplicas", int, 1, rule=POSITIVE_INT),
-        Key("minInSyncReplicas", int, 1, rule=POSITIVE_INT),
-        Key("allAckInSyncStateSet", bool, False),
-        Key("enableAutoInSyncReplicas", bool, False),
-        Key("syncFromLastFile", bool, False),
-        Key("asyncLearner", bool, False),
-        Key("readUnCommitted", bool, False),
-        Key("syncMasterFlushOffsetWhenStartup", bool, False),
-        Key("maxSlaveResendLength", int, 256 * _MIB, rule=NON_NEGATIVE_LONG),
+        Key(
+            "haListenPort",
+            int,
+            lambda values: values["listenPort"] + 1,
+            "HA replication port (default listenPort + 1)",
+            rule=PORT,
+            deviation="must differ from listenPort and from the controllers' addresses; a port in use "
+            "stops the start with one line",
+            default_text="listenPort + 1",
+        ),
+        Key("haSendHeartbeatInterval", int, 5000, "HA heartbeat period on an idle link", rule=MILLIS),
+        Key(
+            "haHousekeepingInterval",
+            int,
+            20000,
+            "an HA link silent this long is closed",
+            rule=MILLIS,
+        ),
+        Key(
+            "haTransferBatchSize",
+            int,
+            32768,
+            "largest HA transfer batch",
+            rule=POSITIVE_INT,
+            unit="bytes",
+        ),
+        Key(
+            "haMaxTimeSlaveNotCatchup",
+            int,
+            15000,
+            "a slave not caught up for this long leaves the SyncStateSet",
+            rule=MILLIS,
+            runtime=True,
+        ),
+        Key(
+            "haMaxGapNotInSync",
+            int,
+            256 * _MIB,
+            "byte gap after which a slave is out of sync (classic HA)",
+            rule=NON_NEGATIVE_LONG,
+            unit="bytes",
+            support=refused("AutoSwitchHA measures time, not bytes: use haMaxTimeSlaveNotCatchup"),
+        ),
+        Key("haFlowControlEnable", bool, False, "limit the HA transfer rate"),
+        Key(
+            "maxHaTransferByteInSecond",
+            int,
+            100 * _MIB,
+            "HA transfer rate limit with haFlowControlEnable",
+            rule=POSITIVE_LONG,
+            unit="bytes/s",
+        ),
+        Key(
+            "brokerRole",
+            str,
+            "ASYNC_MASTER",
+            "role and ack mode in classic mode",
+            choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+            support=refused(
+                "the controller decides the role in controller mode; the ack rule is "
+                "allAckInSyncStateSet or inSyncReplicas: remove brokerRole",
+                accepted=("SLAVE",),
+            ),
+            deviation="SLAVE (RocketMQ's sample for controller mode) is accepted: a broker starts "
+            "without a role until the controller gives it one",
+        ),
+        Key("syncFlushTimeout", int, 5000, "SYNC_FLUSH wait before FLUSH_DISK_TIMEOUT", rule=MILLIS),
+        Key("slaveTimeout", int, 3000, "replica-ack wait before FLUSH_SLAVE_TIMEOUT", rule=MILLIS),
+        Key(
+            "totalReplicas",
+            int,
+            1,
+            "replicas the broker set is meant to have",
+            rule=POSITIVE_INT,
+            deviation="shown by /v1/status and mqadmin brokerStatus next to the SyncStateSet; acks follow "
+            "inSyncReplicas",
+        ),
+        Key(
+            "inSyncReplicas",
+            int,
+            1,
+            "replicas (master included) that must have a message before the put succeeds",
+            rule=POSITIVE_INT,
+        ),
+        Key(
+            "minInSyncReplicas",
+            int,
+            1,
+            "fewer SyncStateSet members than this: puts are refused (IN_SYNC_REPLICAS_NOT_ENOUGH)",
+            rule=POSITIVE_INT,
+        ),
+        Key("allAckInSyncStateSet", bool, False, "every SyncStateSet member must have a message"),
+        Key(
+            "enableAutoInSyncReplicas",
+            bool,
+            False,
+            "lower the ack count to the current SyncStateSet size",
+            support=refused("use allAckInSyncStateSet=true with minInSyncReplicas"),
+        ),
+        Key("syncFromLastFile", bool, False, "a new slave starts replicating at the master's last segment"),
+        Key("asyncLearner", bool, False, "this replica replicates but never joins the SyncStateSet"),
+        Key("readUnCommitted", bool, False, "reads may return messages past the confirm offset"),
+        Key(
+            "syncMasterFlushOffsetWhenStartup",
+            bool,
+            False,
+            "a slave takes the master's flush offset at start",
+            support=refused("slaves truncate to the epoch-consistent point on every connect (docs §4)"),
+        ),
+        Key(
+            "maxSlaveResendLength",
+            int,
+            256 * _MIB,
+            "largest resend a master makes to a slave that fell back",
+            rule=NON_NEGATIVE_LONG,
+            unit="bytes",
+            support=refused("a slave re-syncs from the epoch-consistent point, whatever the length"),
+        ),
         # mqha's own keys
         *AUTHENTICATION_KEYS,
         *BROKER_USER_KEYS,
@@ -159,6 +377,8 @@ BROKER_CONFIG = ConfigSpec(
             8 * _MIB,
             "larger HTTP bodies are refused with 413",
             rule=POSITIVE_LONG,
+            unit="bytes",
+            rocketmq=False,
         ),
     ]
 )
@@ -194,9 +414,23 @@ def check_broker_config(values: Mapping[str, Any]) -> None:
         raise ConfigError("diskSpaceCleanForciblyRatio", "must not exceed diskSpaceWarningLevelRatio")
     if values["haListenPort"] == values["listenPort"]:
         raise ConfigError("haListenPort", "must differ from listenPort")
+    if is_unspecified_host(values["brokerIP1"]):
+        raise ConfigError(
+            "brokerIP1", "is registered as this broker's address: give one peers can reach, not 0.0.0.0"
+        )
+    for name in ("listenPort", "haListenPort"):
+        mine = f"{values['brokerIP1']}:{values[name]}"
+        if mine in addresses:
+            raise ConfigError(name, f"{mine} is a controller's address in controllerAddr")
 
 
 def load_broker_config(path: str) -> dict[str, Any]:
-    values = BROKER_CONFIG.load(path)
+    return load_broker_layers(path)[0]
+
+
+def load_broker_layers(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The broker's checked config and where each value came from (its ``-c`` file, into which
+    ``updateBrokerConfig`` also writes, or ``default``)."""
+    values, sources = BROKER_CONFIG.load_layers([path])
     check_broker_config(values)
-    return values
+    return values, sources

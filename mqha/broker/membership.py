@@ -48,6 +48,10 @@ class BrokerSetMembers:
         self.broker_name = broker_name
         self.refresh_interval_s = refresh_interval_s
         self.known: set[int] | None = None  # None: never learned
+        # Unknown ids that knocked, and when first: one still unknown after a later refresh is a
+        # broker the controller never registered in this set (warned once), not a cache lag.
+        self._knocked: dict[int, float] = {}
+        self._warned: set[int] = set()
         self._last_attempt = 0.0
         self._refreshing: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -66,6 +70,7 @@ class BrokerSetMembers:
             return True
         if broker_id in self.known:
             return True
+        self._knocked.setdefault(broker_id, time.monotonic())
         self.refresh_soon()
         return False
 
@@ -97,6 +102,7 @@ class BrokerSetMembers:
 
     async def refresh(self) -> None:
         """Ask the controller leader for this set's sync-state-data; keep the old view on failure."""
+        asked = time.monotonic()
         try:
             answer = await self._caller.call(
                 "GET", "/v1/sync-state-data", params={"brokerName": self.broker_name}
@@ -114,3 +120,14 @@ class BrokerSetMembers:
         if ids != self.known:
             log.info("broker set %s members: %s", self.broker_name, sorted(ids))
         self.known = ids
+        for broker_id, since in list(self._knocked.items()):
+            if broker_id in ids:
+                del self._knocked[broker_id]
+            elif since < asked and broker_id not in self._warned:
+                self._warned.add(broker_id)
+                log.warning(
+                    "broker id %d asks to replicate from this master, but the controller has not "
+                    "registered it in broker set %s (a broker of another set, or a stray process?)",
+                    broker_id,
+                    self.broker_name,
+                )

@@ -1,7 +1,8 @@
 """The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
 
 Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
-``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``; the status documents
+``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``, GET and PUT
+``/v1/config`` (``mqha.broker.config_store``); the status documents
 are assembled by ``mqha.broker.status_views``. Request bodies go through
 ``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
 paths are ``BrokerAccess.put`` / ``read``.
@@ -28,6 +29,7 @@ from aiohttp import web
 from mqha.broker.access import BrokerAccess
 from mqha.broker.auth import BASIC_CHALLENGE, BEARER_CHALLENGE, BrokerAuth
 from mqha.broker.commitlog import OffsetTooSmall
+from mqha.broker.config_store import BrokerConfigStore
 from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
 from mqha.broker.protocol import (
@@ -93,6 +95,7 @@ class BrokerHttpServer:
         host: str | None = None,
         port: int | None = None,
         replicas_status: Callable[[], Mapping[str, Any]] | None = None,
+        config_store: BrokerConfigStore | None = None,
     ) -> None:
         self.config = config
         self.runtime = runtime
@@ -107,6 +110,7 @@ class BrokerHttpServer:
         self.max_message_size = config["maxMessageSize"]
         self.views = BrokerStatusViews(config, runtime, replicas_status=replicas_status, disk=access.disk)
         self.auth = BrokerAuth(config)
+        self.config_store = config_store or BrokerConfigStore(config, None, lambda _changes: None)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
 
@@ -121,6 +125,8 @@ class BrokerHttpServer:
         app.router.add_get("/metrics", self.get_metrics)
         app.router.add_get("/healthz", self.get_healthz)
         app.router.add_post("/v1/history/final-log", self.post_final_log)
+        app.router.add_get("/v1/config", self.get_config)
+        app.router.add_put("/v1/config", self.put_config)
         return app
 
     async def start(self) -> None:
@@ -201,6 +207,9 @@ class BrokerHttpServer:
             return _error(
                 BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
             )
+        unverified = self.access.read_refusal()
+        if unverified is not None:  # a slave whose log may differ from its master's: serve nothing
+            return _error(BrokerCode.SERVICE_NOT_AVAILABLE, unverified)
         read = parse_read_request(request.query)
         try:
             messages, next_offset, limit = self.access.read(read)
@@ -235,6 +244,23 @@ class BrokerHttpServer:
             return _error(BrokerCode.SERVICE_NOT_AVAILABLE, "no history yet: the broker is not registered")
         rows = await asyncio.to_thread(self.store.dump_final_log, FINAL_LOG_WAIT_S)
         return _json(200, envelope(BrokerCode.SUCCESS, "", rows=rows))
+
+    async def get_config(self, request: web.Request) -> web.Response:
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.config_store.document()))
+
+    async def put_config(self, request: web.Request) -> web.Response:
+        """``updateBrokerConfig``: an admin call (the ``adminAuthToken`` bearer when one is set)."""
+        denial = self.auth.check_admin(request.headers.get("Authorization"))
+        if denial is not None:
+            self.metrics.observe_refused("config", denial.status)
+            return _refused(denial, BEARER_CHALLENGE)
+        try:
+            body = msgspec.json.decode(await request.read())
+        except msgspec.DecodeError:
+            return _error(BrokerCode.SYSTEM_ERROR, "config update must be a JSON object of key: value", 400)
+        code, remark = self.config_store.update(body)
+        status = {ResponseCode.SUCCESS: 200, ResponseCode.NO_PERMISSION: 403}.get(code, 400)
+        return _json(status, envelope(code, remark))
 
     async def get_healthz(self, request: web.Request) -> web.Response:
         return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.role.role.value))

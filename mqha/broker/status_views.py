@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from mqha import __version__
 from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import ack_mode
 from mqha.ids import MAX_OFFSET
@@ -82,7 +83,11 @@ class BrokerStatusViews:
             "flushedOffset": store.log.flushed_offset,
             "ackMode": self._ack_mode,
             "startReport": store.start_report.to_json(),  # docs/architecture.md §3.2
+            "totalReplicas": config["totalReplicas"],
+            "brokerVersionDesc": f"mqha {__version__}",
         }
+        # docs/architecture.md §4 "Reads on a slave": null while reads are served, else why not.
+        body["readRefusal"] = ha.gate.read_refusal()
         if self._disk is not None:  # docs/architecture.md §4.2: puts refused; a full slave stores nothing
             body["diskFull"] = self._disk.is_full()
             body["diskUsedRatio"] = round(self._disk.used, 4)

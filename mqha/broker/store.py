@@ -19,7 +19,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mqha.broker.commitlog import CommitLog, FlushMode
@@ -143,8 +143,11 @@ class BrokerStore:
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: StoreSettings, history: BrokerHistory | None = None) -> BrokerStore:
-        """Open and recover the commit log, load the epoch file and the confirm offset, reconcile them."""
+    def open(
+        cls, settings: StoreSettings, history: BrokerHistory | None = None, incarnation: str | None = None
+    ) -> BrokerStore:
+        """Open and recover the commit log, load the epoch file and the confirm offset, reconcile them.
+        ``incarnation``: this process's (the start report's; a new one when not given)."""
         os.makedirs(settings.root_dir, exist_ok=True)
         # Always ASYNC in the commit log: SYNC_FLUSH fsyncs run in a worker thread (``flush_to``), so
         # appends stay on the event loop and never race a role change.
@@ -161,12 +164,16 @@ class BrokerStore:
             commit_log.close()
             raise
         store = cls(settings, commit_log, epochs, history)
+        if incarnation is not None:
+            store.start_report = replace(store.start_report, incarnation=incarnation)
         store._recover()
         return store
 
     @classmethod
-    def open_config(cls, config: Mapping[str, Any], history: BrokerHistory | None = None) -> BrokerStore:
-        return cls.open(StoreSettings.from_config(config), history)
+    def open_config(
+        cls, config: Mapping[str, Any], history: BrokerHistory | None = None, incarnation: str | None = None
+    ) -> BrokerStore:
+        return cls.open(StoreSettings.from_config(config), history, incarnation)
 
     def _recover(self) -> None:
         top, bottom = self.log.max_offset, self.log.min_offset
@@ -296,17 +303,18 @@ class BrokerStore:
         if bottom > 0:
             self.epoch_store.truncate_prefix_by_offset(bottom - 1)
 
-    def reset_log(self) -> None:
-        """Empty this replica (its log ends below the master's log start; docs/architecture.md §4.2):
-        epochs first (as ``apply_truncation``), the confirm offset, then the commit log."""
+    def reset_log(self, reason: str = "behind the master's log start") -> None:
+        """Empty this replica to re-sync from its master's log start (its log ends below the master's
+        log start, docs/architecture.md §4.2, or shares nothing with the master's, §4): epochs first
+        (as ``apply_truncation``), the confirm offset, then the commit log."""
         old = (self.log.min_offset, self.log.max_offset)
         self.epoch_store.clear()
         self._confirm = min(self._confirm, 0)
         self.checkpoint.save(self._confirm, durable=True)
         self.log.reset()
-        log.warning("replica log [%d, %d) dropped: it ends below the master's log start", *old)
+        log.warning("replica log [%d, %d) dropped to re-sync from the master: %s", *old, reason)
         if self.history is not None:
-            self.history.truncation(old[1], 0, "behind the master's log start")
+            self.history.truncation(old[1], 0, reason)
 
     def dump_final_log(self, wait: float) -> int:
         """Record every stored message as this replica's ``final_logs`` (blocking: run it off the event

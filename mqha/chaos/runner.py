@@ -121,6 +121,7 @@ class ChaosRun:
         self.out = out
         if DISK_FULL in options.kinds and (problem := disk_full_problem(options.store_tmpfs_mib)):
             raise ClusterError(problem)
+        self.temporary = options.run_dir is None  # deleted after a passed run
         self.run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="mqha-chaos-")).resolve()
         self.cluster = LocalCluster(
             self.run_dir,
@@ -183,6 +184,7 @@ class ChaosRun:
     # -- the run -----------------------------------------------------------------------------------
 
     def run(self) -> Verdict:
+        verdict: Verdict | None = None
         try:
             self.say(self.title)
             self.say(f"run directory: {self.run_dir}")
@@ -190,9 +192,12 @@ class ChaosRun:
             self.out.write(schedule_text(self.steps))
             self.start()
             self.inject_all()
-            return self.finish()
+            verdict = self.finish()
+            return verdict
         finally:
             self.cleanup()
+            ok = verdict is not None and verdict.ok
+            self.say(self.cluster.discard_or_keep(temporary=self.temporary, ok=ok))
 
     def start(self) -> None:
         self.proxy.start()

@@ -66,7 +66,7 @@ def dump_final_logs(
     with HistoryRecorder(database) as recorder:
         for group in groups or cluster.groups:
             for node in cluster.group_brokers(group):
-                status = cluster.broker_status(node)
+                status = _readable_status(cluster, node)
                 if status is None or status.get("controllerBrokerId") is None:
                     continue
                 rows = read_replica_log(node, headers=headers)
@@ -76,6 +76,20 @@ def dump_final_logs(
                 history.final_log(rows)
                 dumped[node.name] = rows
     return dumped
+
+
+def _readable_status(cluster: LocalCluster, node: Node, wait: float = 15.0) -> dict[str, Any] | None:
+    """``node``'s status once it serves reads (a slave serves none until its log is verified against
+    its master, docs/architecture.md §4), waiting up to ``wait`` s; None if it is down or still not
+    serving (its log is then left out, as a down replica's is)."""
+    deadline = time.monotonic() + wait
+    while True:
+        status = cluster.broker_status(node)
+        if status is None or status.get("readRefusal") is None:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
 
 
 def brokers_record_final_logs(cluster: LocalCluster) -> bool:

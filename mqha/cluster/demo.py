@@ -253,6 +253,7 @@ class Demo:
     def __init__(self, options: DemoOptions, out: TextIO) -> None:
         self.options = options
         self.screen = Screen(out)
+        self.temporary = options.run_dir is None  # deleted after a passed run
         self.run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="mqha-demo-")).resolve()
         self.result = DemoResult(ok=False, run_dir=self.run_dir)
         self.cluster = LocalCluster(self.run_dir, controllers=3, groups=1, replicas=3, secure=True)
@@ -435,6 +436,8 @@ class Demo:
         left = self.cluster.running_pids()
         if self.result.interrupted or left:
             self.screen.line(f"stopped; processes left behind: {left or 'none'}")
+        passed = self.result.ok and not self.result.interrupted
+        self.screen.line(self.cluster.discard_or_keep(temporary=self.temporary, ok=passed))
 
 
 def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> DemoResult:

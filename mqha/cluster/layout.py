@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from mqha.broker.__main__ import PID_FILE as BROKER_PID_FILE
 from mqha.cluster.nodes import (
     BROKER,
     BROKER_DEFAULTS,
@@ -21,12 +22,25 @@ from mqha.cluster.nodes import (
     Node,
     group_names,
 )
-from mqha.cluster.processes import NodeProcess, free_port_pair
+from mqha.cluster.processes import NodeProcess, free_port_pair, port_free
 from mqha.cluster.secrets import secure_settings
 from mqha.config import render_properties
+from mqha.controller.__main__ import PID_FILE as CONTROLLER_PID_FILE
 from mqha.durable import write_atomically
 
 STATE_FILE = "cluster.json"
+
+
+def base_port_plan(base_port: int, count: int) -> list[int]:
+    """``--base-port P``: node k (controllers n0.., then the brokers group by group) gets API port
+    P + 2k and P + 2k + 1 for Raft (controllers) or HA (brokers). Refuses ports beyond 65535 or in use."""
+    ports = [base_port + 2 * k for k in range(count)]
+    if base_port < 1 or ports[-1] + 1 > 65535:
+        raise ValueError(f"--base-port {base_port}: {count} nodes need ports up to {ports[-1] + 1} (> 65535)")
+    busy = [p for port in ports for p in (port, port + 1) if not port_free(p)]
+    if busy:
+        raise ClusterError(f"--base-port {base_port}: port(s) in use: {', '.join(map(str, busy))}")
+    return ports
 
 
 class ClusterLayout:
@@ -74,21 +88,22 @@ class ClusterLayout:
         log_level: str = "INFO",
         secure: bool = False,
         store_tmpfs_mib: int = 0,
+        base_port: int | None = None,
     ) -> ClusterLayout:
         """A new cluster's nodes, each with a free port pair under ``run_dir``; ``secure``: authentication
-        on with fresh secrets (``mqha.cluster.secrets``), under any settings given."""
+        on with fresh secrets (``mqha.cluster.secrets``), under any settings given. ``base_port``: fixed
+        ports instead, ``base_port_plan``."""
         if controllers < 1 or groups < 1 or replicas < 1:
             raise ValueError("a cluster needs at least one controller, one group and one replica")
         root = Path(run_dir).resolve()
+        names = [(f"n{i}", CONTROLLER, None) for i in range(controllers)]
+        names += [(f"{group}-{r}", BROKER, group) for group in group_names(groups) for r in range(replicas)]
+        ports = base_port_plan(base_port, len(names)) if base_port is not None else None
         nodes: dict[str, Node] = {}
-        for i in range(controllers):
-            name = f"n{i}"
-            nodes[name] = Node(name, CONTROLLER, free_port_pair(), str(root / "controllers" / name))
-        for group in group_names(groups):
-            for r in range(replicas):
-                name = f"{group}-{r}"
-                base = root / "brokers" / name
-                nodes[name] = Node(name, BROKER, free_port_pair(), str(base), group=group)
+        for index, (name, kind, group) in enumerate(names):
+            base = root / ("controllers" if kind == CONTROLLER else "brokers") / name
+            port = ports[index] if ports is not None else free_port_pair()
+            nodes[name] = Node(name, kind, port, str(base), group=group)
         secure_controller, secure_broker = secure_settings() if secure else ({}, {})
         return cls(
             root,
@@ -146,12 +161,22 @@ class ClusterLayout:
         write_atomically(str(self.run_dir / STATE_FILE), json.dumps(data, indent=2) + "\n", mode=0o600)
 
     def recorded_processes(self) -> dict[str, NodeProcess]:
-        """The processes ``cluster.json`` names (checked against their start time before any signal)."""
-        return {
-            name: NodeProcess(node.pid, node.start_time)
-            for name, node in self.nodes.items()
-            if node.pid is not None
-        }
+        """The processes ``cluster.json`` names (checked against their start time before any signal),
+        and for a node whose recorded process is gone, the one its pid file names (a node restarted
+        by hand from its config file)."""
+        found: dict[str, NodeProcess] = {}
+        for name, node in self.nodes.items():
+            proc = NodeProcess(node.pid, node.start_time) if node.pid is not None else None
+            if proc is None or not proc.is_running():
+                proc = NodeProcess.from_pid_file(self.pid_file(node), str(node.conf)) or proc
+            if proc is not None:
+                found[name] = proc
+        return found
+
+    @staticmethod
+    def pid_file(node: Node) -> Path:
+        """Where the node's process writes its pid (in its store: ``mqha.process.run``)."""
+        return node.store / (CONTROLLER_PID_FILE if node.kind == CONTROLLER else BROKER_PID_FILE)
 
     def remove(self) -> None:
         """Delete the run directory."""

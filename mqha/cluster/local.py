@@ -7,7 +7,8 @@ Everything lives in one run directory::
     <run_dir>/brokers/broker-a-0/broker.conf   + broker.log, store/ (commit log, epochs, history.db)
 
 Every node listens on 127.0.0.1 with free ports (controller API port p, Raft p+1; broker API port p,
-HA p+1). Timeouts are small so a failover takes well under a second (``CONTROLLER_DEFAULTS``,
+HA p+1), or with ``base_port`` P on P+2k and P+2k+1 for node k (controllers first). Timeouts are
+small so a failover takes well under a second (``CONTROLLER_DEFAULTS``,
 ``BROKER_DEFAULTS``; override per cluster). Use it as a context manager::
 
     with LocalCluster(run_dir, controllers=3, groups=1, replicas=3) as cluster:
@@ -59,6 +60,7 @@ class LocalCluster:
         die_with_parent: bool = True,
         secure: bool = False,
         store_tmpfs_mib: int = 0,
+        base_port: int | None = None,
     ) -> None:
         """``store_tmpfs_mib`` > 0: each broker's store on its own tmpfs of that size (root only),
         mounted at the broker's first start; :meth:`unmount_stores` takes them down."""
@@ -73,6 +75,7 @@ class LocalCluster:
             log_level=log_level,
             secure=secure,
             store_tmpfs_mib=store_tmpfs_mib,
+            base_port=base_port,
         )
         self._compose(layout, ClusterProcesses(layout, die_with_parent=die_with_parent))
 
@@ -166,13 +169,15 @@ class LocalCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self, *, wait: bool = True, timeout: float = 60.0) -> None:
-        """Write the configs, start the controllers, then the brokers; with ``wait``, return once
-        every group has a master and a full SyncStateSet (``wait_ready``)."""
+    def start(self, *, wait: bool = True, timeout: float = 60.0, rewrite_configs: bool = True) -> None:
+        """Write the configs (unless ``rewrite_configs`` is False: a reused cluster keeps its files and
+        the changes saved into them), start the controllers, then the brokers; with ``wait``, return
+        once every group has a master and a full SyncStateSet (``wait_ready``)."""
         layout, processes, probe = self.layout, self.processes, self.probe
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         for node in layout.nodes.values():
-            layout.write_config(node)
+            if rewrite_configs or not node.conf.exists():
+                layout.write_config(node)
         try:
             deadline = time.monotonic() + timeout
             for node in layout.controllers:
@@ -245,6 +250,16 @@ class LocalCluster:
         for node in self.layout.brokers:
             unmount(node.store)
         self.layout.remove()
+
+    def discard_or_keep(self, *, temporary: bool, ok: bool) -> str:
+        """After a demo or chaos run: a run directory the run made for itself (no ``--dir``) is deleted
+        when the run passed (it holds 10-50 MB); one given, or one of a failed run, is kept for a look.
+        Returns the line saying which."""
+        if temporary and ok and not self.running_pids():
+            self.remove()
+            return f"removed the run directory {self.run_dir}"
+        why = "" if not temporary else " (the run did not pass)"
+        return f"run directory kept{why}: {self.run_dir} (configs, logs, stores, histories)"
 
     def __enter__(self) -> LocalCluster:
         if not self.running_pids():

@@ -45,7 +45,8 @@ def _proc_state(pid: int) -> str | None:
     return stat[stat.rindex(")") + 2 :].split()[0]
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:``port`` (a bind succeeds)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((LOCALHOST, port))
@@ -76,7 +77,7 @@ def pick_port(count: int = 1) -> int:
     for _ in range(500):
         port = random.randint(low, high)
         span = set(range(port, port + count))
-        if not span & handed_out and all(_port_free(p) for p in span):
+        if not span & handed_out and all(port_free(p) for p in span):
             handed_out.update(span)
             return port
     raise RuntimeError(f"no {count} free adjacent port(s) on 127.0.0.1 in {low}..{high} after 500 tries")
@@ -130,6 +131,20 @@ class NodeProcess:
                 preexec_fn=_die_with_parent if pdeathsig else None,  # noqa: PLW1509 - prctl only
             )
         return cls(popen.pid, proc_start_time(popen.pid), popen)
+
+    @classmethod
+    def from_pid_file(cls, path: Path, command_mentions: str) -> Self | None:
+        """The running process a node's pid file names, when its command line mentions
+        ``command_mentions`` (the node's config file: a reused pid is somebody else's); else None."""
+        try:
+            pid = int(path.read_text(encoding="ascii").strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        if command_mentions.encode() not in cmdline:
+            return None
+        proc = cls(pid, proc_start_time(pid))
+        return proc if proc.is_running() else None
 
     def is_running(self) -> bool:
         if self._popen is not None:

@@ -1,6 +1,8 @@
 """``mqcontroller -c controller.conf [-p]``: one controller node (HTTP API + PySyncObj Raft member).
 
-- ``-p`` prints the effective config (Java-properties text, secrets masked) and exits 0.
+- ``-p`` prints the effective config (Java-properties text, secrets masked, ``# from <file>`` or
+  ``# from default`` before each group of keys) and exits 0.
+- The config is the ``-c`` file, then the keys ``updateControllerConfig`` saved in ``configStorePath``.
 - A config problem prints ONE line naming the key on stderr and exits 1 (no traceback); so does a
   port that cannot be bound.
 - Logs go to stderr. SIGTERM / SIGINT only set an event; shutdown then runs in order: stop deciding,
@@ -22,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mqha import process
-from mqha.config import render_properties
-from mqha.controller.config import load_controller_config
+from mqha.config import render_with_sources
+from mqha.controller.config import load_controller_layers
 from mqha.controller.config_store import check_config
 from mqha.controller.raft import RaftStartError
 from mqha.controller.raft.identity import IdentityError
@@ -35,6 +37,7 @@ from mqha.security.tls import server_context
 
 log = logging.getLogger("mqcontroller")
 PROG = "mqcontroller"
+PID_FILE = "mqcontroller.pid"  # in controllerStorePath while the node runs
 
 
 async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> None:
@@ -46,7 +49,7 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
     """
     from aiohttp import web
 
-    from mqha.controller.http_api import build_app
+    from mqha.controller.http_api import build_app, build_metrics_app
 
     stop = process.stop_on_signals(stop)
 
@@ -68,6 +71,22 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
     except OSError as exc:
         await runner.cleanup()
         raise StartError(f"cannot listen on {peer.api_address}: {exc.strerror or exc}") from None
+    runners = [runner]
+    if config["metricsExporterType"] == "PROM":
+        # RocketMQ's Prometheus exporter port, mapped to the same /metrics text (docs/config.md)
+        host = config["metricsPromExporterHost"] or peer.host
+        prom = web.AppRunner(build_metrics_app(service), access_log=None, shutdown_timeout=1.0)
+        await prom.setup()
+        runners.append(prom)
+        try:
+            await web.TCPSite(prom, host, config["metricsPromExporterPort"]).start()
+        except OSError as exc:
+            for each in reversed(runners):
+                await each.cleanup()
+            raise StartError(
+                f"config key 'metricsPromExporterPort': cannot listen on {host}:"
+                f"{config['metricsPromExporterPort']}: {exc.strerror or exc}"
+            ) from None
     try:
         if not await _start_unless_stopped(service, stop):
             return
@@ -83,7 +102,8 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
         log.info("controller %s stopping", service.node_id)
     finally:
         service.begin_stop()
-        await runner.cleanup()
+        for each in reversed(runners):
+            await each.cleanup()
         await service.stop()
         log.info("controller %s stopped", service.node_id)
 
@@ -114,14 +134,16 @@ _restart_wanted = threading.Event()
 def main(argv: Sequence[str] | None = None) -> None:
     args = process.config_arguments(PROG, "mqha controller node", "controller").parse_args(argv)
     try:
-        config = load_controller_config(args.config)
+        config, sources = load_controller_layers(args.config)
         check_config(config)
     except ConfigError as exc:
         process.exit_with(PROG, exc)
     if args.print:
-        sys.stdout.write(render_properties(masked(config)))  # secrets (SECRET_KEYS) as MASK
+        # secrets (SECRET_KEYS) as MASK; "# from <file>" before the keys each file set
+        sys.stdout.write(render_with_sources(masked(config), sources))
         return
-    process.run(PROG, args.log_level, lambda: serve(config))
+    pid_file = os.path.join(config["controllerStorePath"], PID_FILE)
+    process.run(PROG, args.log_level, lambda: serve(config), pid_file=pid_file)
     if _restart_wanted.is_set():
         # Same pid, same arguments: the store now says "voter" (docs/raft.md §10).
         os.execv(

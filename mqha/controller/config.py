@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha import config as rules
-from mqha.config import REQUIRED, ConfigSpec, Key, Rule
+from mqha.config import REQUIRED, ConfigSpec, Key, Rule, is_unspecified_host, mapped, read_given, refused
 from mqha.errors import ConfigError
 from mqha.security.credentials import SECRET_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
@@ -29,63 +29,296 @@ def _default_store_path(values: Mapping[str, Any]) -> str:
     return os.path.join(os.path.expanduser("~"), f"{values['controllerType']}Controller")
 
 
+_METRICS_INSTEAD = (
+    "metrics are Prometheus text on /metrics of the API port; metricsExporterType=PROM adds a /metrics "
+    "listener on metricsPromExporterPort"
+)
+_JRAFT_INSTEAD = (
+    "mqha's controller runs its own Raft: set controllerDLegerPeers, controllerDLegerSelfId and the "
+    "controllerRaft* keys (docs/raft.md)"
+)
+_NO_POOLS = "the controller serves on one asyncio event loop: there is no pool to size"
+
 CONTROLLER_CONFIG = ConfigSpec(
     [
-        Key("rocketmqHome", str, os.environ.get("ROCKETMQ_HOME", "")),
         Key(
-            "configStorePath", str, os.path.expanduser("~/controller/controller.properties"), rule=rules.TEXT
+            "rocketmqHome",
+            str,
+            os.environ.get("ROCKETMQ_HOME", ""),
+            "RocketMQ's installation directory",
+            support=refused("mqha needs no installation directory: remove rocketmqHome"),
+            default_text="$ROCKETMQ_HOME",
+        ),
+        Key(
+            "configStorePath",
+            str,
+            os.path.expanduser("~/controller/controller.properties"),
+            "where updateControllerConfig persists changes",
+            rule=rules.TEXT,
+            deviation="holds only the changed keys; read at every start over the -c file, so a change "
+            "survives a restart (mqcontroller -p names the source of each value)",
+            default_text="~/controller/controller.properties",
         ),
         Key(
             "controllerType",
             str,
             "DLedger",
-            "DLedger or jRaft; both run mqha's PySyncObj controller",
+            "the controller's consensus library: DLedger or jRaft",
             choices=("DLedger", "jRaft"),
+            support=refused(_JRAFT_INSTEAD),
+            deviation="DLedger names mqha's PySyncObj Raft; jRaft is refused",
         ),
-        Key("scanNotActiveBrokerInterval", int, 5000, rule=rules.MILLIS),
-        Key("controllerThreadPoolNums", int, 16, rule=rules.POSITIVE_INT),
-        Key("controllerRequestThreadPoolQueueCapacity", int, 50000, rule=rules.POSITIVE_INT),
-        Key("controllerDLegerGroup", str, "mqha-controller", rule=rules.TEXT),
-        Key("controllerDLegerPeers", str, REQUIRED),
-        Key("controllerDLegerSelfId", str, REQUIRED, rule=rules.TEXT),
-        Key("mappedFileSize", int, 1024 * 1024 * 1024, rule=rules.POSITIVE_INT),
-        Key("controllerStorePath", str, _default_store_path, rule=rules.TEXT),
-        Key("electMasterMaxRetryCount", int, 3, rule=rules.POSITIVE_INT),
-        Key("enableElectUncleanMaster", bool, False),
+        Key(
+            "scanNotActiveBrokerInterval",
+            int,
+            5000,
+            "period of the scan for brokers whose heartbeats stopped",
+            rule=rules.MILLIS,
+            runtime=True,
+        ),
+        Key(
+            "controllerThreadPoolNums",
+            int,
+            16,
+            "threads handling controller requests",
+            rule=rules.POSITIVE_INT,
+            support=refused(_NO_POOLS),
+        ),
+        Key(
+            "controllerRequestThreadPoolQueueCapacity",
+            int,
+            50000,
+            "queue length of the request thread pool",
+            rule=rules.POSITIVE_INT,
+            support=refused(_NO_POOLS),
+        ),
+        Key(
+            "controllerDLegerGroup",
+            str,
+            "mqha-controller",
+            "name of the Raft group",
+            rule=rules.TEXT,
+            deviation="shown in the status views only",
+        ),
+        Key(
+            "controllerDLegerPeers",
+            str,
+            REQUIRED,
+            "every controller: id-host:port;id-host:port",
+            deviation="host:port is each node's HTTP API address; Raft listens on port + "
+            "controllerRaftPortOffset",
+        ),
+        Key(
+            "controllerDLegerSelfId",
+            str,
+            REQUIRED,
+            "this node's id in controllerDLegerPeers",
+            rule=rules.TEXT,
+        ),
+        Key(
+            "mappedFileSize",
+            int,
+            1024 * 1024 * 1024,
+            "segment size of DLedger's log",
+            rule=rules.POSITIVE_INT,
+            unit="bytes",
+            support=refused("the Raft journal is compacted into snapshots by entry count (docs/raft.md)"),
+        ),
+        Key(
+            "controllerStorePath",
+            str,
+            _default_store_path,
+            "the controller's store directory",
+            rule=rules.TEXT,
+            default_text="~/<controllerType>Controller",
+        ),
+        Key(
+            "electMasterMaxRetryCount",
+            int,
+            3,
+            "attempts of a controller-triggered election",
+            rule=rules.POSITIVE_INT,
+            runtime=True,
+        ),
+        Key(
+            "enableElectUncleanMaster",
+            bool,
+            False,
+            "a replica outside the SyncStateSet may be elected when none in it is alive",
+            runtime=True,
+        ),
         Key(
             "uncleanRecoveryTimeoutMills",
             int,
             300_000,
-            "how long a set without a complete replica waits for one before electing the most advanced "
-            "log and declaring the rest lost (docs/architecture.md §3.2); 0 = never wait, -1 = wait until "
-            "an operator forces an election",
+            "how long a set whose alive replicas all lack acknowledged messages waits for one that holds "
+            "them; then the most advanced log is elected and the rest declared lost (docs/architecture.md "
+            "§3.2). 0: never wait; -1: wait until an operator forces an election",
             rule=rules.Rule(
                 lambda value: value == -1 or 0 <= value <= rules.INT64_MAX,
                 f"-1 or within [0, {rules.INT64_MAX}]",
                 (-1, rules.INT64_MAX),
             ),
+            runtime=True,
+            unit="ms",
+            rocketmq=False,
         ),
-        Key("processReadEvent", bool, False),
-        Key("notifyBrokerRoleChanged", bool, True),
-        Key("scanInactiveMasterInterval", int, 5000, rule=rules.MILLIS),
-        Key("metricsExporterType", str, "DISABLE", choices=("DISABLE", "OTLP_GRPC", "PROM", "LOG")),
-        Key("metricsGrpcExporterTarget", str, ""),
-        Key("metricsGrpcExporterHeader", str, ""),
-        Key("metricGrpcExporterTimeOutInMills", int, 3000, rule=rules.MILLIS),
-        Key("metricGrpcExporterIntervalInMills", int, 60000, rule=rules.MILLIS),
-        Key("metricLoggingExporterIntervalInMills", int, 10000, rule=rules.MILLIS),
-        Key("metricsPromExporterPort", int, 5557, rule=rules.PORT),
-        Key("metricsPromExporterHost", str, ""),
-        Key("metricsLabel", str, ""),
-        Key("metricsInDelta", bool, False),
-        Key("configBlackList", str, "configBlackList;configStorePath"),
-        Key("jRaftElectionTimeoutMs", int, 1000, rule=rules.MILLIS),
-        Key("jRaftScanWaitTimeoutMs", int, 1000, rule=rules.MILLIS),
-        Key("jRaftSnapshotIntervalSecs", int, 3600, rule=rules.POSITIVE_INT),
-        Key("jRaftGroupId", str, "jRaft-Controller", rule=rules.TEXT),
-        Key("jRaftServerId", str, "localhost:9880", rule=ADDRESS),
-        Key("jRaftInitConf", str, "localhost:9880,localhost:9881,localhost:9882", rule=ADDRESS_LIST),
-        Key("jRaftControllerRPCAddr", str, "localhost:9770,localhost:9771,localhost:9772", rule=ADDRESS_LIST),
+        Key(
+            "processReadEvent",
+            bool,
+            False,
+            "reads go through the Raft log",
+            runtime=True,
+            deviation="reads are answered by the serving leader only either way (docs/architecture.md §7)",
+        ),
+        Key(
+            "notifyBrokerRoleChanged",
+            bool,
+            True,
+            "push role changes to the brokers of the set",
+            runtime=True,
+        ),
+        Key(
+            "scanInactiveMasterInterval",
+            int,
+            5000,
+            "period of the scan for sets whose master is not alive",
+            rule=rules.MILLIS,
+            runtime=True,
+        ),
+        Key(
+            "metricsExporterType",
+            str,
+            "DISABLE",
+            "metrics exporter: DISABLE, OTLP_GRPC, PROM or LOG",
+            choices=("DISABLE", "OTLP_GRPC", "PROM", "LOG"),
+            support=mapped(_METRICS_INSTEAD, accepted=("PROM",)),
+            deviation="/metrics on the API port is always on; OTLP_GRPC and LOG are refused",
+        ),
+        Key(
+            "metricsGrpcExporterTarget",
+            str,
+            "",
+            "OTLP endpoint",
+            support=refused(_METRICS_INSTEAD),
+        ),
+        Key(
+            "metricsGrpcExporterHeader",
+            str,
+            "",
+            "OTLP request headers",
+            support=refused(_METRICS_INSTEAD),
+        ),
+        Key(
+            "metricGrpcExporterTimeOutInMills",
+            int,
+            3000,
+            "OTLP export timeout",
+            rule=rules.MILLIS,
+            support=refused(_METRICS_INSTEAD),
+        ),
+        Key(
+            "metricGrpcExporterIntervalInMills",
+            int,
+            60000,
+            "OTLP export period",
+            rule=rules.MILLIS,
+            support=refused(_METRICS_INSTEAD),
+        ),
+        Key(
+            "metricLoggingExporterIntervalInMills",
+            int,
+            10000,
+            "LOG exporter period",
+            rule=rules.MILLIS,
+            support=refused(_METRICS_INSTEAD),
+        ),
+        Key(
+            "metricsPromExporterPort",
+            int,
+            5557,
+            "port of the Prometheus exporter (metricsExporterType=PROM)",
+            rule=rules.PORT,
+        ),
+        Key(
+            "metricsPromExporterHost",
+            str,
+            "",
+            "host of the Prometheus exporter",
+            deviation="empty: the host of this node's API address",
+        ),
+        Key(
+            "metricsLabel",
+            str,
+            "",
+            "extra labels on every metric, k:v,k:v",
+            support=refused("add labels in the Prometheus scrape config (relabel_configs)"),
+        ),
+        Key(
+            "metricsInDelta",
+            bool,
+            False,
+            "export deltas instead of cumulative values",
+            support=refused("Prometheus counters are cumulative: use rate() in queries"),
+        ),
+        Key("configBlackList", str, "configBlackList;configStorePath", "keys updateControllerConfig refuses"),
+        Key(
+            "jRaftElectionTimeoutMs",
+            int,
+            1000,
+            "JRaft election timeout",
+            rule=rules.MILLIS,
+            support=refused(_JRAFT_INSTEAD),
+        ),
+        Key(
+            "jRaftScanWaitTimeoutMs",
+            int,
+            1000,
+            "JRaft scan wait",
+            rule=rules.MILLIS,
+            support=refused(_JRAFT_INSTEAD),
+        ),
+        Key(
+            "jRaftSnapshotIntervalSecs",
+            int,
+            3600,
+            "JRaft snapshot period",
+            rule=rules.POSITIVE_INT,
+            unit="s",
+            support=refused(_JRAFT_INSTEAD),
+        ),
+        Key(
+            "jRaftGroupId",
+            str,
+            "jRaft-Controller",
+            "JRaft group id",
+            rule=rules.TEXT,
+            support=refused(_JRAFT_INSTEAD),
+        ),
+        Key(
+            "jRaftServerId",
+            str,
+            "localhost:9880",
+            "this node's JRaft address",
+            rule=ADDRESS,
+            support=refused(_JRAFT_INSTEAD),
+        ),
+        Key(
+            "jRaftInitConf",
+            str,
+            "localhost:9880,localhost:9881,localhost:9882",
+            "JRaft members",
+            rule=ADDRESS_LIST,
+            support=refused(_JRAFT_INSTEAD),
+        ),
+        Key(
+            "jRaftControllerRPCAddr",
+            str,
+            "localhost:9770,localhost:9771,localhost:9772",
+            "controllers' RPC addresses under JRaft",
+            rule=ADDRESS_LIST,
+            support=refused(_JRAFT_INSTEAD),
+        ),
         # mqha's own keys
         Key(
             "controllerRaftPortOffset",
@@ -93,23 +326,49 @@ CONTROLLER_CONFIG = ConfigSpec(
             1,
             "Raft transport port = API port + this",
             rule=rules.between(1, 65534),
+            rocketmq=False,
         ),
-        Key("controllerRaftPassword", str, "", "encrypts and authenticates Raft traffic when set"),
+        Key(
+            "controllerRaftPassword",
+            str,
+            "",
+            "encrypts and authenticates Raft traffic when set",
+            rocketmq=False,
+        ),
         *AUTHENTICATION_KEYS,
         *TLS_KEYS,
         Key(
-            "controllerRaftMinTimeoutMills", int, 200, "Raft election timeout, lower bound", rule=rules.MILLIS
+            "controllerRaftMinTimeoutMills",
+            int,
+            200,
+            "Raft election timeout, lower bound",
+            rule=rules.MILLIS,
+            rocketmq=False,
         ),
         Key(
-            "controllerRaftMaxTimeoutMills", int, 400, "Raft election timeout, upper bound", rule=rules.MILLIS
+            "controllerRaftMaxTimeoutMills",
+            int,
+            400,
+            "Raft election timeout, upper bound",
+            rule=rules.MILLIS,
+            rocketmq=False,
         ),
-        Key("controllerJournalFsync", bool, True, "fsync the Raft journal before a write is acknowledged"),
+        Key(
+            "controllerJournalFsync",
+            bool,
+            True,
+            "fsync the Raft journal before a write is acknowledged",
+            rocketmq=False,
+        ),
         Key(
             "maxRequestBodyBytes",
             int,
             1024 * 1024,
             "larger HTTP bodies are refused with 413",
             rule=rules.POSITIVE_LONG,
+            unit="bytes",
+            runtime=True,
+            rocketmq=False,
         ),
         Key(
             "brokerSessionPingMills",
@@ -117,12 +376,17 @@ CONTROLLER_CONFIG = ConfigSpec(
             1000,
             "WebSocket ping period of broker sessions",
             rule=rules.NON_NEGATIVE_INT,
+            unit="ms",
+            runtime=True,
+            rocketmq=False,
         ),
         Key(
             "consoleAnalysisReportDir",
             str,
             "",
             "an mqha analyze report directory whose verdict.json the web console's violations page shows",
+            runtime=True,
+            rocketmq=False,
         ),
     ]
 )
@@ -169,9 +433,26 @@ def blacklisted_keys(values: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(ALWAYS_BLACKLISTED) | frozenset(k for k in listed if k)
 
 
+def config_files(path: str) -> list[str]:
+    """The files a controller reads at start: its ``-c`` file, then ``configStorePath`` when that is
+    another file and exists (the keys ``updateControllerConfig`` changed, which win)."""
+    given = read_given(path)
+    store = CONTROLLER_CONFIG.keys["configStorePath"].default
+    if "configStorePath" in given:
+        store = CONTROLLER_CONFIG.coerce("configStorePath", given["configStorePath"])
+    if os.path.exists(store) and os.path.realpath(store) != os.path.realpath(path):
+        return [path, store]
+    return [path]
+
+
 def load_controller_config(path: str) -> dict[str, Any]:
     """Typed config of one controller node; checks that the self id is among the peers."""
-    values = CONTROLLER_CONFIG.load(path)
+    return load_controller_layers(path)[0]
+
+
+def load_controller_layers(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """``load_controller_config`` and where each value came from (``mqcontroller -p``)."""
+    values, sources = CONTROLLER_CONFIG.load_layers(config_files(path))
     peers = parse_peers(values["controllerDLegerPeers"])
     self_id = values["controllerDLegerSelfId"]
     if self_id not in {p.node_id for p in peers}:
@@ -180,4 +461,6 @@ def load_controller_config(path: str) -> dict[str, Any]:
     offset = values["controllerRaftPortOffset"]
     if any(peer.port + offset > 65535 for peer in peers):
         raise ConfigError("controllerRaftPortOffset", f"a peer's API port + {offset} is beyond 65535")
-    return values
+    if any(is_unspecified_host(peer.host) for peer in peers):
+        raise ConfigError("controllerDLegerPeers", "0.0.0.0 is no address peers can reach: give the node IP")
+    return values, sources

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqha.codes import ResponseCode
-from mqha.config import render_properties
+from mqha.config import typed_changes, with_values
 from mqha.controller.config import CONTROLLER_CONFIG, blacklisted_keys, parse_peers
-from mqha.durable import write_atomically
+from mqha.durable import rewrite_atomically
 from mqha.errors import ConfigError
 from mqha.security.credentials import masked
 from mqha.wire.controller_api import Reply
@@ -24,20 +24,8 @@ log = logging.getLogger(__name__)
 
 Code = ResponseCode
 
-LIVE_KEYS = frozenset(
-    {
-        "scanNotActiveBrokerInterval",
-        "scanInactiveMasterInterval",
-        "electMasterMaxRetryCount",
-        "enableElectUncleanMaster",
-        "uncleanRecoveryTimeoutMills",
-        "processReadEvent",
-        "notifyBrokerRoleChanged",
-        "maxRequestBodyBytes",
-        "brokerSessionPingMills",
-        "consoleAnalysisReportDir",
-    }
-)
+LIVE_KEYS = frozenset(name for name, key in CONTROLLER_CONFIG.keys.items() if key.runtime)
+"""Keys a running node takes at once (``Key.runtime``; docs/config.md)."""
 
 
 def check_config(values: Mapping[str, Any]) -> None:
@@ -61,44 +49,31 @@ class ConfigStore:
         return Reply(Code.SUCCESS, "", {"config": masked(self.config)})
 
     def update_config(self, body: Any) -> Reply:
-        """docs/reference-behaviour.md §5.11 with a JSON body ``{key: value}``; any node, this node only."""
+        """docs/reference-behaviour.md §5.11 with a JSON body ``{key: value}``; any node, this node only.
+
+        The changed keys are written into ``configStorePath`` (only them; the file's other lines stay),
+        which the node reads over its ``-c`` file at every start: a change survives a restart."""
         if not isinstance(body, dict):
             return Reply(Code.CONTROLLER_INVALID_REQUEST, "config update must be a JSON object of key: value")
         banned = sorted(key for key in body if key in blacklisted_keys(self.config))
         if banned:
             return Reply(Code.NO_PERMISSION, "Can not update config in black list.", {"keys": banned})
-        updated = dict(self.config)
-        for key, value in body.items():
-            if isinstance(value, bool):
-                text = "true" if value else "false"
-            elif isinstance(value, int | str):
-                text = str(value)
-            else:
-                return Reply(
-                    Code.CONTROLLER_INVALID_REQUEST,
-                    f"config key '{key}': expected a string, integer or boolean value",
-                )
-            try:
-                updated[key] = CONTROLLER_CONFIG.coerce(key, text)
-            except ConfigError as exc:
-                return Reply(Code.CONTROLLER_INVALID_REQUEST, str(exc))
         try:
+            changes = typed_changes(CONTROLLER_CONFIG, body)
+            updated = {**self.config, **changes}
             check_config(updated)
             parse_peers(updated["controllerDLegerPeers"])
         except ConfigError as exc:
             return Reply(Code.CONTROLLER_INVALID_REQUEST, str(exc))
-        if body:
+        if changes:
+            path = updated["configStorePath"]
             try:
-                # Owner-only: the file holds secrets. write_atomically also fsyncs the directory.
-                write_atomically(
-                    updated["configStorePath"], render_properties(updated), mode=0o600, make_dirs=True
-                )
+                # Owner-only: a config file may hold secrets. The directory is fsynced too.
+                rewrite_atomically(path, lambda text: with_values(text, changes), mode=0o600, make_dirs=True)
             except OSError as exc:
-                return Reply(
-                    Code.SYSTEM_ERROR, f"cannot persist the config to {updated['configStorePath']}: {exc}"
-                )
+                return Reply(Code.SYSTEM_ERROR, f"cannot persist the config to {path}: {exc}")
             self.config = updated
-            log.info("config updated: %s", ", ".join(sorted(body)))
+            log.info("config updated: %s", ", ".join(sorted(changes)))
         later = sorted(key for key in body if key not in LIVE_KEYS)
         remark = f"takes effect after a restart: {', '.join(later)}" if later else ""
         return Reply(Code.SUCCESS, remark)

@@ -6,9 +6,10 @@ holds: the replicated state (identical on every node once applied), this node's 
 state, so a follower shows its own view of liveness) and this node's Raft facts. Field names follow
 docs/architecture.md §3 (camelCase); absent values are ``null``.
 
-The election timeline is a bounded ring of ``timeline_entry`` rows kept by the shell from the records
-this node applied (journal replays included, so after a restart ``ts`` is the replay time and entries
-compacted into a snapshot are not shown).
+The timeline of master and SyncStateSet changes ("Master & SyncStateSet changes" in the console) is
+a bounded ring of ``timeline_entry`` rows kept by the shell from the records this node applied
+(journal replays included, so after a restart ``ts`` is the replay time and entries compacted into a
+snapshot are not shown).
 
 ``summarize_verdict`` reads the ``verdict.json`` of an ``mqha analyze`` report (``mqha.analysis.report``)
 into the violations page, refusing a document of another shape with a message instead of guessing.
@@ -27,7 +28,7 @@ from mqha.controller.records import AlterSyncStateSetRecord, CleanBrokerDataReco
 from mqha.controller.state import BrokerGroupState, ControllerState
 
 TIMELINE_RECORDS = (ElectMasterRecord, AlterSyncStateSetRecord, CleanBrokerDataRecord)
-"""Records that change a master or a SyncStateSet: the ones the election timeline shows."""
+"""Records that change a master or a SyncStateSet: the ones the console's change timeline shows."""
 
 
 class WaitView(Protocol):
@@ -107,9 +108,12 @@ def _replicas(group: BrokerGroupState, liveness: LivenessSnapshot) -> list[dict[
     for broker_id, replica in sorted(group.replicas.items()):
         info = liveness.info(name, broker_id)
         max_offset = _known(info.max_offset if info is not None else None)
+        # Signed: a replica can run past the master (an unconfirmed tail it truncates when it connects
+        # to the new master, or heartbeats read at different moments); clamping that to 0 showed a
+        # slave above its master "with no lag". The console shows a negative lag as "ahead".
         lag = None
         if master_offset is not None and max_offset is not None and broker_id != master:
-            lag = max(0, master_offset - max_offset)
+            lag = master_offset - max_offset
         rows.append(
             {
                 "brokerId": broker_id,
@@ -130,6 +134,7 @@ def _replicas(group: BrokerGroupState, liveness: LivenessSnapshot) -> list[dict[
                 "confirmOffsetBeforeRecovery": (
                     None if info is None else _known(info.confirm_offset_before_recovery)
                 ),
+                "reportedMsAgo": None if info is None else max(0, liveness.now_ms - info.last_seen_ms),
             }
         )
     return rows

@@ -488,3 +488,12 @@ def build_app(service: ControllerService) -> web.Application:
         app.router.add_route(method, path, handler, name=name)
     app.on_shutdown.append(_on_shutdown)
     return app
+
+
+def build_metrics_app(service: ControllerService) -> web.Application:
+    """``metricsExporterType=PROM``: RocketMQ's Prometheus exporter port serves the same ``/metrics``
+    text as the API port (docs/config.md)."""
+    app = web.Application()
+    app[SERVICE] = service
+    app.router.add_route("GET", "/metrics", metrics, name="metrics")
+    return app

@@ -18,7 +18,7 @@ AUTHENTICATION_KEYS = (
         "",
         'JSON {"accessKey": ..., "secretKey": ...} that brokers and controllers prove to each other',
     ),
-    Key("adminAuthToken", str, "", "bearer token required by admin calls when set"),
+    Key("adminAuthToken", str, "", "bearer token required by admin calls when set", rocketmq=False),
 )
 BROKER_USER_KEYS = (
     Key(

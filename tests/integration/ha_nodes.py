@@ -25,6 +25,7 @@ from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import BrokerMetrics
 from mqha.broker.protocol import PutOutcome
 from mqha.broker.server import BrokerHttpServer
+from mqha.broker.start_report import new_incarnation
 from mqha.broker.store import BrokerStore
 from mqha.replicas_manager.hooks import MasterInfo
 from mqha.role import BrokerRole
@@ -106,6 +107,7 @@ class Node:
             HAConfig.from_broker_config({**config, "haListenHost": "127.0.0.1"}),
             reporter=controller,
             is_known_broker=is_known_broker,
+            incarnation=new_incarnation(),  # a fresh one per start, as mqbroker does
         )
         runtime = BrokerRuntime(
             role, store, ha, f"127.0.0.1:{config['listenPort']}", f"127.0.0.1:{config['haListenPort']}"

@@ -242,21 +242,38 @@ def test_config_get_update_blacklist_token_and_persistence(cluster: ControllerCl
         node.call(
             "PUT",
             "/v1/controller/config",
-            {"electMasterMaxRetryCount": "5", "mappedFileSize": 4096},
+            {"electMasterMaxRetryCount": "5", "controllerRaftMinTimeoutMills": 250},
             headers=AUTH,
         ),
         200,
         0,
     )
-    assert "mappedFileSize" in body["remark"]  # needs a restart, and says so
+    assert "controllerRaftMinTimeoutMills" in body["remark"]  # needs a restart, and says so
     config = _expect(node.get("/v1/controller/config"), 200, 0)["config"]
-    assert (config["electMasterMaxRetryCount"], config["mappedFileSize"]) == (5, 4096)
+    assert (config["electMasterMaxRetryCount"], config["controllerRaftMinTimeoutMills"]) == (5, 250)
     persisted = (node.base / "controller.properties").read_text()
-    assert "electMasterMaxRetryCount=5\n" in persisted and "mappedFileSize=4096\n" in persisted
+    assert "electMasterMaxRetryCount=5\n" in persisted and "controllerRaftMinTimeoutMills=250\n" in persisted
+    # Only the changed keys are saved (the -c file holds the rest); a refused key changes nothing.
+    assert "adminAuthToken" not in persisted and "controllerDLegerPeers" not in persisted
+    _expect(
+        node.call("PUT", "/v1/controller/config", {"mappedFileSize": 4096}, headers=AUTH),
+        400,
+        2005,
+        "mqha does not support",
+    )
     # Only this node changed (docs/reference-behaviour.md §5.11: the admin tool sends to every address).
     other = _expect(cluster.nodes[1].get("/v1/controller/config"), 200, 0)["config"]
     assert other["electMasterMaxRetryCount"] == 3
-    _expect(node.call("PUT", "/v1/controller/config", {"electMasterMaxRetryCount": 3}, headers=AUTH), 200, 0)
+    _expect(
+        node.call(
+            "PUT",
+            "/v1/controller/config",
+            {"electMasterMaxRetryCount": 3, "controllerRaftMinTimeoutMills": 200},
+            headers=AUTH,
+        ),
+        200,
+        0,
+    )
 
 
 def test_command_line_print_config_errors_and_sigterm(tmp_path: Path) -> None:

@@ -29,21 +29,20 @@ from typing import Any
 
 import pytest
 
-from mqha.autoswitch_ha.events import EpochHistoryOffer, TransferBatch
-from mqha.autoswitch_ha.frames import (
+from mqha.autoswitch_ha.auth_frames import (
     AUTH_CHALLENGE,
     AUTH_HELLO_HEADER,
     AUTH_PROOF,
     AuthHello,
-    FrameReader,
     auth_hello_size,
     decode_auth_challenge,
     decode_auth_hello,
     encode_auth_challenge,
     encode_auth_hello,
     encode_auth_proof,
-    encode_frame,
 )
+from mqha.autoswitch_ha.events import EpochHistoryOffer, TransferBatch
+from mqha.autoswitch_ha.frames import FrameReader, encode_frame
 from mqha.autoswitch_ha.state import Role
 from mqha.errors import ProtocolError
 from mqha.replicas_manager.hooks import MasterInfo

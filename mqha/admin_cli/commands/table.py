@@ -60,6 +60,15 @@ _BROKER_SETS_OPTIONS = (
     _opt("-i", "--interval", dest="interval", help=_INTERVAL_HELP, kind="interval"),
 )
 
+# brokerStatus, getBrokerConfig, updateBrokerConfig: one broker (-b), or every live broker of -c (-a).
+_BROKER_TARGET_OPTIONS = (
+    _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP + "; needed by -c"),
+    _opt("-b", "--brokerAddr", dest="brokerAddr", help="broker address host:port"),
+    _opt("-c", "--clusterName", dest="clusterName", help="every live broker of this cluster"),
+    _opt("-i", "--interval", dest="interval", help=_INTERVAL_HELP, kind="interval"),
+)
+_BROKER_TARGET_EPILOG = "One of -b or -c is required; -c finds the brokers through the controller (-a)."
+
 _PEER_HELP = "API address host:port of the controller (as in controllerDLegerPeers)"
 
 
@@ -177,6 +186,47 @@ COMMANDS: dict[str, Command] = {
             "Show the controller cluster's id, leader, voters and observers (from the leader).",
             (_opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),),
             epilog="Without a serving leader, the view of the first listed controller that answers.",
+        ),
+        Command(
+            "clusterList",
+            "List the brokers of every cluster (or of -c): set, id, address, version, disk, activated.",
+            (
+                _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+                _opt("-c", "--clusterName", dest="clusterName", help="only this cluster"),
+                _opt("-i", "--interval", dest="interval", help=_INTERVAL_HELP, kind="interval"),
+            ),
+            epilog="#BID is 0 for a master (as RocketMQ shows it), else the controller's broker id. "
+            "Replicas the controller reports not alive are skipped (noted on stderr).",
+        ),
+        Command(
+            "brokerStatus",
+            "Show a broker's runtime status, or that of every broker of a cluster.",
+            _BROKER_TARGET_OPTIONS,
+            epilog=_BROKER_TARGET_EPILOG,
+        ),
+        Command(
+            "getBrokerConfig",
+            "Show the configuration of a broker, or of every broker of a cluster.",
+            _BROKER_TARGET_OPTIONS,
+            epilog=_BROKER_TARGET_EPILOG,
+        ),
+        Command(
+            "updateBrokerConfig",
+            "Change one runtime configuration key of a broker, or of every broker of a cluster.",
+            (
+                *_BROKER_TARGET_OPTIONS[:3],
+                _opt(
+                    "-k",
+                    "--key",
+                    dest="key",
+                    help="config key (a runtime key: docs/config.md)",
+                    required=True,
+                ),
+                _opt("-v", "--value", dest="value", help="config value", required=True),
+            ),
+            mutating=True,
+            epilog=_BROKER_TARGET_EPILOG + " The change takes effect at once and is written into the "
+            "broker's config file; keys that need a restart are refused.",
         ),
         _voter_change(
             "addControllerPeer",

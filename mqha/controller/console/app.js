@@ -11,7 +11,7 @@ const TOKEN_KEY = "mqha.adminToken";
 const NAV = [
   ["#/", "Overview", "overview"],
   ["#/controllers", "Controllers", "controllers"],
-  ["#/timeline", "Election timeline", "timeline"],
+  ["#/timeline", "Master & SyncStateSet changes", "timeline"],
   ["#/violations", "Violations", "violations"],
 ];
 
@@ -252,7 +252,7 @@ function groupPage(route) {
         + `${group.electionWaiting.watermark}) since ${time(group.electionWaiting.sinceMs)}. Start them, or force an `
         + "election with electMaster (it declares the missing range lost).") : null,
       h("div", { class: "card" }, h("h2", {}, "Replicas"), replicaTable(group)));
-    history.replaceChildren(h("h2", {}, "Recent elections of this group"),
+    history.replaceChildren(h("h2", {}, "Recent master and SyncStateSet changes of this group"),
       timelineTable(snap.timeline.filter((row) => row.brokerName === name).slice(-10), false));
   };
   return { el: h("div", {}, live, actions.el, history), update };
@@ -265,9 +265,12 @@ function stat(label, value, sub, testid, dataValue) {
 
 function replicaTable(group) {
   return h("table", { testid: "replica-table" },
+    h("caption", { class: "muted small" }, "Offsets are each replica's last heartbeat as this node heard it "
+      + "(see Reported); lag = the master's max offset − the replica's."),
     h("thead", {}, h("tr", {}, h("th", {}, "Broker"), h("th", {}, "Address"), h("th", {}, "Role"), h("th", {}, "In sync"),
       h("th", {}, "Alive"), h("th", { class: "num" }, "Epoch"), h("th", { class: "num" }, "Max offset"),
-      h("th", { class: "num" }, "Confirm offset"), h("th", { class: "num" }, "Lag (bytes)"))),
+      h("th", { class: "num" }, "Confirm offset"), h("th", { class: "num" }, "Lag (bytes)"),
+      h("th", { class: "num" }, "Reported"))),
     h("tbody", {}, group.replicas.map((r) => h("tr", { testid: `replica-${r.brokerId}` },
       h("td", {}, h("b", {}, `#${r.brokerId}`)),
       h("td", { class: "mono" }, r.brokerAddress),
@@ -279,7 +282,16 @@ function replicaTable(group) {
       h("td", { class: "num" }, dash(r.epoch)),
       h("td", { class: "num" }, num(r.maxOffset)),
       h("td", { class: "num" }, num(r.confirmOffset)),
-      h("td", { class: "num" }, r.isMaster ? "–" : num(r.lag))))));
+      h("td", { class: "num", testid: `lag-${r.brokerId}`, "data-value": r.lag === null ? "" : r.lag }, lagCell(r)),
+      h("td", { class: "num muted" }, r.reportedMsAgo === null ? "–" : `${(r.reportedMsAgo / 1000).toFixed(1)} s ago`)))));
+}
+
+function lagCell(r) {
+  if (r.isMaster || r.lag === null) return "–";
+  if (r.lag >= 0) return num(r.lag);
+  // A replica past its master: an unconfirmed tail it truncates on connecting, or heartbeats of different moments.
+  return chip("warn", `ahead ${num(-r.lag)}`, { title: "this replica's log ends past the master's: an unconfirmed "
+    + "tail it truncates when it connects to the master, or the two heartbeats were taken at different moments" });
 }
 
 function controllersPage() {
@@ -315,10 +327,10 @@ function timelinePage() {
   const update = (snap) => {
     if (!snap) return live.replaceChildren(waiting());
     live.replaceChildren(h("div", { class: "card" }, timelineTable(snap.timeline, true)),
-      h("p", { class: "muted small" }, "Elections, SyncStateSet changes and cleans as applied on this node "
+      h("p", { class: "muted small" }, "Elections (the master), SyncStateSet shrinks and expansions and cleans as applied on this node "
         + `(the last ${snap.timeline.length}, newest first). Rejected records are fenced decisions that changed nothing.`));
   };
-  return { el: h("div", {}, h("h1", {}, "Election timeline"), live), update };
+  return { el: h("div", {}, h("h1", {}, "Master and SyncStateSet changes"), live), update };
 }
 
 function violationsPage() {

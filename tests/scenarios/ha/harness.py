@@ -21,6 +21,7 @@ from mqha.autoswitch_ha.events import (
     ConnectionClosed,
     HandshakeRequest,
     ReadLog,
+    ResetLog,
     SetConfirmOffset,
     SlaveAck,
     TruncateTo,
@@ -176,6 +177,7 @@ class Pair:
             epochs=self.slave.epochs,
             max_offset=self.slave.max_offset,
             config=self.slave_config,
+            incarnation=f"{self.slave.broker_id:032x}",  # one process per replica in a scenario
         )
         self.master_events: list = []
         self.slave_events: list = []
@@ -266,6 +268,9 @@ class Pair:
                     self.s.truncation_failed(exc)
                 else:
                     self.s.truncation_done(self.now)
+            elif isinstance(event, ResetLog):
+                self.slave.truncations.append((self.slave.max_offset, 0))
+                self.slave.wipe()  # the store's reset_log: empty, re-synced from the master's start
             elif isinstance(event, AppendEpoch):
                 self.slave.epochs = event.epochs
             elif isinstance(event, AppendData):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from mqha.autoswitch_ha.events import ResetLog
 from mqha.autoswitch_ha.master import MasterConfig
 from mqha.autoswitch_ha.slave import decide_truncation
 from mqha.autoswitch_ha.state import ERROR
@@ -61,6 +62,7 @@ class Cluster:
         self.master: int | None = None
         self.epoch = 0
         self.wipes = 0
+        self.resets = 0
 
     def elect(self, op: Elect) -> None:
         # The controller's ranking: last epoch, then max offset, then the lower id (docs/architecture.md §7).
@@ -107,6 +109,15 @@ class Cluster:
             event("handshake failed: no consistent point")
             return
         assert not [c for c in pair.closed if c.error is not None], pair.closed
+        if any(isinstance(e, ResetLog) for e in pair.slave_events):
+            # No consistent point: the replica emptied itself and re-synced from the master's log start
+            # (docs/architecture.md §4, "A slave with no consistent point").
+            decision = decide_truncation(local, local_max, master.epochs, master.max_offset, local_min)
+            assert decision is not None and decision.reset
+            self.resets += 1
+            event("no consistent point: emptied and re-synced")
+            assert_replica_of(slave, master)
+            return
         if pair.truncation is not None:  # cut before the handshake finished: the replica is untouched
             # Safety: never keep a byte the master does not hold; and cut nothing the logs share.
             assert pair.truncation.offset == agreed, (pair.truncation, agreed)
@@ -164,4 +175,5 @@ def test_any_failover_history_converges_to_the_master(ops) -> None:
 @settings(max_examples=150, deadline=None)
 @given(operations(clean_only=True))
 def test_clean_elections_never_need_a_manual_repair(ops) -> None:
-    assert run(ops).wipes == 0
+    cluster = run(ops)
+    assert cluster.wipes == 0 and cluster.resets == 0

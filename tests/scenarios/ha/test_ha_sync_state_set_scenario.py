@@ -51,7 +51,7 @@ class MasterShell:
         start = self.seen.get(id(pair), 0)
         for event in pair.master_events[start:]:
             if isinstance(event, CaughtUp):
-                self.sss = self.sss.with_caught_up(event.slave_id, event.at_ms)
+                self.sss = self.sss.with_caught_up(event.slave_id, event.at_ms, event.incarnation)
             elif isinstance(event, SlaveAck):
                 self.acks[event.slave_id] = event.offset
                 if event.slave_id in self.sss.local_set:
@@ -59,6 +59,7 @@ class MasterShell:
                 self.sss, proposal = self.sss.maybe_expand(
                     event.slave_id,
                     event.offset,
+                    incarnation=event.incarnation,
                     confirm_offset=self.confirm_offset(),
                     last_epoch_start_offset=self.log.epochs.last().start_offset,
                     async_learner=event.async_learner,

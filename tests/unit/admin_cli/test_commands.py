@@ -53,6 +53,10 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "getControllerConfig": {"-a"},
         "updateControllerConfig": {"-a", "-k", "-v"},
         "getControllerQuorum": {"-a"},
+        "clusterList": {"-a", "-c", "-i"},
+        "brokerStatus": {"-a", "-b", "-c", "-i"},
+        "getBrokerConfig": {"-a", "-b", "-c", "-i"},
+        "updateBrokerConfig": {"-a", "-b", "-c", "-k", "-v"},
         "addControllerPeer": {"-a", "-p"},
         "removeControllerPeer": {"-a", "-p"},
     }
@@ -61,6 +65,7 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "electMaster",
         "cleanBrokerMetadata",
         "updateControllerConfig",
+        "updateBrokerConfig",
         "addControllerPeer",
         "removeControllerPeer",
     }

@@ -2,6 +2,8 @@
 §10.5, §14)."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mqha.autoswitch_ha.ack import (
     ALL_IN_SYNC_STATE_SET,
@@ -9,6 +11,8 @@ from mqha.autoswitch_ha.ack import (
     AckStatus,
     check_in_sync_replicas,
     compute_confirm_offset,
+    countable_acks,
+    in_sync_refusal,
     master_confirm_offset,
     replica_ack_status,
 )
@@ -57,17 +61,119 @@ def test_in_sync_replicas_checked_before_appending_spec_15_step_1(
     assert check_in_sync_replicas(AckPolicy(min_in_sync_replicas=min_in_sync), in_sync_nums) is expected
 
 
+@pytest.mark.parametrize(
+    ("policy", "in_sync_nums", "refused"),
+    [
+        (numeric(2), 1, True),  # master + learner: the set is the master alone
+        (numeric(2), 2, False),
+        (numeric(3), 2, True),
+        (numeric(1), 1, False),
+        (numeric(0), 1, False),
+        (ALL, 1, False),  # all of the set: the master alone is all of it
+        (AckPolicy(all_ack_in_sync_state_set=True, in_sync_replicas=3), 1, False),  # numeric key unused
+    ],
+)
+def test_numeric_in_sync_replicas_above_the_set_size_is_refused_before_appending(
+    policy: AckPolicy, in_sync_nums: int, refused: bool
+) -> None:
+    remark = in_sync_refusal(policy, in_sync_nums)
+    assert (remark is not None) is refused
+    if refused:
+        assert remark is not None and f"inSyncReplicas={policy.in_sync_replicas}" in remark
+    assert (check_in_sync_replicas(policy, in_sync_nums) is NOT_ENOUGH) is refused
+
+
+policies = st.builds(
+    AckPolicy,
+    all_ack_in_sync_state_set=st.booleans(),
+    in_sync_replicas=st.integers(0, 5),
+    min_in_sync_replicas=st.integers(1, 4),
+)
+slave_ids = st.integers(2, 8)
+offsets = st.integers(-1, 200)
+
+
+@given(policy=policies, nums=st.integers(0, 6))
+def test_refusal_rule_exhaustive(policy: AckPolicy, nums: int) -> None:
+    refused = nums < policy.min_in_sync_replicas or (
+        not policy.all_ack_in_sync_state_set and nums < policy.in_sync_replicas
+    )
+    assert (in_sync_refusal(policy, nums) is not None) is refused
+
+
+@given(
+    policy=policies,
+    members=st.frozensets(slave_ids, max_size=4),
+    acks=st.dictionaries(slave_ids, offsets, max_size=6),
+    outsiders=st.dictionaries(st.integers(9, 12), offsets, max_size=3),
+    next_offset=st.integers(1, 200),
+)
+def test_only_members_ack(
+    policy: AckPolicy,
+    members: frozenset[int],
+    acks: dict[int, int],
+    outsiders: dict[int, int],
+    next_offset: int,
+) -> None:
+    """Acks of slaves outside the SyncStateSet (learners, replicas outside it) never change a put's
+    outcome; the outcome is exactly the member count rule."""
+    sss = members | {1}
+    kwargs = {"next_offset": next_offset, "sync_state_set": sss}
+    status = replica_ack_status(policy, slave_acks=acks, **kwargs)
+    assert replica_ack_status(policy, slave_acks={**acks, **outsiders}, **kwargs) is status
+    holders = 1 + sum(1 for slave, offset in acks.items() if slave in sss and offset >= next_offset)
+    required = policy.required_acks
+    if required in (0, 1):
+        expected = True
+    elif required == ALL_IN_SYNC_STATE_SET:
+        expected = holders >= len(sss)
+    else:
+        expected = holders >= required
+    assert (status is OK) is expected
+    # More acks never turn an acknowledged put back into a wait (monotonic).
+    if status is OK:
+        more = {slave: max(offset, next_offset) for slave, offset in acks.items()}
+        assert replica_ack_status(policy, slave_acks=more, **kwargs) is OK
+
+
+@given(
+    acks=st.dictionaries(slave_ids, offsets, max_size=6),
+    incarnation_of=st.dictionaries(slave_ids, st.sampled_from(["a" * 32, "b" * 32]), max_size=6),
+    learners=st.frozensets(slave_ids, max_size=3),
+    bound=st.dictionaries(slave_ids, st.sampled_from(["a" * 32, "b" * 32]), max_size=6),
+)
+def test_countable_acks_exhaustive(
+    acks: dict[int, int],
+    incarnation_of: dict[int, str],
+    learners: frozenset[int],
+    bound: dict[int, str],
+) -> None:
+    counted = countable_acks(acks, incarnation_of, learners, bound)
+    for slave, offset in acks.items():
+        incarnation = incarnation_of.get(slave)
+        counts = (
+            incarnation is not None and slave not in learners and bound.get(slave, incarnation) == incarnation
+        )
+        assert (slave in counted) is counts
+        if counts:
+            assert counted[slave] == offset
+    assert set(counted) <= set(acks)
+
+
 # (policy, SyncStateSet (effective), slave acks, expected) for a message ending at offset 100.
 ACK_TABLE = {
     # required acks 0 or 1: the master's write is enough
     "numeric 1, nobody acked": (numeric(1), {1, 2}, {}, OK),
     "numeric 0": (numeric(0), {1, 2}, {}, OK),
-    # numeric N counts any slave, in the SSS or not (learners included)
-    "numeric 2, one slave acked": (numeric(2), {1}, {2: 100}, OK),
+    # numeric N counts SyncStateSet members only (mqha; the reference counts any connection, §17.18)
+    "numeric 2, member acked": (numeric(2), {1, 2}, {2: 100}, OK),
+    "numeric 2, non-member acked": (numeric(2), {1}, {2: 100}, WAIT),
     "numeric 2, slave short": (numeric(2), {1, 2}, {2: 99}, WAIT),
-    "numeric 2, non-SSS slave counts": (numeric(2), {1, 2}, {2: 0, 3: 150}, OK),
-    "numeric 3, two acked": (numeric(3), {1}, {2: 100, 3: 100}, OK),
+    "numeric 2, non-SSS slave never counts": (numeric(2), {1, 2}, {2: 0, 3: 150}, WAIT),
+    "numeric 3, two members acked": (numeric(3), {1, 2, 3}, {2: 100, 3: 100}, OK),
+    "numeric 3, two acked, one outside": (numeric(3), {1, 2}, {2: 100, 3: 100}, WAIT),
     "numeric 3, one acked": (numeric(3), {1, 2, 3}, {2: 100, 3: 50}, WAIT),
+    "numeric 2, one of three members": (numeric(2), {1, 2, 3}, {3: 100}, OK),
     # all of the SyncStateSet
     "all, master alone": (ALL, {1}, {}, OK),
     "all, empty set": (ALL, set(), {}, OK),

@@ -9,25 +9,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqha.autoswitch_ha.auth import HAAuthError, MasterAuth, SlaveAuth
-from mqha.autoswitch_ha.config import HAConfig
-from mqha.autoswitch_ha.events import HandshakeRequest
-from mqha.autoswitch_ha.frames import (
+from mqha.autoswitch_ha.auth_frames import (
     AUTH_CHALLENGE,
     AUTH_HELLO_HEADER,
     AUTH_PROOF,
     MAX_ACCESS_KEY_BYTES,
     AuthHello,
-    FrameReader,
     auth_hello_size,
     decode_auth_challenge,
     decode_auth_hello,
     decode_auth_proof,
-    decode_frame,
     encode_auth_challenge,
     encode_auth_hello,
     encode_auth_proof,
-    encode_frame,
 )
+from mqha.autoswitch_ha.config import HAConfig
+from mqha.autoswitch_ha.events import HandshakeRequest
+from mqha.autoswitch_ha.frames import FrameReader, decode_frame, encode_frame
 from mqha.autoswitch_ha.state import Role
 from mqha.broker.config import BROKER_CONFIG
 from mqha.errors import ConfigError, LocalProtocolError, RemoteProtocolError

@@ -8,12 +8,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqha.autoswitch_ha.events import EpochHistoryOffer, HandshakeRequest, OffsetReport, TransferBatch
+from mqha.autoswitch_ha.events import (
+    EpochHistoryOffer,
+    HandshakeRequest,
+    OffsetReport,
+    SlaveIncarnation,
+    TransferBatch,
+)
 from mqha.autoswitch_ha.frames import (
     CODE_HANDSHAKE,
     CODE_TRANSFER,
     MAX_HANDSHAKE_ENTRIES,
     RECEIVES_PER_BUFFER,
+    SLAVE_INCARNATION_SIZE,
     FrameReader,
     decode_frame,
     encode_frame,
@@ -478,3 +485,41 @@ def test_transfer_frames_check_the_shared_fields_like_a_batch() -> None:
         transfer_frames(100, 3, 101, 95, [b"x"])
     with pytest.raises(LocalProtocolError, match="confirm_offset"):
         transfer_frames(100, 3, 90, -2, [b"x"])
+
+
+# -- mqha's INCARNATION frame (docs/architecture.md §8.5) -------------------------------------
+
+INCARNATION = "00112233445566778899aabbccddeeff"
+INCARNATION_BYTES = hexbytes("4D514931 | 00112233445566778899aabbccddeeff")
+
+
+def test_incarnation_frame_layout() -> None:
+    assert encode_frame(SlaveIncarnation(incarnation=INCARNATION)) == INCARNATION_BYTES
+    assert len(INCARNATION_BYTES) == SLAVE_INCARNATION_SIZE == 20
+    assert decode_frame(INCARNATION_BYTES, SLAVE) == SlaveIncarnation(incarnation=INCARNATION)
+    # A handshake that carries an incarnation goes out as the two frames, incarnation first.
+    with_incarnation = dataclasses.replace(HANDSHAKE, incarnation=INCARNATION)
+    assert encode_frame(with_incarnation) == INCARNATION_BYTES + HANDSHAKE_BYTES
+    assert encode_frame(HANDSHAKE) == HANDSHAKE_BYTES  # without one: the reference's 16 bytes
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_incarnation_round_trip(raw: bytes) -> None:
+    frame = SlaveIncarnation(incarnation=raw.hex())
+    assert decode_frame(encode_frame(frame), SLAVE) == frame
+    reader = FrameReader(SLAVE)
+    reader.feed(encode_frame(HandshakeRequest(slave_id=7, incarnation=raw.hex())))
+    assert list(reader.frames()) == [frame, HandshakeRequest(slave_id=7)]
+
+
+@pytest.mark.parametrize("value", ["", "0" * 31, "0" * 33, "G" * 32, "A" * 32, 16 * "0f" + " "])
+def test_an_incarnation_is_32_lowercase_hex_digits(value: str) -> None:
+    with pytest.raises(LocalProtocolError):
+        SlaveIncarnation(incarnation=value)
+    with pytest.raises(LocalProtocolError):
+        HandshakeRequest(slave_id=1, incarnation=value)
+
+
+def test_a_master_never_sends_the_incarnation_code() -> None:
+    with pytest.raises(RemoteProtocolError):
+        decode_frame(INCARNATION_BYTES, MASTER)

@@ -11,6 +11,7 @@ from mqha.autoswitch_ha.events import (
     OffsetReport,
     ReadLog,
     SlaveAck,
+    SlaveIncarnation,
     TransferBatch,
 )
 from mqha.autoswitch_ha.frames import FrameReader, encode_frame
@@ -464,3 +465,47 @@ def test_config_is_checked() -> None:
         MasterConfig(transfer_batch_size=0)
     with pytest.raises(ValueError):
         MasterConfig(max_handshake_entries=1001)
+
+
+# -- the slave's incarnation (docs/architecture.md §8.5) ----------------------------------------
+
+INCARNATION = "0123456789abcdef" * 2
+
+
+def test_incarnation_frame_before_the_handshake_names_the_slave_process() -> None:
+    conn = MasterConnection(LOG, 0)
+    wire = encode_frame(HandshakeRequest(slave_id=SLAVE_ID, incarnation=INCARNATION)) + ack(1800)
+    for i in range(len(wire)):  # byte by byte: the 20-byte frame is reassembled like any other
+        conn.receive_data(wire[i : i + 1], 0)
+    assert conn.state is TRANSFER and conn.incarnation == INCARNATION
+    events = drain(conn)
+    assert events[0] == HandshakeRequest(slave_id=SLAVE_ID, incarnation=INCARNATION)
+    acks = [e for e in events if isinstance(e, SlaveAck | CaughtUp)]
+    assert acks and all(e.incarnation == INCARNATION for e in acks)
+
+
+def test_a_handshake_without_incarnation_is_accepted_as_unknown() -> None:
+    conn = MasterConnection(LOG, 0)
+    conn.receive_data(hello() + ack(1800), 0)
+    events = drain(conn)
+    assert events[0] == HandshakeRequest(slave_id=SLAVE_ID) and conn.incarnation is None
+    assert all(e.incarnation is None for e in events if isinstance(e, SlaveAck | CaughtUp))
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        # twice
+        encode_frame(SlaveIncarnation(incarnation=INCARNATION)) * 2 + hello(),
+        # after the handshake
+        hello() + encode_frame(SlaveIncarnation(incarnation=INCARNATION)),
+        # mid-stream
+        hello() + ack(1800) + encode_frame(SlaveIncarnation(incarnation=INCARNATION)),
+    ],
+    ids=["twice", "after the handshake", "mid-stream"],
+)
+def test_an_incarnation_frame_anywhere_but_first_fails_the_connection(wire: bytes) -> None:
+    conn = MasterConnection(LOG, 0)
+    conn.receive_data(wire, 0)
+    closed = [e for e in drain(conn) if isinstance(e, ConnectionClosed)]
+    assert conn.state is ERROR and len(closed) == 1 and isinstance(closed[0].error, RemoteProtocolError)

@@ -110,6 +110,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "cleanShutdown": None,
             "lossyRecovery": None,
             "confirmOffsetBeforeRecovery": None,
+            "reportedMsAgo": 0,
         },
         {
             "brokerId": 2,
@@ -127,6 +128,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "cleanShutdown": None,
             "lossyRecovery": None,
             "confirmOffsetBeforeRecovery": None,
+            "reportedMsAgo": 0,
         },
         {
             "brokerId": 3,
@@ -144,6 +146,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "cleanShutdown": None,
             "lossyRecovery": None,
             "confirmOffsetBeforeRecovery": None,
+            "reportedMsAgo": 5000,
         },
     ]
     # No master, no heartbeat: every absent value is null, not a made-up number.
@@ -165,6 +168,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "cleanShutdown": None,
             "lossyRecovery": None,
             "confirmOffsetBeforeRecovery": None,
+            "reportedMsAgo": None,
         }
     ]
 
@@ -178,6 +182,15 @@ def test_heartbeat_defaults_of_minus_one_show_as_unknown_and_give_no_lag() -> No
         None,
     )
     assert replicas[1]["lag"] is None  # the master's offset is unknown
+
+
+def test_a_replica_past_its_master_has_a_negative_lag_not_zero() -> None:
+    """Issue 30: a slave above its master showed lag 0; the lag is signed (the console says "ahead")."""
+    liveness = LivenessSnapshot.of(
+        NOW, [_beat("broker-a", 1, 5000, seen=NOW - 800), _beat("broker-a", 2, 5200)]
+    )
+    replicas = build_snapshot(STATE, liveness, LEADER, [])["groups"][0]["replicas"]
+    assert replicas[1]["lag"] == -200 and replicas[0]["reportedMsAgo"] == 800
 
 
 def test_controllers_name_the_leader_and_reachability_as_this_node_sees_it() -> None:
