@@ -211,9 +211,10 @@ class LivenessWatch(NodePart):
 
     async def _controller_elect(self, broker_name: str, reason: str) -> None:
         try:
-            log.info("electing a new master for %s (%s)", broker_name, reason)
-            attempts = max(1, int(self.config["electMasterMaxRetryCount"]))
             was_waiting = self.waits.get(broker_name) is not None
+            # A waiting set is re-evaluated every scan: its wait was logged once (write_path).
+            (log.debug if was_waiting else log.info)("electing a new master for %s (%s)", broker_name, reason)
+            attempts = max(1, int(self.config["electMasterMaxRetryCount"]))
             for attempt in range(1, attempts + 1):
                 reply = await self.elect_master(
                     ElectMasterRequest(broker_name=broker_name),
