@@ -2,6 +2,7 @@
 # Sets everything up, then runs a long chaos configuration (not part of the default test run):
 #   scripts/chaos.sh            the 120 s run: kill, pause, partition; seed 1
 #   scripts/chaos.sh 30min      30 minutes, every fault kind (at least 100 faults); seed 1
+#   scripts/chaos.sh power      600 s of power-loss, kill, partition; 2 groups, ASYNC_FLUSH and SYNC_FLUSH
 #   scripts/chaos.sh -- ARGS    mqha chaos ARGS as given
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,8 @@ scripts/setup.sh
 case "${1:-120s}" in
   120s) exec .venv/bin/mqha chaos --duration 120 --faults kill,pause,partition --seed 1 ;;
   30min) exec .venv/bin/mqha chaos --duration 1800 --faults kill,pause,partition,loss --seed 1 ;;
+  power) exec .venv/bin/mqha chaos --duration 600 --faults power-loss,kill,partition --groups 2 \
+    --flush-disk-type mixed --seed 1 ;;
   --) shift; exec .venv/bin/mqha chaos "$@" ;;
-  *) echo "usage: scripts/chaos.sh [120s|30min|-- mqha-chaos-args...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/chaos.sh [120s|30min|power|-- mqha-chaos-args...]" >&2; exit 2 ;;
 esac

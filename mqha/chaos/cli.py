@@ -20,8 +20,16 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--faults",
         default="kill,pause,partition",
-        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe,disk-full "
-        "(disk-wipe: 3+ controllers; disk-full: --store-tmpfs-mib)",
+        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe,disk-full,power-loss "
+        "(disk-wipe: 3+ controllers; disk-full: --store-tmpfs-mib; power-loss: one broker or a whole "
+        "group loses its un-fsynced writes)",
+    )
+    chaos.add_argument(
+        "--flush-disk-type",
+        choices=("ASYNC_FLUSH", "SYNC_FLUSH", "mixed"),
+        default="ASYNC_FLUSH",
+        help="the brokers' flushDiskType; mixed: the groups take ASYNC_FLUSH and SYNC_FLUSH in turn "
+        "(use --groups 2 or more)",
     )
     chaos.add_argument(
         "--store-tmpfs-mib",
@@ -98,6 +106,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         concurrency=max(1, args.concurrency),
         plant_ack_before_replication=args.plant_ack_before_replication,
         store_tmpfs_mib=max(0, args.store_tmpfs_mib),
+        flush_disk_type=args.flush_disk_type,
     )
     try:
         return run_chaos(options).exit_code

@@ -3,13 +3,15 @@
 Sequence (decisions live in ``mqha.chaos.schedule``, ``mqha.chaos.links`` and ``mqha.chaos.verdict``):
 
 1. a :class:`LocalCluster` whose brokers reach the controllers and each other through per-link
-   proxies (``mqha.chaos.proxy``), ``allAckInSyncStateSet=true``;
+   proxies (``mqha.chaos.proxy``), ``allAckInSyncStateSet=true``, ``flushDiskType`` as asked
+   (``mixed``: the groups take ``ASYNC_FLUSH`` and ``SYNC_FLUSH`` in turn);
 2. per broker group, a producer (unique msgIds, every answer recorded) and a consumer (every read
    recorded);
 3. the schedule's steps, one at a time: inject, hold, heal, wait until every group is whole again
    (bounded), a quiet gap; no new step starts after ``duration`` seconds (a ``disk-wipe`` is
    injected and healed by ``mqha.chaos.controller_stores``, a ``disk-full`` by
-   ``mqha.chaos.disk_fill``, on brokers whose stores are tmpfs mounts of ``store_tmpfs_mib``);
+   ``mqha.chaos.disk_fill``, on brokers whose stores are tmpfs mounts of ``store_tmpfs_mib``, a
+   ``power-loss`` by ``mqha.chaos.power_cuts``);
 4. heal everything (every controller a voter again), let it settle, stop the clients, check that the
    controllers agree, read every replica's final log, stop the cluster, ``mqha export`` +
    ``mqha analyze`` (``mqha.cluster.checking``), print the verdict table.
@@ -21,34 +23,38 @@ thread of this process.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from mqha.chaos import links as chaos_links
 from mqha.chaos.controller_stores import ControllerStores
 from mqha.chaos.disk_fill import DiskFill, disk_full_problem
+from mqha.chaos.power_cuts import PowerCuts
 from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
 from mqha.chaos.schedule import (
     BROKER,
     CONTROLLER_LEADER,
     DISK_FULL,
     DISK_WIPE,
+    GROUP,
     KILL,
     MASTER,
     MASTER_AND_LEADER,
     PARTITION,
     PAUSE,
+    POWER_LOSS,
     FaultStep,
     Topology,
     plan,
     schedule_text,
 )
-from mqha.chaos.verdict import FaultOutcome, RunFacts, Verdict, judge, recovery_time
+from mqha.chaos.verdict import FaultOutcome, RunFacts, Verdict, declared_ranges, judge, recovery_time
 from mqha.cluster.checking import (
     ToolChild,
     adopt_final_log_dump,
@@ -76,6 +82,18 @@ off: a filled store is freed by the fault's own heal, and forcible cleaning woul
 acknowledged messages by design (RocketMQ's semantics), so the no-loss check would cover less of the
 run. Size the tmpfs so that the run's traffic alone stays under ``diskMaxUsedSpaceRatio``."""
 
+FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+MIXED_FLUSH = "mixed"  # the groups take the flush disk types in turn
+
+
+def group_flush_types(choice: str, groups: Sequence[str]) -> dict[str, str]:
+    """``flushDiskType`` of each group: ``choice`` for all, or with ``mixed`` the types in turn."""
+    if choice == MIXED_FLUSH:
+        return {g: FLUSH_DISK_TYPES[i % len(FLUSH_DISK_TYPES)] for i, g in enumerate(groups)}
+    if choice not in FLUSH_DISK_TYPES:
+        raise ValueError(f"flush disk type {choice!r}: choose {', '.join(FLUSH_DISK_TYPES)} or {MIXED_FLUSH}")
+    return dict.fromkeys(groups, choice)
+
 
 @dataclass
 class ChaosOptions:
@@ -96,6 +114,7 @@ class ChaosOptions:
     plant_ack_before_replication: bool = False  # the planted bug (tests only)
     broker_settings: dict[str, str] = field(default_factory=dict)
     store_tmpfs_mib: int = 0  # > 0: each broker's store on its own tmpfs (root; needed by disk-full)
+    flush_disk_type: str = "ASYNC_FLUSH"  # or SYNC_FLUSH, or MIXED_FLUSH (per group in turn)
 
 
 def topology_of(cluster: LocalCluster) -> Topology:
@@ -146,9 +165,11 @@ class ChaosRun:
             {b.name: b.ha_address or "" for b in self.cluster.brokers},
             _link_ports(),
         )
+        self.flush_types = group_flush_types(options.flush_disk_type, self.cluster.groups)
         for broker in self.cluster.brokers:
             self.cluster.node_settings[broker.name] = {
-                "controllerAddr": chaos_links.controller_addr(self.links, broker.name)
+                "controllerAddr": chaos_links.controller_addr(self.links, broker.name),
+                "flushDiskType": self.flush_types[broker.group or ""],
             }
         self.proxy = FaultProxy(
             self.links,
@@ -164,6 +185,7 @@ class ChaosRun:
         self.outcomes: list[FaultOutcome] = []
         self.stores = ControllerStores(self.cluster)
         self.disks = DiskFill(self.cluster)
+        self.power = PowerCuts(self.cluster, self.say)
         self.child = ToolChild()
         self.started = time.monotonic()
 
@@ -176,10 +198,17 @@ class ChaosRun:
         o = self.options
         return (
             f"mqha chaos: seed {o.seed}, faults {','.join(o.kinds)}, {o.duration:g} s, {o.controllers} "
-            f"controllers, {o.groups} group(s) x {o.replicas} replicas, allAckInSyncStateSet=true"
+            f"controllers, {o.groups} group(s) x {o.replicas} replicas, allAckInSyncStateSet=true, "
+            f"flushDiskType={self._flush_text()}"
             + (", PLANTED BUG: ack before replication" if o.plant_ack_before_replication else "")
             + (f", broker stores on {o.store_tmpfs_mib} MiB tmpfs" if o.store_tmpfs_mib else "")
         )
+
+    def _flush_text(self) -> str:
+        kinds = set(self.flush_types.values())
+        if len(kinds) == 1:
+            return kinds.pop()
+        return ",".join(f"{g}:{t}" for g, t in self.flush_types.items())
 
     # -- the run -----------------------------------------------------------------------------------
 
@@ -243,6 +272,8 @@ class ChaosRun:
     def _resolve(self, step: FaultStep) -> tuple[str, ...]:
         """The nodes a step hits now (a master or a leader is looked up, bounded)."""
         nodes = list(step.nodes)
+        if step.target == GROUP:
+            return tuple(nodes)
         if step.target in (MASTER, MASTER_AND_LEADER):
             master = self.cluster.master(step.group, timeout=10)
             if master is None:
@@ -268,41 +299,15 @@ class ChaosRun:
         if not nodes:
             self.say(f"{step.describe()}: skipped, no {step.target} found")
             return None
-        own = step.target in (MASTER, BROKER) and step.group
+        own = step.target in (MASTER, BROKER, GROUP) and step.group
         groups = (step.group,) if own and step.group else tuple(self.cluster.groups)
         names = self._link_names(step, nodes) if step.kind in (PARTITION, LOSS) else []
         marks = {g: len(self.producers[g].results) for g in groups}
+        master = self.cluster.master(step.group, timeout=1) if step.target == GROUP else None
         injected_at = time.monotonic()
-        if step.kind == DISK_WIPE:
-            self.stores.hit(step, nodes)
-        elif step.kind == DISK_FULL:
-            self.say(f"    filled {self.disks.hit(nodes)} (until ENOSPC)")
-        elif step.kind == KILL:
-            for node in nodes:
-                self.cluster.kill(node)
-        elif step.kind == PAUSE:
-            for node in nodes:
-                self.cluster.pause(node)
-        else:
-            self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
+        injected_at = self._hit(step, nodes, names) or injected_at
         time.sleep(max(0.0, injected_at + step.hold - time.monotonic()))
-        heal_started = time.monotonic()
-        if step.kind == DISK_WIPE:
-            problem = self.stores.heal(step, nodes, self.options.rejoin_timeout)
-            done = f"a voter again {time.monotonic() - heal_started:.1f} s after its restart"
-            self.say(f"    {nodes[0]}: {problem or done}")
-        elif step.kind == DISK_FULL:
-            for seen in self.disks.heal(nodes):
-                self.say(f"    before freeing: {seen}")
-        elif step.kind == KILL:
-            self._start_stopped(nodes)
-        elif step.kind == PAUSE:
-            for node in nodes:
-                self.cluster.resume(node)
-        else:
-            self.proxy.set_mode(names, PASS)
-        # A wiped controller is healed when it restarts: the procedure counts toward "whole again".
-        healed_at = heal_started if step.kind == DISK_WIPE else time.monotonic()
+        healed_at = self._heal(step, nodes, names, master.name if master is not None else None)
         whole_at: float | None = None
         try:
             self.cluster.wait_ready(self.options.settle_timeout)
@@ -321,6 +326,47 @@ class ChaosRun:
             f"whole again {whole} after the heal"
         )
         return outcome
+
+    def _hit(self, step: FaultStep, nodes: Sequence[str], names: list[str]) -> float | None:
+        """Inject ``step``; a power cut returns the instant every node was dead (recovery counts from
+        there: the master may answer puts until its own kill), other kinds None."""
+        if step.kind == POWER_LOSS:
+            return self.power.hit(step, nodes).cut_at
+        if step.kind == DISK_WIPE:
+            self.stores.hit(step, nodes)
+        elif step.kind == DISK_FULL:
+            self.say(f"    filled {self.disks.hit(nodes)} (until ENOSPC)")
+        elif step.kind == KILL:
+            for node in nodes:
+                self.cluster.kill(node)
+        elif step.kind == PAUSE:
+            for node in nodes:
+                self.cluster.pause(node)
+        else:
+            self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
+        return None
+
+    def _heal(self, step: FaultStep, nodes: Sequence[str], names: list[str], master: str | None) -> float:
+        """Undo ``step``; returns when it counts as healed (``master``: a power-cut group's master)."""
+        heal_started = time.monotonic()
+        if step.kind == DISK_WIPE:
+            problem = self.stores.heal(step, nodes, self.options.rejoin_timeout)
+            done = f"a voter again {time.monotonic() - heal_started:.1f} s after its restart"
+            self.say(f"    {nodes[0]}: {problem or done}")
+            return heal_started  # healed when it restarts: the procedure counts toward "whole again"
+        if step.kind == DISK_FULL:
+            for seen in self.disks.heal(nodes):
+                self.say(f"    before freeing: {seen}")
+        elif step.kind == KILL:
+            self._start_stopped(nodes)
+        elif step.kind == POWER_LOSS:
+            self.power.heal(step, self.power.restart_order(step, nodes, master), self._start_stopped)
+        elif step.kind == PAUSE:
+            for node in nodes:
+                self.cluster.resume(node)
+        else:
+            self.proxy.set_mode(names, PASS)
+        return time.monotonic()
 
     def _start_stopped(self, nodes: Sequence[str]) -> None:
         """Start those of ``nodes`` that are not running; a failed start is reported, and the next
@@ -377,6 +423,7 @@ class ChaosRun:
         self.say(f"checking the history ({engine or 'no invariant check'}) ...")
         check = export_and_analyze(self.run_dir, engine, self.child)
         problem = None
+        declared = declared_ranges(_rows(check.export_dir / "controller_events.jsonl"))
         if engine is not None and check.invariants is None:
             problem = (
                 f"export failed (exit {check.export_code}): {check.export_line}"
@@ -396,6 +443,13 @@ class ChaosRun:
             settled=settled,
             heartbeat_timeout=int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000,
             controllers=controllers,
+            power_cuts=tuple(self.power.cuts),
+            declared=declared,
+            reads_seen=tuple(
+                (r["brokerName"], r["offset"], r["msgId"]) for r in _rows(check.export_dir / "reads.jsonl")
+            )
+            if self.power.cuts
+            else (),
         )
         verdict = judge(facts)
         self.say()
@@ -416,6 +470,15 @@ class ChaosRun:
         self.proxy.stop()
         with contextlib.suppress(Exception):
             self.cluster.unmount_stores()  # their files stay in the run directory
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of an exported ``<table>.jsonl`` (none when the export did not run)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> Verdict:

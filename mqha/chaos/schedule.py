@@ -16,6 +16,12 @@ observer: a minority of the controllers is wiped, and for a while a second one i
 A ``disk-full`` step fills the file system of one broker's store (a random replica, or the master)
 with a filler file until ``ENOSPC`` and, after ``hold``, deletes it (``mqha.chaos.disk_fill``); the
 stores must be on their own small file systems (``--store-tmpfs-mib``).
+
+A ``power-loss`` step cuts the power of one broker (a random replica, or the master) or of every
+replica of a group at once: SIGKILL, then each store loses exactly its un-fsynced commit-log writes
+(``mqha.chaos.power_loss``), then after ``hold`` the nodes come back one by one, ``stagger`` seconds
+apart, in the order planned here (``nodes``), or with the master of the moment first
+(``order == MASTER_FIRST``: the replica that lost the most, when the others had flushed, returns alone).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ PARTITION = "partition"
 LOSS = "loss"
 DISK_WIPE = "disk-wipe"
 DISK_FULL = "disk-full"
-FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE, DISK_FULL)
+POWER_LOSS = "power-loss"
+FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE, DISK_FULL, POWER_LOSS)
 DISK_WIPE_MIN_CONTROLLERS = 3  # the others must keep the cluster (and a quorum to change voters)
 WIPE_OVERLAPS = ("", "", KILL, PAUSE)  # what hits one other controller meanwhile ("": nothing)
 
@@ -41,6 +48,13 @@ CONTROLLER = "controller"  # a controller chosen here
 CONTROLLER_LEADER = "controller-leader"  # the Raft leader when the step starts
 CONTROLLER_MAJORITY = "controller-majority"  # a majority of the controllers, chosen here
 MASTER_AND_LEADER = "master+controller-leader"  # brokers and controllers together
+GROUP = "group"  # every replica of a group chosen here (power-loss)
+
+# Restart orders of a whole-group power-loss: the planned shuffle, or the master of the moment first.
+SHUFFLED = "shuffled"
+MASTER_FIRST = "master-first"
+POWER_ORDERS = (SHUFFLED, MASTER_FIRST)
+STAGGER_RANGE = (0.5, 3.0)  # seconds between two restarts after a whole-group power cut
 
 # Link scopes of a partition or a loss (broker links only; see ``mqha.chaos.links``).
 ALL_LINKS = "all"
@@ -83,6 +97,7 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     DISK_WIPE: ((CONTROLLER, ""),),
     DISK_FULL: ((BROKER, ""), (BROKER, ""), (MASTER, "")),
+    POWER_LOSS: ((GROUP, ""), (GROUP, ""), (MASTER, ""), (BROKER, "")),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -93,6 +108,7 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     LOSS: (3.0, 8.0),
     DISK_WIPE: (0.5, 3.0),  # down with an empty store before the restart
     DISK_FULL: (4.0, 10.0),  # long enough for a full slave to run out of room and leave the SyncStateSet
+    POWER_LOSS: (0.5, 3.0),  # dark before the first restart
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
@@ -103,6 +119,7 @@ SETTLE_ESTIMATE = {
     LOSS: 1.0,
     DISK_WIPE: 6.0,
     DISK_FULL: 5.0,
+    POWER_LOSS: 8.0,  # plus the staggered restarts
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -151,13 +168,16 @@ class FaultStep:
     links: str = ""  # partition / loss: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS
     fraction: float = 0.0  # loss: the share of chunks dropped
     overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
+    order: str = ""  # power-loss of a group: SHUFFLED (``nodes`` in order) or MASTER_FIRST
+    stagger: float = 0.0  # power-loss of a group: seconds between two restarts
 
     @property
     def category(self) -> str:
         """What the verdict groups recovery times by: kind, target, link scope, overlapping fault."""
         scope = f"[{self.links}]" if self.links else ""
         also = f"+{self.overlap}" if self.overlap else ""
-        return f"{self.kind} {self.target}{scope}{also}"
+        order = "[master first]" if self.order == MASTER_FIRST else ""
+        return f"{self.kind} {self.target}{scope}{order}{also}"
 
     @property
     def hits_controllers(self) -> bool:
@@ -165,7 +185,9 @@ class FaultStep:
 
     def describe(self) -> str:
         who = self.target
-        if self.nodes:
+        if self.target == GROUP:
+            who += f"({self.group})"
+        elif self.nodes:
             who += "(" + ",".join(self.nodes) + ")"
         elif self.group is not None:
             who += f"({self.group})"
@@ -176,8 +198,16 @@ class FaultStep:
             LOSS: f"drop {self.fraction:.0%} of chunks of {who} [{self.links} links] for {self.hold:.1f} s",
             DISK_WIPE: self._describe_wipe(),
             DISK_FULL: f"fill the disk of {who} until ENOSPC, free it after {self.hold:.1f} s",
+            POWER_LOSS: self._describe_power(who),
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
+
+    def _describe_power(self, who: str) -> str:
+        what = f"power cut of {who} (kill -9, lose un-fsynced writes), back after {self.hold:.1f} s"
+        if self.target == GROUP:
+            first = "the master first, then " if self.order == MASTER_FIRST else ""
+            what += f", {first}in order {','.join(self.nodes)} every {self.stagger:.1f} s"
+        return what
 
     def _describe_wipe(self) -> str:
         wiped, others = (self.nodes[0], self.nodes[1:]) if self.nodes else ("?", ())
@@ -229,6 +259,9 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         if target == BROKER:
             nodes = (rng.choice(topology.brokers),)
             group = topology.group_of(nodes[0])
+        elif target == GROUP:
+            group, members = rng.choice(topology.groups)
+            nodes = tuple(rng.sample(members, len(members)))  # the restart order
         elif target in (MASTER, MASTER_AND_LEADER):
             group = rng.choice(topology.groups)[0]
         elif target == CONTROLLER:
@@ -241,11 +274,28 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
             overlap = rng.choice(WIPE_OVERLAPS)
             if overlap:
                 nodes += (rng.choice([c for c in topology.controllers if c not in nodes]),)
-        spent += hold + gap + SETTLE_ESTIMATE[kind]
+        order, stagger = "", 0.0
+        if target == GROUP:
+            order = rng.choice(POWER_ORDERS)
+            stagger = _round(rng.uniform(*STAGGER_RANGE))
+        spent += hold + gap + SETTLE_ESTIMATE[kind] + stagger * max(0, len(nodes) - 1)
         if spent > budget and steps:
             return steps
         steps.append(
-            FaultStep(len(steps) + 1, kind, target, hold, gap, nodes, group, links, fraction, overlap)
+            FaultStep(
+                len(steps) + 1,
+                kind,
+                target,
+                hold,
+                gap,
+                nodes,
+                group,
+                links,
+                fraction,
+                overlap,
+                order=order,
+                stagger=stagger,
+            )
         )
         if spent > budget:
             return steps

@@ -5,6 +5,13 @@ Pure: values in (what the runner observed), text and numbers out.
 - lost: a send acknowledged ``PUT_OK`` at or above its group's final master log start whose msgId is not
   at its offset in that log (below the log start the broker's retention deleted it: *expired*, counted
   and shown, not a loss; docs/architecture.md §4.2, §5);
+- declared lost (``power-loss``): a lost send that was acknowledged before a power cut of its whole
+  group, ends beyond the highest offset any replica of the group had fsynced (the cuts' flushed
+  offsets), and lies in a range the controller declared lost (``ackedDataLost`` of an ElectMaster
+  record, issue 25). Under ``ASYNC_FLUSH`` such a message is truly gone from every disk: physics, not
+  a bug, as long as it is declared. Every other lost send is a *silent* loss. The ``lost_ack``
+  invariant counts both: its violations up to the number of declared losses are not a failure, nor
+  are ``read_uncommitted`` violations up to the number of reads of declared-lost messages;
 - duplicated: one msgId at two offsets of a final master log (a retry after a lost answer; reported,
   not a failure);
 - recovery of a fault: from its injection to the first ``PUT_OK`` of a send that started after it or
@@ -13,7 +20,7 @@ Pure: values in (what the runner observed), text and numbers out.
 - failed puts of a fault: sends of those groups that ended without ``PUT_OK`` and overlapped the
   fault, from injection to the moment the cluster was whole again.
 
-The run fails (exit 1) on any lost message, any invariant violation, a check that could not run, a
+The run fails (exit 1) on any silently lost message, any invariant violation, a check that could not run, a
 cluster that was not whole again at the end, or controllers that do not agree at the end
 (``mqha.chaos.agreement``: all voters, one voter set, one applied state). Recovery targets are
 reported, not enforced: on a shared machine they measure the machine as much as the system.
@@ -21,12 +28,14 @@ reported, not enforced: on a shared machine they measure the machine as much as 
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from mqha.analysis.invariants import DUPLICATE
+from mqha.analysis.invariants import DUPLICATE, LOST_ACK, READ_UNCOMMITTED
 from mqha.chaos.agreement import Agreement
 from mqha.chaos.schedule import (
     KILL,
@@ -59,6 +68,27 @@ class FaultOutcome:
 
 
 @dataclass(frozen=True)
+class PowerCut:
+    """One ``power-loss`` injection: which stores lost their un-fsynced writes, and from where."""
+
+    index: int  # the step
+    group: str
+    nodes: tuple[str, ...]
+    whole_group: bool  # every replica of ``group`` at once
+    cut_at: float  # every node was dead from here (``time.monotonic``)
+    flushed: Mapping[str, int]  # node -> the flushed offset its commit log was cut back to
+    records_cut: int  # messages removed across the nodes (acknowledged or not)
+
+    @property
+    def fsynced_up_to(self) -> int:
+        """The highest offset one of the cut replicas had fsynced."""
+        return max(self.flushed.values(), default=0)
+
+
+Ranges = Mapping[str, Sequence[tuple[int, int]]]  # group -> [fromOffset, toOffset) declared lost
+
+
+@dataclass(frozen=True)
 class RunFacts:
     """Everything the verdict needs."""
 
@@ -74,6 +104,9 @@ class RunFacts:
     settled: bool  # every group whole again after the final heal
     heartbeat_timeout: float  # controllerHeartBeatTimeoutMills, seconds
     controllers: Agreement | None = None  # None: not checked
+    power_cuts: tuple[PowerCut, ...] = ()
+    declared: Ranges = field(default_factory=dict)  # from the controllers' ElectMaster records
+    reads_seen: tuple[tuple[str, int, str], ...] = ()  # (group, offset, msgId) of every recorded read
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -120,6 +153,54 @@ def lost_messages(
         and not _expired(s, final_logs)
         and (s.offset is None or final_logs.get(s.broker_name, {}).get(s.offset) != s.msg_id)
     ]
+
+
+def never_fsynced(send: SendResult, cuts: Iterable[PowerCut]) -> bool:
+    """Acknowledged before a power cut of its whole group and ending beyond everything any replica of
+    it had fsynced then: no disk held it when the power went."""
+    if send.offset is None:
+        return False
+    end = send.offset + (send.size or 0)
+    return any(
+        c.whole_group
+        and c.group == send.broker_name
+        and send.completed_at <= c.cut_at
+        and end > c.fsynced_up_to
+        for c in cuts
+    )
+
+
+def declared_lost(lost: Iterable[SendResult], cuts: Sequence[PowerCut], declared: Ranges) -> list[SendResult]:
+    """The lost sends no replica had fsynced (``never_fsynced``) that lie in a range the controller
+    declared lost."""
+    return [
+        s
+        for s in lost
+        if s.offset is not None
+        and never_fsynced(s, cuts)
+        and any(low <= s.offset < high for low, high in declared.get(s.broker_name, ()))
+    ]
+
+
+def declared_ranges(controller_events: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, int]]]:
+    """The ranges the controllers declared lost, by group, from exported ``controller_events`` rows
+    (``ackedDataLost``: ``{fromOffset, toOffset}`` or its JSON text; or the columns
+    ``ackedDataLostFromOffset``/``ackedDataLostToOffset``). Rows without one are skipped."""
+    out: dict[str, set[tuple[int, int]]] = {}
+    for row in controller_events:
+        value = row.get("ackedDataLost")
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = None
+        if isinstance(value, Mapping):
+            low, high = value.get("fromOffset"), value.get("toOffset")
+        else:
+            low, high = row.get("ackedDataLostFromOffset"), row.get("ackedDataLostToOffset")
+        if isinstance(low, int) and isinstance(high, int) and high > low and row.get("brokerName"):
+            out.setdefault(str(row["brokerName"]), set()).add((low, high))
+    return {group: sorted(ranges) for group, ranges in out.items()}
 
 
 def expired_messages(sends: Iterable[SendResult], final_logs: Mapping[str, Mapping[int, str]]) -> int:
@@ -221,9 +302,10 @@ class Verdict:
 
     ok: bool
     reasons: tuple[str, ...]  # why it failed (empty when ok)
-    lost: int
+    lost: int  # silently lost
     duplicated: int
     text: str
+    declared: int = 0  # lost, never fsynced on any replica, declared by the controller
 
     @property
     def exit_code(self) -> int:
@@ -233,7 +315,12 @@ class Verdict:
 def judge(facts: RunFacts) -> Verdict:
     """The verdict and its table (see the module docstring for what fails a run)."""
     counts = Counter(s.status for s in facts.sends)
-    lost = len(lost_messages(facts.sends, facts.final_logs))
+    every_lost = lost_messages(facts.sends, facts.final_logs)
+    gone = declared_lost(every_lost, facts.power_cuts, facts.declared)
+    declared = len(gone)
+    lost = len(every_lost) - declared
+    gone_keys = {(s.broker_name, s.offset, s.msg_id) for s in gone}
+    explained = {LOST_ACK: declared, READ_UNCOMMITTED: sum(1 for r in facts.reads_seen if r in gone_keys)}
     expired = expired_messages(facts.sends, facts.final_logs)
     dups = duplicated(facts.final_logs)
     kinds = Counter(f.step.kind for f in facts.faults)
@@ -247,7 +334,7 @@ def judge(facts: RunFacts) -> Verdict:
         reasons += [
             f"invariant {name}: {n} violation(s)"
             for name, n in facts.invariants.items()
-            if n and name != DUPLICATE
+            if n and name != DUPLICATE and n > explained.get(name, 0)
         ]
     if not facts.settled:
         reasons.append("the cluster was not whole again after the final heal")
@@ -265,8 +352,11 @@ def judge(facts: RunFacts) -> Verdict:
         f"messages: sent {len(facts.sends):,}  acked {counts[SendStatus.PUT_OK]:,}  "
         f"unknown {counts[SendStatus.UNKNOWN]:,}  failed {counts[SendStatus.FAILED]:,}  "
         f"not-replicated {counts[SendStatus.FLUSH_SLAVE_TIMEOUT]:,}  lost {lost}  duplicated {dups}"
+        + (f"  declared-lost {declared}" if facts.power_cuts else "")
         + (f"  expired by retention {expired:,}" if expired else "")
     )
+    if facts.power_cuts:
+        lines.append(_power_line(facts, declared))
     read_uncommitted = (facts.invariants or {}).get("read_uncommitted")
     lines.append(
         f"reads: {facts.reads:,} delivered to consumers; read-uncommitted "
@@ -290,13 +380,31 @@ def judge(facts: RunFacts) -> Verdict:
             None,
         )
         lines += columns([header, *(f.cells() for f in figures), total.cells()], indent="  ")
-    if facts.invariants is not None:
-        lines.append(f"invariants ({facts.engine}):")
-        for name, n in facts.invariants.items():
-            state = f"counted {n} (not a failure)" if name == DUPLICATE else ("ok" if not n else f"FAIL {n}")
-            lines.append(f"  {name:<22} {state}")
-    else:
-        lines.append(f"invariants: not checked ({facts.check_problem or facts.engine})")
+    lines += _invariant_lines(facts, explained)
     ok = not reasons
     lines.append("verdict: " + ("PASS" if ok else "FAIL -- " + "; ".join(reasons)))
-    return Verdict(ok, tuple(reasons), lost, dups, "\n".join(lines) + "\n")
+    return Verdict(ok, tuple(reasons), lost, dups, "\n".join(lines) + "\n", declared)
+
+
+def _invariant_lines(facts: RunFacts, explained: Mapping[str, int]) -> list[str]:
+    if facts.invariants is None:
+        return [f"invariants: not checked ({facts.check_problem or facts.engine})"]
+    lines = [f"invariants ({facts.engine}):"]
+    for name, n in facts.invariants.items():
+        state = f"counted {n} (not a failure)" if name == DUPLICATE else ("ok" if not n else f"FAIL {n}")
+        if 0 < n <= explained.get(name, 0):
+            state = f"{n}, all of messages declared lost by the controller (not a failure)"
+        lines.append(f"  {name:<22} {state}")
+    return lines
+
+
+def _power_line(facts: RunFacts, declared: int) -> str:
+    cuts = facts.power_cuts
+    whole = sum(1 for c in cuts if c.whole_group)
+    unsynced = sum(1 for s in facts.sends if s.ok and never_fsynced(s, cuts))
+    ranges = sum(len(r) for r in facts.declared.values())
+    return (
+        f"power cuts: {len(cuts)} ({whole} of whole groups), {sum(c.records_cut for c in cuts):,} "
+        f"message(s) cut; acked but never fsynced on any replica {unsynced}, of which declared lost "
+        f"{declared}; the controllers declared {ranges} range(s) lost"
+    )

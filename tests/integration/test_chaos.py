@@ -191,6 +191,27 @@ def test_disk_full_is_refused_without_stores_of_their_own(tmp_path: Path) -> Non
     assert not (tmp_path / "run").exists()
 
 
+def test_power_loss_with_sync_flush_passes_and_cuts_only_unacknowledged_tails(tmp_path: Path) -> None:
+    # SYNC_FLUSH: every ack was fsynced on every in-sync replica, so a power cut, of one broker or of the
+    # whole group, only ever removes what nobody was told was stored.
+    args = ("--duration", "20", "--faults", "power-loss", "--seed", "1", "--flush-disk-type", "SYNC_FLUSH")
+    code, out, _ = _chaos(tmp_path, *args)
+    assert code == 0, out
+    assert "flushDiskType=SYNC_FLUSH" in out
+    assert "power-loss group" in out and "(1 of whole groups)" in out, out
+    assert " lost 0 " in out and "declared-lost 0" in out and "verdict: PASS" in out
+
+
+def test_power_loss_with_async_flush_loses_nothing_silently(tmp_path: Path) -> None:
+    # ASYNC_FLUSH, a whole-group cut first (seed 1): what no replica had fsynced is truly gone and must be
+    # declared by the controller; nothing else may be lost, and the run passes.
+    args = ("--duration", "20", "--faults", "power-loss", "--seed", "1")
+    code, out, _ = _chaos(tmp_path, *args)
+    assert "flushDiskType=ASYNC_FLUSH" in out
+    assert code == 0, out
+    assert " lost 0 " in out and "verdict: PASS" in out
+
+
 def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:
     # One 4.4 s partition of the master (seed 3): with the bug it keeps acknowledging what only it
     # holds, the controllers elect another master after the 1.5 s heartbeat timeout, and the old

@@ -47,15 +47,27 @@ class CommitLogFlushing(CommitLogState):
                 with self._lock:
                     self._new_names = True  # not durable yet: the next flush tries again
             raise
+        # Record the new flushed offset in the checkpoint before anyone can see it as flushed: a
+        # SYNC_FLUSH put is answered once ``flushed_offset`` covers it, so the checkpoint never says less
+        # than what was answered as durable (the power-loss fault cuts back to it, mqha.chaos.power_loss).
+        # A pwrite into the page cache here; the flusher makes it durable within an interval (until
+        # then a power cut leaves an older, lower value: recovery only verifies more).
+        flushed = max(self._flushed, target)  # only flushes (serialised by _flush_lock) raise it
+        if flushed != self._checkpointed:
+            self._write_checkpoint(Checkpoint(False, self.segment_size, flushed), durable=False)
         with self._lock:
-            self._flushed = max(self._flushed, target)
+            self._flushed = max(self._flushed, flushed)
+
+    def _checkpoint_behind(self) -> bool:
+        """The checkpoint on disk does not durably say the flushed offset yet."""
+        return not self._checkpoint_synced or self._flushed != self._checkpointed
 
     def flush(self) -> None:
-        """fsync everything appended so far and record it in the checkpoint."""
+        """fsync everything appended so far and record it durably in the checkpoint."""
         with self._flush_lock:
             self._check_open()
             self._flush_locked()
-            if self._flushed != self._checkpointed:
+            if self._checkpoint_behind():
                 self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
 
     def _flusher_loop(self) -> None:
@@ -67,7 +79,7 @@ class CommitLogFlushing(CommitLogState):
                         return
                     if self.flush_mode is FlushMode.ASYNC_FLUSH:
                         self._flush_locked()
-                    if self._flushed != self._checkpointed:
+                    if self._checkpoint_behind():
                         self._write_checkpoint(Checkpoint(False, self.segment_size, self._flushed))
                 self._release_flushed_pages()
             except OSError:

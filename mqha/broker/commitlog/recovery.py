@@ -182,8 +182,10 @@ class CommitLogRecovery(CommitLogState):
         if created:
             fsync_directory(self.directory)
 
-    def _write_checkpoint(self, checkpoint: Checkpoint) -> None:
+    def _write_checkpoint(self, checkpoint: Checkpoint, *, durable: bool = True) -> None:
         # One 32-byte write in place: a torn one fails its CRC and recovery takes the crash path.
         os.pwrite(self._checkpoint_fd, encode_checkpoint(checkpoint), 0)
-        os.fdatasync(self._checkpoint_fd)
+        if durable:
+            os.fdatasync(self._checkpoint_fd)
+        self._checkpoint_synced = durable
         self._checkpointed = checkpoint.flushed_offset

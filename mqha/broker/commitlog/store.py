@@ -16,9 +16,9 @@ Durability
     ``ASYNC_FLUSH``: ``append`` returns once the bytes are in the page cache (a killed process loses
     nothing; a machine crash loses at most about ``flush_interval_ms``); a flusher thread fsyncs every
     ``flush_interval_ms``. ``SYNC_FLUSH``: ``append`` fsyncs before returning; concurrent appenders
-    share fsyncs (group commit). In both modes the flusher then records the durable offset in the
-    checkpoint ("flushed offset"). A new segment's name is made durable by the flush that first covers
-    its data (a directory fsync before the data's), not at creation: a roll-over costs no fsync.
+    share fsyncs (group commit). Each fsync writes the offset it made durable into the checkpoint
+    ("flushed offset") before ``flushed_offset`` shows it (``flushing.py``). A new segment's name is
+    made durable by the flush that first covers its data, not at creation: a roll-over costs no fsync.
 
 Recovery (``open``), two paths
     * Clean shutdown (checkpoint says CLEAN: ``close`` flushed everything, then wrote it): the segments
@@ -124,7 +124,7 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
         self._min = 0
         self._max = 0
         self._flushed = 0  # every byte below is durable
-        self._checkpointed = -1  # flushed offset last written to the checkpoint
+        self._checkpointed, self._checkpoint_synced = -1, False  # last flushed offset written; fdatasynced
         self._new_names = False  # a segment was created since the directory was last fsynced
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()  # taken before _lock, never after it

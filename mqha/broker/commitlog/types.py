@@ -55,6 +55,7 @@ class CommitLogState:
     _max: int
     _flushed: int
     _checkpointed: int
+    _checkpoint_synced: bool
     _new_names: bool
     _lock: threading.Lock
     _flush_lock: threading.Lock

@@ -10,15 +10,19 @@ from mqha.chaos.schedule import (
     CONTROLLER_MAJORITY,
     DISK_WIPE,
     FAULT_KINDS,
+    GROUP,
     HOLD_RANGES,
     KILL,
     LOSS,
     MASTER,
     MASTER_AND_LEADER,
+    MASTER_FIRST,
     PARTITION,
     PAUSE,
     PLAN_HEADROOM,
+    POWER_LOSS,
     SETTLE_ESTIMATE,
+    SHUFFLED,
     FaultStep,
     Topology,
     parse_kinds,
@@ -58,7 +62,9 @@ def test_kinds_are_taken_in_turn() -> None:
 def test_schedule_fills_the_duration_with_headroom_and_never_is_empty() -> None:
     for seed in range(20):
         steps = plan(seed, FAULT_KINDS, 120, TOPO)
-        planned = sum(s.hold + s.gap + SETTLE_ESTIMATE[s.kind] for s in steps)
+        planned = sum(
+            s.hold + s.gap + SETTLE_ESTIMATE[s.kind] + s.stagger * max(0, len(s.nodes) - 1) for s in steps
+        )
         assert 120 < planned <= 120 * PLAN_HEADROOM  # the runner stops at the duration, never short of steps
         assert steps
     assert len(plan(0, (KILL,), 0.1, TOPO)) == 1  # a tiny duration still gets one step
@@ -185,3 +191,31 @@ def test_disk_full_needs_broker_stores_on_their_own_tmpfs() -> None:
     assert "--store-tmpfs-mib" in (disk_full_problem(0) or "")
     assert "never fills the machine's real disk" in (disk_full_problem(0) or "")
     assert "at least" in (disk_full_problem(MIN_STORE_TMPFS_MIB - 1) or "")
+
+
+def test_power_loss_steps_hit_one_broker_a_master_or_a_whole_group_in_a_planned_order() -> None:
+    steps = plan(5, (POWER_LOSS,), 3600, TOPO)
+    targets = {s.target for s in steps}
+    assert targets == {GROUP, MASTER, BROKER}
+    orders = set()
+    for s in steps:
+        low, high = HOLD_RANGES[POWER_LOSS]
+        assert low <= s.hold <= high
+        if s.target == GROUP:
+            assert s.group is not None and sorted(s.nodes) == sorted(dict(TOPO.groups)[s.group])
+            assert s.order in (SHUFFLED, MASTER_FIRST) and s.stagger > 0
+            orders.add(s.order)
+            assert f"group({s.group})" in s.describe() and ",".join(s.nodes) in s.describe()
+        else:
+            assert (s.order, s.stagger) == ("", 0.0)
+    assert orders == {SHUFFLED, MASTER_FIRST}
+    first = next(s for s in steps if s.order == MASTER_FIRST)
+    assert first.category == "power-loss group[master first]"
+    assert "the master first" in first.describe()
+
+
+def test_adding_power_loss_did_not_change_the_other_kinds_schedules() -> None:
+    # The draws for power-loss happen only for its steps: old seeds replay the same faults.
+    kinds = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE)
+    assert all(s.order == "" and s.stagger == 0.0 for s in plan(1, kinds, 600, TOPO))
+    assert schedule_text(plan(1, (DISK_WIPE,), 20, TOPO)).count("wipe the store") == 2

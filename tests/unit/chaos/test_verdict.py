@@ -10,12 +10,15 @@ from mqha.chaos.agreement import Agreement
 from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
 from mqha.chaos.verdict import (
     FaultOutcome,
+    PowerCut,
     RunFacts,
+    declared_ranges,
     duplicated,
     expired_messages,
     failed_during,
     judge,
     lost_messages,
+    never_fsynced,
     percentile,
     recovery_time,
 )
@@ -214,3 +217,84 @@ def test_acks_below_the_final_log_start_expired_they_were_not_lost() -> None:
     final_logs = {G: {200: "m200"}}
     assert [s.offset for s in lost_messages(sends, final_logs)] == [300]
     assert expired_messages(sends, final_logs) == 2
+
+
+# --- power-loss: declared losses (never fsynced anywhere, declared by the controller) vs silent ones ---
+def _power_run(
+    declared: dict[str, list[tuple[int, int]]], lost_ack: int, read_uncommitted: int = 0
+) -> RunFacts:
+    # A whole-group cut at t=50: broker-a-0 had fsynced up to 300, the others up to 200.
+    cut = PowerCut(
+        4,
+        G,
+        ("broker-a-0", "broker-a-1", "broker-a-2"),
+        True,
+        50.0,
+        {"broker-a-0": 300, "broker-a-1": 200, "broker-a-2": 200},
+        3,
+    )
+    sends = (
+        SendResult("m1", SendStatus.PUT_OK, G, offset=0, size=100, started_at=1.0, completed_at=1.1),
+        SendResult("m2", SendStatus.PUT_OK, G, offset=200, size=100, started_at=40.0, completed_at=40.1),
+        SendResult("m3", SendStatus.PUT_OK, G, offset=300, size=100, started_at=41.0, completed_at=41.1),
+        SendResult("m4", SendStatus.PUT_OK, G, offset=400, size=100, started_at=42.0, completed_at=42.1),
+        SendResult("m5", SendStatus.PUT_OK, G, offset=300, size=100, started_at=60.0, completed_at=60.1),
+    )
+    # The log after recovery: m1, m2 (fsynced on broker-a-0), then m5 at m3's old offset.
+    return facts(
+        sends=sends,
+        final_logs={G: {0: "m1", 200: "m2", 300: "m5"}},
+        invariants={**INVARIANTS, "lost_ack": lost_ack, "read_uncommitted": read_uncommitted},
+        power_cuts=(cut,),
+        declared=declared,
+        reads_seen=((G, 0, "m1"), (G, 300, "m3"), (G, 300, "m5")),  # m3 was read before the cut
+    )
+
+
+def test_a_declared_loss_of_never_fsynced_acks_passes_and_is_counted_apart() -> None:
+    verdict = judge(_power_run({G: [(300, 500)]}, lost_ack=2))
+    assert verdict.ok, verdict.text
+    assert (verdict.lost, verdict.declared) == (0, 2)  # m3, m4; m5 was acked after the cut
+    assert " lost 0 " in verdict.text and "declared-lost 2" in verdict.text
+    assert "acked but never fsynced on any replica 2, of which declared lost 2" in verdict.text
+    assert "2, all of messages declared lost by the controller" in verdict.text
+
+
+def test_reads_of_declared_lost_messages_are_explained_and_no_more() -> None:
+    assert judge(_power_run({G: [(300, 500)]}, lost_ack=2, read_uncommitted=1)).ok
+    two = judge(_power_run({G: [(300, 500)]}, lost_ack=2, read_uncommitted=2))
+    assert two.reasons == ("invariant read_uncommitted: 2 violation(s)",)
+
+
+def test_an_undeclared_or_fsynced_loss_is_silent_and_fails() -> None:
+    undeclared = judge(_power_run({}, lost_ack=2))
+    assert not undeclared.ok and (undeclared.lost, undeclared.declared) == (2, 0)
+    assert "invariant lost_ack: 2 violation(s)" in undeclared.reasons
+    partly = judge(_power_run({G: [(400, 500)]}, lost_ack=2))  # only m4 declared
+    assert not partly.ok and (partly.lost, partly.declared) == (1, 1)
+
+
+def test_never_fsynced_needs_a_whole_group_cut_after_the_ack() -> None:
+    cut = PowerCut(1, G, ("broker-a-0",), False, 50.0, {"broker-a-0": 0}, 1)
+    acked = SendResult("m", SendStatus.PUT_OK, G, offset=100, size=50, completed_at=10.0)
+    assert not never_fsynced(acked, [cut])  # one replica's power: the others still hold it
+    whole = replace(cut, whole_group=True, flushed={"broker-a-0": 120, "broker-a-1": 150})
+    assert not never_fsynced(acked, [whole])  # broker-a-1 had fsynced all of it
+    assert never_fsynced(replace(acked, size=60), [whole])
+    assert not never_fsynced(replace(acked, size=60, completed_at=60.0), [whole])  # acked after the cut
+
+
+def test_declared_ranges_come_from_the_controller_events() -> None:
+    rows = [
+        {"type": "ElectMaster", "brokerName": G, "ackedDataLost": {"fromOffset": 300, "toOffset": 500}},
+        {"type": "ElectMaster", "brokerName": G, "ackedDataLost": '{"fromOffset": 300, "toOffset": 500}'},
+        {
+            "type": "ElectMaster",
+            "brokerName": "broker-b",
+            "ackedDataLostFromOffset": 7,
+            "ackedDataLostToOffset": 9,
+        },
+        {"type": "ElectMaster", "brokerName": G, "ackedDataLost": None},
+        {"type": "AlterSyncStateSet", "brokerName": G},
+    ]
+    assert declared_ranges(rows) == {G: [(300, 500)], "broker-b": [(7, 9)]}
