@@ -10,7 +10,7 @@ import pytest
 
 from mqha.broker.commitlog import MessageDraft
 from mqha.broker.store import BrokerStore
-from tests.helpers.interim_power_loss import cut_commit_log_to
+from mqha.chaos.power_loss import cut_unflushed
 from tests.integration.ha_nodes import broker_config
 
 
@@ -37,11 +37,13 @@ def test_a_clean_restart_is_not_lossy(tmp_path: Path) -> None:
 def test_a_log_cut_behind_the_confirm_offset_is_lossy_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store, offsets = filled(tmp_path, 10)
+    store, offsets = filled(tmp_path, 5)  # flushed
+    offsets += [store.log.append(MessageDraft("t", b"x" * 100)).offset for _ in range(5)]  # not flushed
     top = store.max_offset
+    store.save_confirm_offset(top)  # confirmed (acknowledged by the set), not fsynced by this replica
     store.checkpoint.close()  # as after a kill -9: nothing closed cleanly
-    store.log._checkpoint_fd = -1
-    cut_commit_log_to(tmp_path, offsets[5])
+    store.log._checkpoint_fd = -1  # the process "died": no clean mark is written
+    assert cut_unflushed(tmp_path).flushed_offset == offsets[5]  # the power cut
     with caplog.at_level(logging.WARNING, logger="mqha.broker.store"):
         reopened = BrokerStore.open_config(broker_config(tmp_path))
     report = reopened.start_report
