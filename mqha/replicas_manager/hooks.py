@@ -25,6 +25,10 @@ class BrokerProgress:
     last_epoch: int
     max_offset: int
     confirm_offset: int
+    ack_point: int | None = None
+    """The offset every acknowledged put reached under the put policy: the confirm offset with
+    ``allAckInSyncStateSet``, the ``inSyncReplicas``-th highest of the SyncStateSet's acks otherwise;
+    None when puts do not wait for replicas (sent with SyncStateSet proposals, docs/architecture.md §3.2)."""
 
 
 @dataclass(frozen=True)

@@ -113,8 +113,6 @@ class PlannerConfig:
     heartbeat_timeout_ms: int = 10000
     election_priority: int = 2**31 - 1
     heartbeat_interval_ms: int = 1000
-    all_ack_in_sync_state_set: bool = False
-    """Then the master's confirm offset is an ack point, sent with SyncStateSet proposals."""
     start: BrokerStart | None = None
     """How this process started (register, heartbeats); None for an agent without a store (tests)."""
 
@@ -131,7 +129,6 @@ class PlannerConfig:
             heartbeat_timeout_ms=config["controllerHeartBeatTimeoutMills"],
             election_priority=config["brokerElectionPriority"],
             heartbeat_interval_ms=config["brokerHeartbeatInterval"],
-            all_ack_in_sync_state_set=bool(config.get("allAckInSyncStateSet", False)),
         )
 
 

@@ -7,10 +7,11 @@ check's answer that arrived while the set changed: it predates the change, so th
 again rather than that answer proposed. A set takes effect only with a newer SyncStateSet epoch
 (``changeSyncStateSet``).
 
-A proposal carries (docs/architecture.md §3.2) the master's confirm offset when it is an ack point
-(``allAckInSyncStateSet``), and for each member but the master the incarnation of the HA connection the
-master saw catch up (the HA layer's report, given with the check answer or the proposal; absent when
-the HA layer cannot tell), so the controller admits no replica process that restarted since.
+A proposal carries (docs/architecture.md §3.2) the master's ack point (``BrokerProgress.ack_point``:
+what every acknowledged put reached; none when puts do not wait for replicas), and for each member
+but the master the incarnation of the HA connection the master saw catch up (the HA layer's report,
+given with the check answer or the proposal; absent when the HA layer cannot tell), so the
+controller admits no replica process that restarted since.
 """
 
 from __future__ import annotations
@@ -88,14 +89,14 @@ class SyncStateSetUpkeep:
         members = None
         if known is not None:
             members = {b: known[b] for b in sorted(proposed - {self.broker_id}) if b in known}
-        confirm = self.progress.confirm_offset
+        ack_point = self.progress.ack_point
         request = AlterSyncStateSetRequest(
             broker_name=self.config.broker_name,
             master_broker_id=self.broker_id,
             master_epoch=self.master_epoch,
             sync_state_set=proposed,
             sync_state_set_epoch=self.sync_state_set_epoch,
-            confirm_offset=confirm if self.config.all_ack_in_sync_state_set and confirm >= 0 else None,
+            confirm_offset=ack_point if ack_point is not None and ack_point >= 0 else None,
             member_incarnations=members,
         )
         out = self._call_once(lambda seq: ProposeSyncStateSet(seq, request))

@@ -27,7 +27,7 @@ REPORT = {
 
 
 def master(all_ack: bool) -> ReplicasPlanner:
-    p = ReplicasPlanner(replace(CFG, start=START, all_ack_in_sync_state_set=all_ack), seed=1)
+    p = ReplicasPlanner(replace(CFG, start=START), seed=1)
     p.on_identity_loaded(act.BrokerIdentity("c1", "b1", 2), None)
     out = to_first_time_sync(p)
     register = one(out, act.RegisterBroker)
@@ -38,7 +38,8 @@ def master(all_ack: bool) -> ReplicasPlanner:
     out = p.on_heartbeat_sent(heartbeat, 1, 0)
     out = p.on_controller_reply(one(out, act.ElectMaster), ok(**master_info(2, 1, {2}, 1)), 0)
     p.on_role_change_result(one(out, act.BecomeMaster), True, 0)
-    p.on_local_progress(BrokerProgress(last_epoch=1, max_offset=900, confirm_offset=800))
+    ack_point = 800 if all_ack else None  # async acks: no ack point (the broker's BrokerRuntime.ack_point)
+    p.on_local_progress(BrokerProgress(last_epoch=1, max_offset=900, confirm_offset=800, ack_point=ack_point))
     return p
 
 
@@ -49,7 +50,7 @@ def test_an_expansion_carries_the_confirm_offset_and_the_incarnations_seen() -> 
     assert (request.confirm_offset, dict(request.member_incarnations)) == (800, {3: "c" * 32})
 
 
-def test_without_all_ack_the_confirm_offset_is_no_ack_point_and_is_not_sent() -> None:
+def test_without_an_ack_point_no_confirm_offset_is_sent() -> None:
     p = master(all_ack=False)
     request = one(p.on_sync_state_set_check(frozenset({2, 3}), 10, {}), act.ProposeSyncStateSet).request
     assert request.confirm_offset is None and dict(request.member_incarnations) == {}
