@@ -4,9 +4,9 @@ set, and the completeness rule of docs/architecture.md §3.2 (KIP-966's Eligible
 The watermark ``W`` is the highest offset the decision knows was acknowledged: the set's replicated
 ``acked_watermark``, the current master's last heartbeat confirm offset (soft) and every alive
 replica's confirm offset before recovery (soft, until the set's masterEpoch moves on). A candidate is
-*complete* when it is alive and either a SyncStateSet member that did not restart lossy (it holds
-whatever the set acknowledged; its heartbeat's maxOffset may just be older than the master's last ack
-point) or its reported maxOffset is at least ``W``.
+*complete* when it is alive and either a SyncStateSet member still in the process (incarnation) it
+joined with (it holds whatever the set acknowledged; its heartbeat's maxOffset may just be older than
+the master's last ack point) or its reported maxOffset is at least ``W``.
 
 Strategy, per candidate pool -- the SyncStateSet, then the ELR (replicas that left the SyncStateSet
 holding everything acknowledged up to a credited offset), then (only when unclean election is enabled)
@@ -115,6 +115,7 @@ def elect(
     watermark: int = -1,
     waited_ms: int | None = None,
     wait_timeout_ms: int = 0,
+    joined_as: Callable[[int], str | None] | None = None,
 ) -> ElectionResult:
     """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect`` with the rule of docs/architecture.md
     §3.2; ``all_replicas`` is None unless unclean election is on, ``eligible`` is the ELR (id -> credit),
@@ -129,9 +130,16 @@ def elect(
         if not is_alive(broker_id):
             return False
         info = live_info(broker_id)
-        if broker_id in in_sync and not (info is not None and info.lossy):
-            # A SyncStateSet member holds everything the set acknowledged (that is what being in it
-            # means), unless it restarted lossy; its reported maxOffset may lag by a heartbeat.
+        if (
+            broker_id in in_sync
+            and info is not None
+            and info.incarnation is not None
+            and joined_as is not None
+            and joined_as(broker_id) == info.incarnation
+        ):
+            # The very process that joined the SyncStateSet holds everything the set acknowledged
+            # (that is what being in it means); its heartbeat's maxOffset may just lag by one. A member
+            # that restarted since is judged by what it reports (its log may have lost a tail).
             return True
         return _max_offset(info) >= watermark
 
@@ -217,4 +225,5 @@ class ElectionPolicy:
             watermark=election_watermark(group, liveness),
             waited_ms=waited_ms,
             wait_timeout_ms=self.unclean_recovery_timeout_ms,
+            joined_as=lambda broker_id: liveness.member_incarnation(name, broker_id),
         )

@@ -78,6 +78,10 @@ class LivenessView(Protocol):
         masterEpoch (soft; docs/architecture.md §3.2)."""
         ...
 
+    def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
+        """The incarnation with which ``broker_id`` joined the set's SyncStateSet (soft; None: unknown)."""
+        ...
+
 
 @dataclass(frozen=True)
 class LivenessSnapshot:
@@ -86,15 +90,21 @@ class LivenessSnapshot:
     now_ms: int
     entries: Mapping[LiveKey, BrokerLiveInfo] = field(default_factory=FrozenMap)
     master_confirms: Mapping[str, tuple[int, int]] = field(default_factory=FrozenMap)
+    member_incarnations: Mapping[LiveKey, str] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, FrozenMap):
             object.__setattr__(self, "entries", FrozenMap(self.entries))
         if not isinstance(self.master_confirms, FrozenMap):
             object.__setattr__(self, "master_confirms", FrozenMap(self.master_confirms))
+        if not isinstance(self.member_incarnations, FrozenMap):
+            object.__setattr__(self, "member_incarnations", FrozenMap(self.member_incarnations))
 
     def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
         return self.master_confirms.get(broker_name)
+
+    def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
+        return self.member_incarnations.get((broker_name, broker_id))
 
     @classmethod
     def of(cls, now_ms: int, infos: list[BrokerLiveInfo] | tuple[BrokerLiveInfo, ...]) -> LivenessSnapshot:
@@ -114,6 +124,7 @@ class HeartbeatTable:
     def __init__(self) -> None:
         self._entries: dict[LiveKey, BrokerLiveInfo] = {}
         self._master_confirms: dict[str, tuple[int, int]] = {}
+        self._member_incarnations: dict[LiveKey, str] = {}  # the incarnation each member joined with
         self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
         self._first_seen: dict[LiveKey, tuple[str | None, int]] = {}  # -> (incarnation, masterEpoch)
 
@@ -188,6 +199,21 @@ class HeartbeatTable:
     def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
         return self._master_confirms.get(broker_name)
 
+    def note_members(self, broker_name: str, incarnations: Mapping[int, str | None]) -> None:
+        """The SyncStateSet of ``broker_name`` is now these members, joined with these incarnations (a
+        member whose incarnation is None, or unknown here, is forgotten: it is judged by its offsets)."""
+        for key in [key for key in self._member_incarnations if key[0] == broker_name]:
+            if key[1] not in incarnations:
+                del self._member_incarnations[key]
+        for broker_id, incarnation in incarnations.items():
+            if incarnation is None:
+                self._member_incarnations.pop((broker_name, broker_id), None)
+            else:
+                self._member_incarnations[(broker_name, broker_id)] = incarnation
+
+    def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
+        return self._member_incarnations.get((broker_name, broker_id))
+
     def touch(self, now_ms: int, broker_name: str, broker_id: int) -> bool:
         """Refresh ``last_seen`` only (e.g. a session ping); False when the broker is unknown."""
         info = self._entries.get((broker_name, broker_id))
@@ -237,6 +263,7 @@ class HeartbeatTable:
             del self._entries[key]
         self._master_confirms.pop(broker_name, None)
         self._acking_masters.pop(broker_name, None)
+        self.note_members(broker_name, {})
         for key in [key for key in self._first_seen if key[0] == broker_name]:
             del self._first_seen[key]
 
@@ -245,4 +272,9 @@ class HeartbeatTable:
 
     def view(self, now_ms: int) -> LivenessSnapshot:
         """A frozen view for one decision."""
-        return LivenessSnapshot(now_ms, FrozenMap(self._entries), FrozenMap(self._master_confirms))
+        return LivenessSnapshot(
+            now_ms,
+            FrozenMap(self._entries),
+            FrozenMap(self._master_confirms),
+            FrozenMap(self._member_incarnations),
+        )

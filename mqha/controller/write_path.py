@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from mqha.codes import ResponseCode
@@ -218,9 +218,13 @@ class WritePath(NodePart):
         )
 
     async def alter_sync_state_set(self, request: AlterSyncStateSetRequest) -> Reply:
+        before = self.applier.state.group(request.broker_name)
         reply = await self._write(
             request.broker_name, lambda state, live: handle_alter_sync_state_set(state, request, live)
         )
+        if reply.ok:
+            old = frozenset() if before is None else before.sync_state_set
+            self._note_members(request.broker_name, request.sync_state_set, old, request.member_incarnations)
         if reply.ok and request.confirm_offset is not None:
             # This master's confirm offset is an ack point (it sends one only then): its heartbeats'
             # confirm offsets count in the election watermark (docs/architecture.md §3.2).
@@ -256,6 +260,8 @@ class WritePath(NodePart):
         if decided and reply.code != Code.CONTROLLER_NOT_LEADER:
             self._after_decision(name, decided[-1], reply, now)
         if reply.ok and isinstance(payload := reply.payload, ElectMasterPayload):
+            if payload.master_broker_id is not None:
+                self._note_members(name, frozenset({payload.master_broker_id}), frozenset())
             log.info(
                 "%s election of %s: master %s, masterEpoch %s, syncStateSet %s",
                 trigger,
@@ -266,6 +272,27 @@ class WritePath(NodePart):
             )
             self._notify_role_change(name, payload)
         return reply
+
+    def _note_members(
+        self,
+        name: str,
+        members: frozenset[int],
+        kept: frozenset[int],
+        vouched: Mapping[int, str] | None = None,
+    ) -> None:
+        """Remember with which process (incarnation) each SyncStateSet member joined (docs/architecture.md
+        §3.2): an added member as the master vouched for it, else as it heartbeats now; a kept one as
+        before. Soft, this node only: a new leader knows none and judges members by their offsets."""
+        joined: dict[int, str | None] = {}
+        for broker_id in members:
+            known = self.heartbeats.member_incarnation(name, broker_id) if broker_id in kept else None
+            if known is None and vouched is not None:
+                known = vouched.get(broker_id)
+            if known is None:
+                info = self.heartbeats.info(name, broker_id)
+                known = None if info is None else info.incarnation
+            joined[broker_id] = known
+        self.heartbeats.note_members(name, joined)
 
     def _after_decision(self, name: str, election: ElectionResult, reply: Reply, now_ms: int) -> None:
         """The soft state of the election rule (docs/architecture.md §3.2): the wait, and a declared loss."""

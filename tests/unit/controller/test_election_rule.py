@@ -45,6 +45,7 @@ def run(
     all_replicas: set[int] | None = None,
     waited_ms: int | None = None,
     timeout_ms: int = 300_000,
+    joined: dict[int, str] | None = None,
 ) -> ElectionResult:
     return elect(
         sss,
@@ -57,6 +58,7 @@ def run(
         watermark=watermark,
         waited_ms=waited_ms,
         wait_timeout_ms=timeout_ms,
+        joined_as=(joined or {}).get,
     )
 
 
@@ -99,9 +101,13 @@ def test_wait_forever_and_never_wait() -> None:
     assert not run({1, 2}, live, watermark=20, timeout_ms=0).waiting
 
 
-def test_a_healthy_sync_state_set_member_with_an_older_heartbeat_is_complete() -> None:
+def test_a_sync_state_set_member_still_in_the_process_it_joined_with_is_complete() -> None:
     # Its last heartbeat predates the master's last ack point, but being in the set, it holds it.
-    assert run({1, 2}, {2: info(2, offset=90)}, old=1, watermark=100) == ElectionResult(2, watermark=100)
+    live = {2: info(2, offset=90, incarnation="x")}
+    assert run({1, 2}, live, old=1, watermark=100, joined={2: "x"}) == ElectionResult(2, watermark=100)
+    # Restarted since it joined (a stale checkpoint can hide a lost tail): judged by its offset.
+    assert run({1, 2}, live, old=1, watermark=100, joined={2: "w"}).waiting_for == (1,)
+    assert run({1, 2}, live, old=1, watermark=100).waiting_for == (1,)  # nothing known of it
     # An ELR member is judged by its offset: it left the set, so later acks may be missing.
     assert run({1}, {2: info(2, offset=90)}, old=1, elr={2: 80}, watermark=100).waiting_for == (1,)
     assert run({1}, {2: info(2, offset=90)}, old=1, elr={2: 80}, watermark=100, timeout_ms=0).lost == (
@@ -149,9 +155,11 @@ def situations(draw: st.DrawFn) -> dict[str, object]:
             offset=draw(offsets),
             prio=draw(st.integers(0, 2)),
             lossy_recovery=draw(st.booleans()),
+            incarnation=draw(st.sampled_from(["x", "y", None])),
         )
         for b in sorted(alive_ids)
     }
+    joined = {b: draw(st.sampled_from(["x", "y"])) for b in sorted(sss) if draw(st.booleans())}
     return {
         "sss": sss,
         "live": live,
@@ -161,6 +169,7 @@ def situations(draw: st.DrawFn) -> dict[str, object]:
         "all_replicas": draw(st.one_of(st.none(), st.just(set(registered)))),
         "waited_ms": draw(st.one_of(st.none(), st.integers(0, 20))),
         "timeout_ms": draw(st.sampled_from([0, 10, WAIT_FOREVER])),
+        "joined": joined,
     }
 
 
@@ -171,9 +180,17 @@ def _pools(s: dict[str, object]) -> list[int]:
 
 
 def _complete(s: dict[str, object]) -> Callable[[int], bool]:
-    live, watermark, sss = s["live"], s["watermark"], s["sss"]
+    live, watermark, sss, joined = s["live"], s["watermark"], s["sss"], s["joined"]
     assert isinstance(live, dict) and isinstance(watermark, int) and isinstance(sss, set)
-    return lambda b: b in live and ((b in sss and not live[b].lossy) or live[b].max_offset >= watermark)
+    assert isinstance(joined, dict)
+
+    def complete(b: int) -> bool:
+        if b not in live:
+            return False
+        same_process = b in sss and live[b].incarnation is not None and joined.get(b) == live[b].incarnation
+        return same_process or live[b].max_offset >= watermark
+
+    return complete
 
 
 @settings(max_examples=300, deadline=None)

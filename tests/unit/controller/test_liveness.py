@@ -146,3 +146,12 @@ def test_a_master_confirm_counts_only_for_a_master_that_reports_ack_points() -> 
     assert table.view(0).master_confirm("g") == (3, 100)  # the highest of the epoch
     table.remove_group("g")
     assert table.master_confirm("g") is None
+
+
+def test_members_are_remembered_with_the_process_they_joined_with() -> None:
+    table = HeartbeatTable()
+    table.note_members("g", {1: "a", 2: "b"})
+    assert table.view(0).member_incarnation("g", 2) == "b"
+    table.note_members("g", {1: "a", 3: None})  # 2 left; 3 joined with an unknown process
+    assert (table.member_incarnation("g", 2), table.member_incarnation("g", 3)) == (None, None)
+    assert table.member_incarnation("g", 1) == "a"
