@@ -181,21 +181,19 @@ def elect(
 
 def election_watermark(group: BrokerGroupState, liveness: LivenessView) -> int:
     """``W`` of docs/architecture.md §3.2 (pure): the replicated watermark, the current master's last
-    confirm offset in this masterEpoch, and the confirm offsets before recovery of the alive replicas
-    first heard in this masterEpoch."""
+    confirm offset in this masterEpoch, and the confirm offsets before recovery of the broker processes
+    first heard in this masterEpoch (alive or not)."""
     name = group.broker_name
     marks = [group.acked_watermark]
     reported = liveness.master_confirm(name)
     if reported is not None and reported[0] == group.master_epoch:
         marks.append(reported[1])
-    for broker_id in group.replicas:
-        info = liveness.info(name, broker_id)
-        if (
-            info is not None
-            and liveness.is_alive(name, broker_id)
-            and info.first_seen_master_epoch == group.master_epoch
-        ):
-            marks.append(info.confirm_offset_before_recovery)
+    # A recovery report is knowledge of what was acknowledged, whether its reporter is still alive:
+    # every process of the set first heard in this masterEpoch (later ones were folded into the
+    # replicated watermark by the election that moved the epoch on, or declared lost).
+    for first_seen, confirmed in liveness.recovery_confirms(name):
+        if first_seen == group.master_epoch:
+            marks.append(confirmed)
     return max(marks)
 
 

@@ -82,6 +82,11 @@ class LivenessView(Protocol):
         """The incarnation with which ``broker_id`` joined the set's SyncStateSet (soft; None: unknown)."""
         ...
 
+    def recovery_confirms(self, broker_name: str) -> list[tuple[int, int]]:
+        """(masterEpoch first seen in, confirm offset before recovery) of every broker process of the set
+        this node heard of, alive or not (soft; docs/architecture.md §3.2)."""
+        ...
+
 
 @dataclass(frozen=True)
 class LivenessSnapshot:
@@ -91,6 +96,7 @@ class LivenessSnapshot:
     entries: Mapping[LiveKey, BrokerLiveInfo] = field(default_factory=FrozenMap)
     master_confirms: Mapping[str, tuple[int, int]] = field(default_factory=FrozenMap)
     member_incarnations: Mapping[LiveKey, str] = field(default_factory=FrozenMap)
+    recoveries: Mapping[LiveKey, tuple[int, int]] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, FrozenMap):
@@ -99,12 +105,17 @@ class LivenessSnapshot:
             object.__setattr__(self, "master_confirms", FrozenMap(self.master_confirms))
         if not isinstance(self.member_incarnations, FrozenMap):
             object.__setattr__(self, "member_incarnations", FrozenMap(self.member_incarnations))
+        if not isinstance(self.recoveries, FrozenMap):
+            object.__setattr__(self, "recoveries", FrozenMap(self.recoveries))
 
     def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
         return self.master_confirms.get(broker_name)
 
     def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
         return self.member_incarnations.get((broker_name, broker_id))
+
+    def recovery_confirms(self, broker_name: str) -> list[tuple[int, int]]:
+        return [value for key, value in sorted(self.recoveries.items()) if key[0] == broker_name]
 
     @classmethod
     def of(cls, now_ms: int, infos: list[BrokerLiveInfo] | tuple[BrokerLiveInfo, ...]) -> LivenessSnapshot:
@@ -126,7 +137,8 @@ class HeartbeatTable:
         self._master_confirms: dict[str, tuple[int, int]] = {}
         self._member_incarnations: dict[LiveKey, str] = {}  # the incarnation each member joined with
         self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
-        self._first_seen: dict[LiveKey, tuple[str | None, int]] = {}  # -> (incarnation, masterEpoch)
+        # -> (incarnation, masterEpoch first seen in, confirm offset before recovery)
+        self._first_seen: dict[LiveKey, tuple[str | None, int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -151,7 +163,12 @@ class HeartbeatTable:
             first_seen = known[1]
         else:
             first_seen = master_epoch
-            self._first_seen[key] = (heartbeat.incarnation, master_epoch)  # type: ignore[index]
+            before = heartbeat.confirm_offset_before_recovery
+            self._first_seen[key] = (  # type: ignore[index]
+                heartbeat.incarnation,
+                master_epoch,
+                -1 if before is None else before,
+            )
         info = BrokerLiveInfo(
             cluster_name=heartbeat.cluster_name,
             broker_name=heartbeat.broker_name,
@@ -277,4 +294,5 @@ class HeartbeatTable:
             FrozenMap(self._entries),
             FrozenMap(self._master_confirms),
             FrozenMap(self._member_incarnations),
+            FrozenMap({key: (known[1], known[2]) for key, known in self._first_seen.items()}),
         )

@@ -232,7 +232,7 @@ def _decide_elect_master(
     wait = f"; {result.describe_wait()}" if result.waiting else ""
     if requested is None and not group.is_first_election:
         no_master = "Old master has down and failed to elect a new broker master" + wait
-        if result.waiting and (group.master_broker_id is None or waited_ms is None):
+        if group.master_broker_id is None or (result.waiting and waited_ms is None):
             # Nothing to clear (the set already has no master), or the first attempt of a wait: the
             # alive replicas' heartbeats may just be older than the master's last ack point, so the
             # master is cleared only if the next attempt still waits (one election, one epoch).

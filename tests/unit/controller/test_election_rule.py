@@ -272,17 +272,13 @@ def _group(**changes: object) -> BrokerGroupState:
 
 def test_watermark_takes_the_replicated_value_the_master_ack_point_and_recovery_confirms() -> None:
     group = _group()
-    live = LivenessSnapshot.of(
-        0,
-        [
-            info(2, offset=90, confirm_offset_before_recovery=150, first_seen_master_epoch=4),
-            info(3, offset=90, confirm_offset_before_recovery=999, first_seen_master_epoch=3),  # older epoch
-        ],
-    )
+    # Recovery reports of processes first heard in this masterEpoch count, alive or not; older ones
+    # were folded into the replicated watermark when the epoch moved on.
+    live = LivenessSnapshot(0, {}, recoveries={("g", 2): (4, 150), ("g", 3): (3, 999), ("h", 1): (4, 777)})
     assert election_watermark(group, live) == 150
-    with_master = LivenessSnapshot(0, live.entries, {"g": (4, 170)})
+    with_master = LivenessSnapshot(0, {}, {"g": (4, 170)}, recoveries=live.recoveries)
     assert election_watermark(group, with_master) == 170
-    stale_master = LivenessSnapshot(0, live.entries, {"g": (3, 500)})
+    stale_master = LivenessSnapshot(0, {}, {"g": (3, 500)}, recoveries=live.recoveries)
     assert election_watermark(group, stale_master) == 150
 
 
