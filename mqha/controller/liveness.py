@@ -196,8 +196,8 @@ class HeartbeatTable:
 
     def mark_acking_master(self, broker_name: str, master_epoch: int) -> None:
         """The master of ``master_epoch`` reports ack points (``confirmOffset`` on AlterSyncStateSet): from
-        now on its heartbeats' confirm offsets are noted. With ``allAckInSyncStateSet`` that is its ack
-        point; with ``inSyncReplicas`` it is its log end and may overstate (docs/architecture.md §3.2)."""
+        now on its heartbeats' confirm offsets, which such a master fills with its ack point, are noted
+        (docs/architecture.md §3.2)."""
         self._acking_masters[broker_name] = max(master_epoch, self._acking_masters.get(broker_name, -1))
 
     def note_master_confirm(self, broker_name: str, master_epoch: int, confirm_offset: int) -> None:

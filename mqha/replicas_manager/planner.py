@@ -186,7 +186,11 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
             broker_id=self.broker_id,
             epoch=self.progress.last_epoch,
             max_offset=self.progress.max_offset,
-            confirm_offset=self.progress.confirm_offset,
+            # A master with an ack point reports it (docs/architecture.md §3.2): with inSyncReplicas its
+            # confirm offset is its log end, which says nothing of what was acknowledged.
+            confirm_offset=(
+                self.progress.confirm_offset if self.progress.ack_point is None else self.progress.ack_point
+            ),
             heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
             election_priority=self.config.election_priority,
             **(self.config.start.request_fields() if self.config.start is not None else {}),
