@@ -46,13 +46,14 @@ def _cluster(
     return cluster
 
 
-def run_put(before: Path, rounds: int, window: float, clients: int) -> dict[str, Any]:
+def run_put(before: Path, rounds: int, window: float, clients: int, modes: list[str]) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="mqha-put-before-after-"))
     payload = message_payload(BODY)
     figures: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with contextlib.ExitStack() as stack:
         targets = {}
-        for mode, extra in MODES.items():
+        for mode in modes:
+            extra = MODES[mode]
             for side in SIDES:
                 cluster = _cluster(
                     stack,
@@ -68,7 +69,7 @@ def run_put(before: Path, rounds: int, window: float, clients: int) -> dict[str,
         for url, headers in targets.values():
             asyncio.run(put_load(url, payload, clients, 0.5, headers))  # warm-up
         for number in range(rounds):
-            for mode in MODES:
+            for mode in modes:
                 sides = SIDES if number % 2 == 0 else tuple(reversed(SIDES))
                 for side in sides:
                     url, headers = targets[(mode, side)]
@@ -153,11 +154,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--kills", type=int, default=12)
+    parser.add_argument("--modes", default=",".join(MODES), help="put: ack modes, comma-separated")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     before = args.before.resolve()
     if args.bench == "put":
-        data = run_put(before, args.rounds, args.window, args.clients)
+        data = run_put(before, args.rounds, args.window, args.clients, args.modes.split(","))
         text = report_put(data)
     else:
         data = run_failover(before, args.kills)

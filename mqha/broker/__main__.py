@@ -76,6 +76,7 @@ class Broker:
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
         from mqha.replicas_manager.client import request_signer
+        from mqha.replicas_manager.hooks import BrokerStart
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
         from mqha.security.tls import client_context
@@ -89,8 +90,10 @@ class Broker:
         try:
             # History (docs/architecture.md §5): epochs, roles and truncations, batched off the event loop.
             recorder = HistoryRecorder.in_store(config["storePathRootDir"])
+            # One incarnation per process: the HA client announces it, register and heartbeats report
+            # it (the start report), and the controller compares the two (docs/architecture.md §3.2).
             self.store = BrokerStore.open_config(
-                config, BrokerHistory(recorder, address, config["brokerName"])
+                config, BrokerHistory(recorder, address, config["brokerName"]), self.incarnation
             )
         except (StorageError, OSError, sqlite3.Error) as exc:
             if recorder is not None:
@@ -115,7 +118,14 @@ class Broker:
             incarnation=self.incarnation,
         )
         self.runtime = BrokerRuntime(self.role, self.store, self.ha, address, ha_address)
-        self.manager = ReplicasManager(config, self.runtime)
+        report = self.store.start_report
+        self.manager = ReplicasManager(
+            config,
+            self.runtime,
+            start=BrokerStart(
+                report.incarnation, report.clean_shutdown, report.lossy, report.confirm_offset_before_recovery
+            ),
+        )
         # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
         # Full disk and retention (docs/architecture.md §4.2): one DiskGuard holds the disk state (puts
         # refused while FULL, status, metrics); the retention task measures each pass and feeds it.

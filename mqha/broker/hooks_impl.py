@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from mqha.autoswitch_ha.service import AutoSwitchHAService
 from mqha.broker.store import BrokerStore
@@ -46,7 +47,25 @@ class BrokerRuntime:
             last_epoch=self.store.epochs.last_epoch(),
             max_offset=self.store.max_offset,
             confirm_offset=self.ha.gate.confirm_offset(),
+            ack_point=self.ack_point() if self.role.is_master else None,
         )
+
+    def ack_point(self) -> int | None:
+        """The offset every acknowledged put reached (docs/architecture.md §3.2): with
+        ``allAckInSyncStateSet`` the confirm offset (every member holds it); with ``inSyncReplicas`` = N
+        the N-th highest of the master's log end and its members' counted acks (None while fewer than N
+        can ack: puts are refused); None when puts do not wait for replicas."""
+        gate = self.ha.gate
+        policy = gate.policy
+        if policy.all_ack_in_sync_state_set:
+            return gate.confirm_offset()
+        needed = policy.in_sync_replicas
+        if needed <= 1:
+            return None
+        acks = gate.counted_acks()
+        members = self.ha.keeper.sync_state_set() - {self.role.broker_id}
+        reached = sorted([self.store.max_offset, *(acks[m] for m in members if m in acks)], reverse=True)
+        return reached[needed - 1] if len(reached) >= needed else None
 
     def set_broker_controller_id(self, broker_id: int) -> None:
         role = self.role
@@ -102,6 +121,12 @@ class BrokerRuntime:
 
     def maybe_shrink_sync_state_set(self) -> frozenset[int]:
         return self.ha.maybe_shrink()
+
+    def slave_incarnations(self) -> Mapping[int, str] | None:
+        """The incarnation of each live slave connection (docs/architecture.md §3.2), or None when the
+        HA layer cannot tell."""
+        read = getattr(self.ha, "slave_incarnations", None)
+        return None if read is None else read()
 
     def set_fenced(self, fenced: bool) -> None:
         if fenced != self.role.fenced:

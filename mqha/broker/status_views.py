@@ -82,6 +82,7 @@ class BrokerStatusViews:
             "confirmOffset": ha.gate.confirm_offset(),
             "flushedOffset": store.log.flushed_offset,
             "ackMode": self._ack_mode,
+            "startReport": store.start_report.to_json(),  # docs/architecture.md §3.2
             "totalReplicas": config["totalReplicas"],
             "brokerVersionDesc": f"mqha {__version__}",
         }

@@ -17,12 +17,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import mmap
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mqha.broker.commitlog import CommitLog, FlushMode
+from mqha.broker.start_report import StartReport, new_incarnation, start_report
 from mqha.epoch.file import EpochStore
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError, StorageError
@@ -36,12 +38,15 @@ CONFIRM_CHECKPOINT_NAME = "confirmOffsetCheckpoint"
 class ConfirmOffsetCheckpoint:
     """Keeps the broker's confirmOffset in one small file, rewritten in place.
 
-    The file holds ``{"confirmOffset": n}``, padded to a fixed size and written with one ``pwrite``, as
-    the reference keeps its confirm offset in the mapped ``checkpoint`` file. Not a temp file and a
+    The file holds ``{"confirmOffset": n}``, padded to a fixed size and written through a shared memory
+    map, as the reference keeps its confirm offset in the mapped ``checkpoint`` file. A master saves it
+    before answering each put (docs/architecture.md §9.3), so a save must cost next to nothing: a store
+    into the mapped page touches no syscall and no journal (a ``pwrite`` per put updated the file's
+    mtime and waited behind the commit log's fsyncs, about 10 % of asynchronous puts). The page
+    reaches the disk with the kernel's writeback, or at once when ``durable``. Not a temp file and a
     rename: replacing a file frees the old one's blocks, and where the file system discards freed
-    blocks the rename waited for the disk, a few ms on the event loop five times a second. A torn write
-    leaves it unreadable, and unreadable → ``-1`` (unknown: nothing is exposed until a master says
-    otherwise), which is always safe.
+    blocks the rename waited for the disk. A torn write leaves it unreadable, and unreadable → ``-1``
+    (unknown: nothing is exposed until a master says otherwise), which is always safe.
     """
 
     SIZE = 64  # bytes; the JSON of any int64 fits, padded with spaces (JSON ignores them)
@@ -50,6 +55,7 @@ class ConfirmOffsetCheckpoint:
         self.path = path
         self._written: int | None = None
         self._fd = -1
+        self._map: mmap.mmap | None = None
 
     def load(self) -> int:
         try:
@@ -69,21 +75,24 @@ class ConfirmOffsetCheckpoint:
     def save(self, value: int, *, durable: bool = False) -> None:
         if value == self._written and not durable:
             return
-        record = json.dumps({"confirmOffset": value}).encode().ljust(self.SIZE)
+        record = b'{"confirmOffset":%d}' % value
         try:
-            first = self._fd < 0
-            if first:
+            if self._map is None:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            os.pwrite(self._fd, record, 0)
-            if first:
                 os.ftruncate(self._fd, self.SIZE)  # whatever the file held beyond the record goes
+                self._map = mmap.mmap(self._fd, self.SIZE)
+            self._map[:] = record.ljust(self.SIZE)
             if durable:
+                self._map.flush()
                 os.fsync(self._fd)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise StorageError(self.path, f"cannot write the confirm offset checkpoint: {exc}") from exc
         self._written = value
 
     def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -133,6 +142,8 @@ class BrokerStore:
         self.epoch_store = epochs
         self.checkpoint = ConfirmOffsetCheckpoint(os.path.join(settings.root_dir, CONFIRM_CHECKPOINT_NAME))
         self._confirm = -1
+        # How this process started (docs/architecture.md §3.2); set by ``_recover``.
+        self.start_report = StartReport(new_incarnation(), True, False, -1, 0)
         # docs/architecture.md §5 epochs/truncations, when recording
         self.history = history
         self._flush_task: asyncio.Future[None] | None = None
@@ -140,8 +151,11 @@ class BrokerStore:
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: StoreSettings, history: BrokerHistory | None = None) -> BrokerStore:
-        """Open and recover the commit log, load the epoch file and the confirm offset, reconcile them."""
+    def open(
+        cls, settings: StoreSettings, history: BrokerHistory | None = None, incarnation: str | None = None
+    ) -> BrokerStore:
+        """Open and recover the commit log, load the epoch file and the confirm offset, reconcile them.
+        ``incarnation``: this process's (the start report's; a new one when not given)."""
         os.makedirs(settings.root_dir, exist_ok=True)
         # Always ASYNC in the commit log: SYNC_FLUSH fsyncs run in a worker thread (``flush_to``), so
         # appends stay on the event loop and never race a role change.
@@ -158,12 +172,16 @@ class BrokerStore:
             commit_log.close()
             raise
         store = cls(settings, commit_log, epochs, history)
+        if incarnation is not None:
+            store.start_report = replace(store.start_report, incarnation=incarnation)
         store._recover()
         return store
 
     @classmethod
-    def open_config(cls, config: Mapping[str, Any], history: BrokerHistory | None = None) -> BrokerStore:
-        return cls.open(StoreSettings.from_config(config), history)
+    def open_config(
+        cls, config: Mapping[str, Any], history: BrokerHistory | None = None, incarnation: str | None = None
+    ) -> BrokerStore:
+        return cls.open(StoreSettings.from_config(config), history, incarnation)
 
     def _recover(self) -> None:
         top, bottom = self.log.max_offset, self.log.min_offset
@@ -174,7 +192,14 @@ class BrokerStore:
             dropped = [p for p in self.epoch_store.history.pairs() if p[1] > top]
             self.epoch_store.truncate_suffix_by_offset(top + 1)
             log.warning("epoch entries %s start beyond the recovered log end %d: dropped", dropped, top)
-        stored = self.checkpoint.load()
+        stored = before = self.checkpoint.load()
+        report = start_report(
+            self.start_report.incarnation,
+            clean_shutdown=self.log.recovery.clean,
+            confirm_offset_before_recovery=before,
+            recovered_max_offset=top,
+        )
+        self.start_report = report
         if stored >= 0:
             clamped = min(max(stored, bottom), top)
             if clamped != stored:
@@ -182,6 +207,18 @@ class BrokerStore:
                 self.checkpoint.save(clamped, durable=True)
             stored = clamped
         self._confirm = stored
+        if report.lossy:
+            # The one line an operator must see: acknowledged data is gone from this replica; the
+            # controller will not elect it over a replica that still holds it (docs/architecture.md §3.2).
+            log.warning(
+                "LOSSY RECOVERY: confirm offset %d is beyond the recovered log end %d: confirmed "
+                "messages in [%d, %d) are gone from this replica (%s shutdown)",
+                before,
+                top,
+                top,
+                before,
+                "clean" if report.clean_shutdown else "unclean",
+            )
         log.info(
             "store open: log [%d, %d), epochs %s, confirm offset %d (recovery: %s)",
             bottom,
@@ -190,6 +227,7 @@ class BrokerStore:
             stored,
             "clean" if self.log.recovery.clean else f"crash path, {self.log.recovery.cut_reason or 'no cut'}",
         )
+        log.info("start report: %s", report.describe())
 
     def close(self, confirm_offset: int | None = None) -> None:
         """Persist the last confirm offset (``confirm_offset``, the HA layer's effective value, else the

@@ -9,6 +9,14 @@ It is deterministic (no clock, no randomness, no liveness: those stayed with the
 NEVER raises: it runs inside PySyncObj's replicated method, where an exception wedges the node
 (docs/raft.md §4, P3). Undecodable bytes and unexpected errors become a ``SYSTEM_ERROR`` outcome.
 
+The election rule's state (docs/architecture.md §3.2) moves here too: an AlterSyncStateSet moves the
+members it removes into the ELR (credit: its confirm offset, else the watermark) and takes the members
+it adds out; an ElectMaster moves the old SyncStateSet members other than the new master into the ELR
+(credit: the decision's watermark) and takes the new master out. Only a known credit (>= 0) admits a
+replica: with nothing known acknowledged there is no ELR and elections are the reference's. The
+watermark only grows, except that an election declaring acknowledged data lost resets it to what
+survives (``fromOffset``).
+
 Deviations applied here (docs/architecture.md §7 and our own, see ``handle_clean_broker_data``):
 - a partial clean keeps the set (and its sync-state entry) while any replica stays registered;
 - a partial clean that removes the current master also clears the master and bumps masterEpoch
@@ -143,20 +151,43 @@ def _apply_elect_master(state: ControllerState, record: ElectMasterRecord) -> Co
     )
     _check_epochs(group, record)
     new_master = record.new_master_broker_id
+    lost = record.acked_data_lost
     if new_master is None:
-        # No candidate: the master is cleared (masterEpoch+1); the SyncStateSet and its epoch stay.
-        return state.with_group(replace(group, master_broker_id=None, master_epoch=group.master_epoch + 1))
+        # No candidate: the master is cleared (masterEpoch+1); the SyncStateSet and its epoch stay. The
+        # decision's watermark is kept: it may hold soft facts (a master's last confirm offset) that the
+        # epoch change would otherwise forget.
+        return state.with_group(
+            replace(
+                group,
+                master_broker_id=None,
+                master_epoch=group.master_epoch + 1,
+                acked_watermark=max(group.acked_watermark, record.acked_watermark),
+            )
+        )
     if not group.is_registered(new_master):
         raise _Rejected(
             ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
             f"Failed to elect a new master: broker {new_master} is no longer registered in {name}",
         )
+    if lost is not None:
+        # What is gone is declared; the watermark restarts at what survives, and no credit exceeds it.
+        watermark = lost.from_offset
+        eligible = {b: min(c, watermark) for b, c in group.eligible_replicas.items()}
+    else:
+        watermark = max(group.acked_watermark, record.acked_watermark)
+        eligible = dict(group.eligible_replicas)
+    if watermark >= 0:  # with nothing known acknowledged, nobody is credited (no ELR, as the reference)
+        for member in group.sync_state_set - {new_master}:
+            eligible[member] = watermark
+    eligible.pop(new_master, None)
     group = replace(
         group,
         master_broker_id=new_master,
         master_epoch=group.master_epoch + 1,
         sync_state_set=frozenset({new_master}),
         sync_state_set_epoch=group.sync_state_set_epoch + 1,
+        eligible_replicas=eligible,
+        acked_watermark=watermark,
     )
     return state.with_group(group)
 
@@ -182,10 +213,21 @@ def _apply_alter_sync_state_set(state: ControllerState, record: AlterSyncStateSe
         raise _Rejected(
             failed, f"{rejecting} the new syncStateSet does not contain the master {record.master_broker_id}"
         )
+    new_set = record.new_sync_state_set
+    watermark = group.acked_watermark
+    if record.confirm_offset is not None:
+        watermark = max(watermark, record.confirm_offset)
+    credit = watermark if record.confirm_offset is None else record.confirm_offset
+    eligible = {b: c for b, c in group.eligible_replicas.items() if b not in new_set}
+    if credit >= 0:
+        for removed in group.sync_state_set - new_set:
+            eligible[removed] = credit
     group = replace(
         group,
-        sync_state_set=record.new_sync_state_set,
+        sync_state_set=new_set,
         sync_state_set_epoch=group.sync_state_set_epoch + 1,
+        eligible_replicas=eligible,
+        acked_watermark=watermark,
     )
     return state.with_group(group)
 
@@ -205,7 +247,13 @@ def _apply_clean(state: ControllerState, record: CleanBrokerDataRecord) -> Contr
     if not replicas:
         return state.without_group(name)
     # Deviation: the set keeps its sync-state entry (epochs, master history) while replicas remain.
-    group = replace(group, replicas=replicas, sync_state_set=group.sync_state_set - record.broker_ids)
+    eligible = {b: c for b, c in group.eligible_replicas.items() if b not in record.broker_ids}
+    group = replace(
+        group,
+        replicas=replicas,
+        sync_state_set=group.sync_state_set - record.broker_ids,
+        eligible_replicas=eligible,
+    )
     if group.master_broker_id in record.broker_ids:
         group = replace(group, master_broker_id=None, master_epoch=group.master_epoch + 1)
     return state.with_group(group)

@@ -148,6 +148,22 @@ CONTROLLER_CONFIG = ConfigSpec(
             runtime=True,
         ),
         Key(
+            "uncleanRecoveryTimeoutMills",
+            int,
+            300_000,
+            "how long a set whose alive replicas all lack acknowledged messages waits for one that holds "
+            "them; then the most advanced log is elected and the rest declared lost (docs/architecture.md "
+            "§3.2). 0: never wait; -1: wait until an operator forces an election",
+            rule=rules.Rule(
+                lambda value: value == -1 or 0 <= value <= rules.INT64_MAX,
+                f"-1 or within [0, {rules.INT64_MAX}]",
+                (-1, rules.INT64_MAX),
+            ),
+            runtime=True,
+            unit="ms",
+            rocketmq=False,
+        ),
+        Key(
             "processReadEvent",
             bool,
             False,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from mqha.controller.apply import Outcome
 from mqha.controller.liveness import LivenessSnapshot
@@ -29,6 +29,17 @@ from mqha.controller.state import BrokerGroupState, ControllerState
 
 TIMELINE_RECORDS = (ElectMasterRecord, AlterSyncStateSetRecord, CleanBrokerDataRecord)
 """Records that change a master or a SyncStateSet: the ones the console's change timeline shows."""
+
+
+class WaitView(Protocol):
+    """A set's wait for a complete replica (``mqha.controller.election_waits.Waiting``)."""
+
+    @property
+    def since_ms(self) -> int: ...
+    @property
+    def waiting_for(self) -> tuple[int, ...]: ...
+    @property
+    def watermark(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -71,11 +82,17 @@ def timeline_entry(outcome: Outcome, ts_ms: int) -> dict[str, Any] | None:
         "codeName": outcome.code.name,
         "remark": outcome.remark,
         "unclean": bool(getattr(record, "unclean", False)),
+        "ackedDataLost": _lost_json(record) if outcome.accepted else None,
         "masterBrokerId": None if group is None else group.master_broker_id,
         "masterEpoch": None if group is None else group.master_epoch,
         "syncStateSet": None if group is None else sorted(group.sync_state_set),
         "syncStateSetEpoch": None if group is None else group.sync_state_set_epoch,
     }
+
+
+def _lost_json(record: object) -> dict[str, int] | None:
+    lost = getattr(record, "acked_data_lost", None)
+    return None if lost is None else {"fromOffset": lost.from_offset, "toOffset": lost.to_offset}
 
 
 def _known(value: int | None) -> int | None:
@@ -109,14 +126,25 @@ def _replicas(group: BrokerGroupState, liveness: LivenessSnapshot) -> list[dict[
                 "maxOffset": max_offset,
                 "confirmOffset": _known(info.confirm_offset if info is not None else None),
                 "lag": lag,
+                # Election state and the start report (docs/architecture.md §3.2).
+                "eligibleCredit": group.eligible_replicas.get(broker_id),
+                "incarnation": None if info is None else info.incarnation,
+                "cleanShutdown": None if info is None else info.clean_shutdown,
+                "lossyRecovery": None if info is None else info.lossy_recovery,
+                "confirmOffsetBeforeRecovery": (
+                    None if info is None else _known(info.confirm_offset_before_recovery)
+                ),
                 "reportedMsAgo": None if info is None else max(0, liveness.now_ms - info.last_seen_ms),
             }
         )
     return rows
 
 
-def group_view(group: BrokerGroupState, liveness: LivenessSnapshot) -> dict[str, Any]:
-    """One broker set: master, epochs, SyncStateSet and per replica liveness, offsets and lag."""
+def group_view(
+    group: BrokerGroupState, liveness: LivenessSnapshot, waiting: WaitView | None = None
+) -> dict[str, Any]:
+    """One broker set: master, epochs, SyncStateSet, ELR, acknowledged watermark, whether its election waits
+    (and for whom), and per replica liveness, offsets, lag and start report."""
     return {
         "clusterName": group.cluster_name,
         "brokerName": group.broker_name,
@@ -125,6 +153,15 @@ def group_view(group: BrokerGroupState, liveness: LivenessSnapshot) -> dict[str,
         "masterEpoch": group.master_epoch,
         "syncStateSet": sorted(group.sync_state_set),
         "syncStateSetEpoch": group.sync_state_set_epoch,
+        "eligibleReplicas": sorted(group.eligible_replicas),
+        "ackedWatermark": _known(group.acked_watermark),
+        "electionWaiting": None
+        if waiting is None
+        else {
+            "sinceMs": waiting.since_ms,
+            "waitingFor": list(waiting.waiting_for),
+            "watermark": waiting.watermark,
+        },
         "replicas": _replicas(group, liveness),
     }
 
@@ -161,8 +198,11 @@ def build_snapshot(
     liveness: LivenessSnapshot,
     node: ServingNode,
     timeline: Sequence[Mapping[str, Any]],
+    waiting: Mapping[str, WaitView] | None = None,
 ) -> dict[str, Any]:
-    """The console's whole document; equal inputs give equal output (the shell pushes on change)."""
+    """The console's whole document; equal inputs give equal output (the shell pushes on change).
+    ``waiting``: the sets whose election waits for a complete replica (the serving leader's soft state)."""
+    waits = waiting or {}
     clusters: dict[str, list[str]] = {}
     for name, group in sorted(state.groups.items()):
         clusters.setdefault(group.cluster_name, []).append(name)
@@ -171,7 +211,9 @@ def build_snapshot(
         "controllers": _controllers(node),
         "appliedIndex": state.applied_index,
         "clusters": clusters,
-        "groups": [group_view(group, liveness) for _, group in sorted(state.groups.items())],
+        "groups": [
+            group_view(group, liveness, waits.get(name)) for name, group in sorted(state.groups.items())
+        ],
         "timeline": [dict(row) for row in timeline],
     }
 

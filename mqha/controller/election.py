@@ -1,16 +1,34 @@
 """Master election policy (docs/reference-behaviour.md §6), with a total order instead of a collapsing sorted
-set.
+set, and the completeness rule of docs/architecture.md §3.2 (KIP-966's Eligible Leader Replicas).
 
-Strategy, per candidate pool — the SyncStateSet first, then (only when unclean election is enabled)
+The watermark ``W`` is the highest offset the decision knows was acknowledged: the set's replicated
+``acked_watermark``, the current master's last heartbeat confirm offset (soft) and every alive
+replica's confirm offset before recovery (soft, until the set's masterEpoch moves on). A candidate is
+*complete* when it is alive and either a SyncStateSet member still in the process (incarnation) it
+joined with (it holds whatever the set acknowledged; its heartbeat's maxOffset may just be older than
+the master's last ack point) or its reported maxOffset is at least ``W``.
+
+Strategy, per candidate pool -- the SyncStateSet, then the ELR (replicas that left the SyncStateSet
+holding everything acknowledged up to a credited offset), then (only when unclean election is enabled)
 every registered replica:
 
-1. keep the candidates that are alive; none -> this pool yields nothing;
-2. the old master, if it is in the pool and nobody else is designated (or it is the designated one);
-3. a designated broker (admin ``electMaster``) if it is in the pool, else nothing from this pool —
-   designation is strict, there is no fallback to another broker of the same pool;
-4. otherwise the best by the total order of docs/architecture.md §7: epoch desc, maxOffset desc,
+1. keep the candidates that are alive and complete; none -> this pool yields nothing;
+2. the old master, if it is among them;
+3. otherwise the best by the total order of docs/architecture.md §7: epoch desc, maxOffset desc,
    electionPriority asc, brokerId asc. A candidate without heartbeat info ranks as the
    docs/reference-behaviour.md §7.1 defaults (epoch -1, maxOffset -1, priority Integer.MAX_VALUE).
+
+No complete candidate in any pool, but someone alive who could be elected: if a SyncStateSet member,
+or an ELR member credited with at least ``W``, is not alive it might be complete, and the set *waits*
+for it (no election) until
+``uncleanRecoveryTimeoutMills`` have passed since the first attempt that had to wait (-1: until an
+operator forces one). After that, or when there is nobody to wait for, the most advanced log (the same
+total order) among the alive SyncStateSet and ELR members -- or every alive replica with unclean
+election -- is elected, and ``[its maxOffset, W)`` is declared lost: gone from every replica.
+
+A designated election (admin ``electMaster -b``) is obeyed at once: the designated broker, if alive in
+one of the pools (there is no fallback to another broker), whatever it holds; any loss is declared the
+same way.
 
 The reference ranks with a sorted set (equal candidates collapse, the survivor depends on insertion
 order) and narrows the offset gap to 32 bits; the explicit final tie-break on broker id and Python's
@@ -19,20 +37,47 @@ unbounded ints make the result a pure function of the inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from mqha.controller.liveness import BrokerLiveInfo, LivenessView
 from mqha.controller.state import BrokerGroupState
 from mqha.wire.controller_api import INT32_MAX
 
+WAIT_FOREVER = -1
+"""``uncleanRecoveryTimeoutMills = -1``: wait until an operator forces an election."""
+
 
 @dataclass(frozen=True)
 class ElectionResult:
-    """The chosen broker (None: no candidate) and whether it came from outside the SyncStateSet."""
+    """The outcome of one election decision.
+
+    ``broker_id`` is the chosen broker (None: no candidate, or the set waits: ``waiting_for`` names the
+    replicas it waits for). ``unclean``: the new master came from outside the SyncStateSet and ELR.
+    ``watermark``: the decision's ``W``. ``lost``: ``(fromOffset, toOffset)`` of acknowledged data the
+    new master lacks and no live replica holds, declared lost. ``incomplete``: alive candidates skipped
+    because they lack acknowledged data.
+    """
 
     broker_id: int | None
     unclean: bool = False
+    watermark: int = -1
+    lost: tuple[int, int] | None = None
+    waiting_for: tuple[int, ...] = ()
+    incomplete: tuple[int, ...] = field(default=())
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.waiting_for)
+
+    def describe_wait(self) -> str:
+        """The remark of an election that waits."""
+        who = ", ".join(str(b) for b in self.waiting_for)
+        short = ", ".join(str(b) for b in self.incomplete) or "none"
+        return (
+            f"waiting for a replica that holds every acknowledged message (up to offset {self.watermark}): "
+            f"broker(s) {who} not alive; alive but incomplete: {short}"
+        )
 
 
 NO_CANDIDATE = ElectionResult(None)
@@ -45,21 +90,17 @@ def rank_key(broker_id: int, info: BrokerLiveInfo | None) -> tuple[int, int, int
     return (-info.epoch, -info.max_offset, info.election_priority, broker_id)
 
 
-def _pick(
-    pool: Iterable[int],
-    old_master: int | None,
-    prefer: int | None,
-    is_alive: Callable[[int], bool],
-    live_info: Callable[[int], BrokerLiveInfo | None],
-) -> int | None:
-    alive = sorted(broker_id for broker_id in pool if is_alive(broker_id))
-    if not alive:
-        return None
-    if old_master is not None and old_master in alive and (prefer is None or prefer == old_master):
-        return old_master
-    if prefer is not None:
-        return prefer if prefer in alive else None
-    return min(alive, key=lambda broker_id: rank_key(broker_id, live_info(broker_id)))
+def _max_offset(info: BrokerLiveInfo | None) -> int:
+    return -1 if info is None else info.max_offset
+
+
+def _should_wait(waited_ms: int | None, timeout_ms: int) -> bool:
+    """Wait while the timeout has not passed since the first attempt that had to wait (None: this one)."""
+    if timeout_ms == WAIT_FOREVER:
+        return True
+    if timeout_ms <= 0:
+        return False
+    return (waited_ms or 0) < timeout_ms
 
 
 def elect(
@@ -70,26 +111,105 @@ def elect(
     prefer: int | None,
     is_alive: Callable[[int], bool],
     live_info: Callable[[int], BrokerLiveInfo | None],
+    eligible: Mapping[int, int] | None = None,
+    watermark: int = -1,
+    waited_ms: int | None = None,
+    wait_timeout_ms: int = 0,
+    joined_as: Callable[[int], str | None] | None = None,
 ) -> ElectionResult:
-    """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect``; ``all_replicas`` is None unless unclean
-    election is on."""
+    """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect`` with the rule of docs/architecture.md
+    §3.2; ``all_replicas`` is None unless unclean election is on, ``eligible`` is the ELR (id -> credit),
+    ``waited_ms`` how long the set has been waiting (None: it was not)."""
     in_sync = frozenset(sync_state_set)
-    chosen = _pick(in_sync, old_master, prefer, is_alive, live_info)
-    if chosen is None and all_replicas is not None:
-        chosen = _pick(all_replicas, old_master, prefer, is_alive, live_info)
-    if chosen is None:
+    elr = dict(eligible or {})
+    pools: list[list[int]] = [sorted(in_sync), sorted(set(elr) - in_sync)]
+    if all_replicas is not None:
+        pools.append(sorted(set(all_replicas) - in_sync - set(elr)))
+
+    def complete(broker_id: int) -> bool:
+        if not is_alive(broker_id):
+            return False
+        info = live_info(broker_id)
+        if (
+            broker_id in in_sync
+            and info is not None
+            and info.incarnation is not None
+            and joined_as is not None
+            and joined_as(broker_id) == info.incarnation
+        ):
+            # The very process that joined the SyncStateSet holds everything the set acknowledged
+            # (that is what being in it means); its heartbeat's maxOffset may just lag by one. A member
+            # that restarted since is judged by what it reports (its log may have lost a tail).
+            return True
+        return _max_offset(info) >= watermark
+
+    def result(chosen: int, lost_ok: bool) -> ElectionResult:
+        top = _max_offset(live_info(chosen))
+        lost = (max(top, 0), watermark) if lost_ok and top < watermark else None
+        unclean = chosen not in in_sync and chosen not in elr
+        return ElectionResult(chosen, unclean=unclean, watermark=watermark, lost=lost)
+
+    if prefer is not None:
+        # Designation is strict: the designated broker if alive in a pool, else nothing.
+        for pool in pools:
+            if prefer in pool:
+                return result(prefer, lost_ok=True) if is_alive(prefer) else NO_CANDIDATE
         return NO_CANDIDATE
-    return ElectionResult(chosen, unclean=chosen not in in_sync)
+
+    for pool in pools:
+        ready = [broker_id for broker_id in pool if complete(broker_id)]
+        if not ready:
+            continue
+        if old_master is not None and old_master in ready:
+            return result(old_master, lost_ok=False)
+        return result(min(ready, key=lambda b: rank_key(b, live_info(b))), lost_ok=False)
+
+    # Nobody alive holds every acknowledged message. Whoever is alive could only be elected by
+    # declaring a loss; with nobody alive there is nothing to decide (and nothing to wait for).
+    eligible_ids = sorted(in_sync | set(elr))
+    candidates = [b for b in eligible_ids if is_alive(b)]
+    if all_replicas is not None:
+        candidates += [b for b in pools[-1] if is_alive(b)]
+    if not candidates:
+        return ElectionResult(None, watermark=watermark)
+    waitable = tuple(b for b in eligible_ids if not is_alive(b) and (b in in_sync or elr[b] >= watermark))
+    if waitable and _should_wait(waited_ms, wait_timeout_ms):
+        return ElectionResult(None, watermark=watermark, waiting_for=waitable, incomplete=tuple(candidates))
+    chosen = min(candidates, key=lambda b: rank_key(b, live_info(b)))
+    return result(chosen, lost_ok=True)
+
+
+def election_watermark(group: BrokerGroupState, liveness: LivenessView) -> int:
+    """``W`` of docs/architecture.md §3.2 (pure): the replicated watermark, the current master's last
+    confirm offset in this masterEpoch, and the confirm offsets before recovery of the broker processes
+    first heard in this masterEpoch (alive or not)."""
+    name = group.broker_name
+    marks = [group.acked_watermark]
+    reported = liveness.master_confirm(name)
+    if reported is not None and reported[0] == group.master_epoch:
+        marks.append(reported[1])
+    # A recovery report is knowledge of what was acknowledged, whether its reporter is still alive:
+    # every process of the set first heard in this masterEpoch (later ones were folded into the
+    # replicated watermark by the election that moved the epoch on, or declared lost).
+    for first_seen, confirmed in liveness.recovery_confirms(name):
+        if first_seen == group.master_epoch:
+            marks.append(confirmed)
+    return max(marks)
 
 
 @dataclass(frozen=True)
 class ElectionPolicy:
-    """The policy bound to the controller's ``enableElectUncleanMaster`` setting."""
+    """Binds the election rule to ``enableElectUncleanMaster`` and ``uncleanRecoveryTimeoutMills``."""
 
     enable_elect_unclean_master: bool = False
+    unclean_recovery_timeout_ms: int = 300_000
 
     def elect(
-        self, group: BrokerGroupState, liveness: LivenessView, prefer: int | None = None
+        self,
+        group: BrokerGroupState,
+        liveness: LivenessView,
+        prefer: int | None = None,
+        waited_ms: int | None = None,
     ) -> ElectionResult:
         name = group.broker_name
         return elect(
@@ -99,4 +219,9 @@ class ElectionPolicy:
             prefer=prefer,
             is_alive=lambda broker_id: liveness.is_alive(name, broker_id),
             live_info=lambda broker_id: liveness.info(name, broker_id),
+            eligible=group.eligible_replicas,
+            watermark=election_watermark(group, liveness),
+            waited_ms=waited_ms,
+            wait_timeout_ms=self.unclean_recovery_timeout_ms,
+            joined_as=lambda broker_id: liveness.member_incarnation(name, broker_id),
         )

@@ -43,6 +43,19 @@ class BrokerLiveInfo:
     timeout_ms: int = 10_000
     last_seen_ms: int = 0
     session: Hashable | None = field(default=None, compare=False)
+    # The start report of the broker process (docs/architecture.md §3.2); None / -1 from older brokers.
+    incarnation: str | None = None
+    clean_shutdown: bool | None = None
+    lossy_recovery: bool | None = None
+    confirm_offset_before_recovery: int = -1
+    first_seen_master_epoch: int = -1
+    """The set's masterEpoch when this node first heard this incarnation: its confirm offset before
+    recovery counts in elections only until the set's masterEpoch moves on (an election folded it into
+    the replicated watermark, or declared it lost)."""
+
+    @property
+    def lossy(self) -> bool:
+        return bool(self.lossy_recovery)
 
     def is_alive(self, now_ms: int) -> bool:
         """docs/reference-behaviour.md §7.1: alive while ``lastUpdate + timeout >= now``."""
@@ -60,6 +73,20 @@ class LivenessView(Protocol):
 
     def info(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None: ...
 
+    def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
+        """(masterEpoch, confirm offset): the highest confirm offset the set's master heartbeated in that
+        masterEpoch (soft; docs/architecture.md §3.2)."""
+        ...
+
+    def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
+        """The incarnation with which ``broker_id`` joined the set's SyncStateSet (soft; None: unknown)."""
+        ...
+
+    def recovery_confirms(self, broker_name: str) -> list[tuple[int, int]]:
+        """(masterEpoch first seen in, confirm offset before recovery) of every broker process of the set
+        this node heard of, alive or not (soft; docs/architecture.md §3.2)."""
+        ...
+
 
 @dataclass(frozen=True)
 class LivenessSnapshot:
@@ -67,10 +94,28 @@ class LivenessSnapshot:
 
     now_ms: int
     entries: Mapping[LiveKey, BrokerLiveInfo] = field(default_factory=FrozenMap)
+    master_confirms: Mapping[str, tuple[int, int]] = field(default_factory=FrozenMap)
+    member_incarnations: Mapping[LiveKey, str] = field(default_factory=FrozenMap)
+    recoveries: Mapping[LiveKey, tuple[int, int]] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, FrozenMap):
             object.__setattr__(self, "entries", FrozenMap(self.entries))
+        if not isinstance(self.master_confirms, FrozenMap):
+            object.__setattr__(self, "master_confirms", FrozenMap(self.master_confirms))
+        if not isinstance(self.member_incarnations, FrozenMap):
+            object.__setattr__(self, "member_incarnations", FrozenMap(self.member_incarnations))
+        if not isinstance(self.recoveries, FrozenMap):
+            object.__setattr__(self, "recoveries", FrozenMap(self.recoveries))
+
+    def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
+        return self.master_confirms.get(broker_name)
+
+    def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
+        return self.member_incarnations.get((broker_name, broker_id))
+
+    def recovery_confirms(self, broker_name: str) -> list[tuple[int, int]]:
+        return [value for key, value in sorted(self.recoveries.items()) if key[0] == broker_name]
 
     @classmethod
     def of(cls, now_ms: int, infos: list[BrokerLiveInfo] | tuple[BrokerLiveInfo, ...]) -> LivenessSnapshot:
@@ -89,14 +134,41 @@ class HeartbeatTable:
 
     def __init__(self) -> None:
         self._entries: dict[LiveKey, BrokerLiveInfo] = {}
+        self._master_confirms: dict[str, tuple[int, int]] = {}
+        self._member_incarnations: dict[LiveKey, str] = {}  # the incarnation each member joined with
+        self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
+        # -> (incarnation, masterEpoch first seen in, confirm offset before recovery)
+        self._first_seen: dict[LiveKey, tuple[str | None, int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def record(
-        self, now_ms: int, heartbeat: BrokerHeartbeatRequest, session: Hashable | None = None
+        self,
+        now_ms: int,
+        heartbeat: BrokerHeartbeatRequest,
+        session: Hashable | None = None,
+        master_epoch: int = -1,
     ) -> BrokerLiveInfo:
-        """Store a heartbeat; the latest report wins (deviation, see module docstring)."""
+        """Store a heartbeat; the latest report wins (deviation, see module docstring).
+
+        ``master_epoch`` is the set's current masterEpoch: kept as ``first_seen_master_epoch`` while the
+        heartbeats come from the same incarnation.
+        """
+        key = (heartbeat.broker_name, heartbeat.broker_id)
+        # Remembered beyond the entry (an expiry or a closed session drops it): a process that comes
+        # back on a new session is the same incarnation, first seen when it was first seen.
+        known = self._first_seen.get(key)  # type: ignore[arg-type]
+        if known is not None and known[0] == heartbeat.incarnation:
+            first_seen = known[1]
+        else:
+            first_seen = master_epoch
+            before = heartbeat.confirm_offset_before_recovery
+            self._first_seen[key] = (  # type: ignore[index]
+                heartbeat.incarnation,
+                master_epoch,
+                -1 if before is None else before,
+            )
         info = BrokerLiveInfo(
             cluster_name=heartbeat.cluster_name,
             broker_name=heartbeat.broker_name,
@@ -109,9 +181,55 @@ class HeartbeatTable:
             timeout_ms=heartbeat.heartbeat_timeout_mills,
             last_seen_ms=now_ms,
             session=session,
+            incarnation=heartbeat.incarnation,
+            clean_shutdown=heartbeat.clean_shutdown,
+            lossy_recovery=heartbeat.lossy_recovery,
+            confirm_offset_before_recovery=(
+                -1
+                if heartbeat.confirm_offset_before_recovery is None
+                else heartbeat.confirm_offset_before_recovery
+            ),
+            first_seen_master_epoch=first_seen,
         )
         self._entries[info.key] = info
         return info
+
+    def mark_acking_master(self, broker_name: str, master_epoch: int) -> None:
+        """The master of ``master_epoch`` reports ack points (``confirmOffset`` on AlterSyncStateSet): from
+        now on its heartbeats' confirm offsets, which such a master fills with its ack point, are noted
+        (docs/architecture.md §3.2)."""
+        self._acking_masters[broker_name] = max(master_epoch, self._acking_masters.get(broker_name, -1))
+
+    def note_master_confirm(self, broker_name: str, master_epoch: int, confirm_offset: int) -> None:
+        """The set's master (at ``master_epoch``) heartbeated ``confirm_offset``: keep the highest of the
+        epoch, if that master's confirm offset is an ack point (``mark_acking_master``; otherwise it is
+        only its log end and says nothing about acknowledgements). Outlives the master's entry: an
+        election after its death still knows what it confirmed."""
+        if self._acking_masters.get(broker_name) != master_epoch:
+            return
+        known = self._master_confirms.get(broker_name)
+        if known is None or known[0] != master_epoch or known[1] < confirm_offset:
+            if known is not None and known[0] > master_epoch:
+                return  # a late heartbeat of an older master
+            self._master_confirms[broker_name] = (master_epoch, confirm_offset)
+
+    def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
+        return self._master_confirms.get(broker_name)
+
+    def note_members(self, broker_name: str, incarnations: Mapping[int, str | None]) -> None:
+        """The SyncStateSet of ``broker_name`` is now these members, joined with these incarnations (a
+        member whose incarnation is None, or unknown here, is forgotten: it is judged by its offsets)."""
+        for key in [key for key in self._member_incarnations if key[0] == broker_name]:
+            if key[1] not in incarnations:
+                del self._member_incarnations[key]
+        for broker_id, incarnation in incarnations.items():
+            if incarnation is None:
+                self._member_incarnations.pop((broker_name, broker_id), None)
+            else:
+                self._member_incarnations[(broker_name, broker_id)] = incarnation
+
+    def member_incarnation(self, broker_name: str, broker_id: int) -> str | None:
+        return self._member_incarnations.get((broker_name, broker_id))
 
     def touch(self, now_ms: int, broker_name: str, broker_id: int) -> bool:
         """Refresh ``last_seen`` only (e.g. a session ping); False when the broker is unknown."""
@@ -160,10 +278,21 @@ class HeartbeatTable:
         """Forget a whole broker set (after its metadata was cleaned)."""
         for key in [key for key in self._entries if key[0] == broker_name]:
             del self._entries[key]
+        self._master_confirms.pop(broker_name, None)
+        self._acking_masters.pop(broker_name, None)
+        self.note_members(broker_name, {})
+        for key in [key for key in self._first_seen if key[0] == broker_name]:
+            del self._first_seen[key]
 
     def entries(self) -> list[BrokerLiveInfo]:
         return [info for _, info in sorted(self._entries.items())]
 
     def view(self, now_ms: int) -> LivenessSnapshot:
         """A frozen view for one decision."""
-        return LivenessSnapshot(now_ms, FrozenMap(self._entries))
+        return LivenessSnapshot(
+            now_ms,
+            FrozenMap(self._entries),
+            FrozenMap(self._master_confirms),
+            FrozenMap(self._member_incarnations),
+            FrozenMap({key: (known[1], known[2]) for key, known in self._first_seen.items()}),
+        )

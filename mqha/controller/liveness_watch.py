@@ -9,7 +9,11 @@ Liveness is soft state: every node records the heartbeats it receives (HTTP or s
 - session close (``sessions``): entries whose latest heartbeat came on the session are dropped; a
   current master among them -> election at once;
 - inactive-master scan (leader; every ``scanInactiveMasterInterval``, first after one interval): a
-  set whose master is not alive while another replica is -> election.
+  set whose master is not alive while another replica is -> election; a set that waits for a complete
+  replica (docs/architecture.md §3.2) -> election again (its wait may have timed out);
+- a heartbeat in a set that waits, of a new broker process (incarnation), of a replica back from
+  expiry or of one whose maxOffset now reaches the watermark -> election at once (it may be complete);
+  of the current master after a lossy recovery -> election.
 
 Retries stop at the first definitive answer (SUCCESS, 2004 no candidate, 2011 master alive, 2010 set
 gone, 2007 not leader); only fenced, timed-out or failed attempts are retried, after 100 ms. (The
@@ -24,11 +28,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mqha.clock import wall_ms
 from mqha.codes import ResponseCode
-from mqha.controller.liveness import LivenessView
+from mqha.controller.liveness import BrokerLiveInfo, LivenessView
 from mqha.controller.parts import NodePart, NodeParts
 from mqha.controller.state import ControllerState
 from mqha.controller.write_path import TRIGGER_CONTROLLER
+from mqha.history.schema import BROKER_STARTS
 from mqha.wire.controller_api import BrokerHeartbeatRequest, ElectMasterRequest, Reply
 
 log = logging.getLogger(__name__)
@@ -101,8 +107,74 @@ class LivenessWatch(NodePart):
 
     def record_heartbeat(self, request: BrokerHeartbeatRequest, session: int | None = None) -> Reply:
         """docs/reference-behaviour.md §5.9, any node: soft state in this node's table only."""
-        self.heartbeats.record(self.clock.now_ms(), request, session)
+        name, broker_id = request.broker_name, request.broker_id
+        assert broker_id is not None  # the request refuses a heartbeat without one
+        group = self.applier.state.group(name)
+        master_epoch = -1 if group is None else group.master_epoch
+        now = self.clock.now_ms()
+        before = self.heartbeats.info(name, broker_id)
+        was_alive = before is not None and before.is_alive(now)
+        info = self.heartbeats.record(now, request, session, master_epoch)
+        if group is not None and group.master_broker_id == broker_id:
+            self.heartbeats.note_master_confirm(name, master_epoch, info.confirm_offset)
+        new_process = info.incarnation is not None and (
+            before is None or before.incarnation != info.incarnation
+        )
+        if new_process:
+            self._on_new_incarnation(info)
+        wait = self.waits.get(name)
+        caught_up = (
+            wait is not None
+            and info.max_offset >= wait.watermark
+            and (before is None or before.max_offset < wait.watermark)
+        )
+        if group is not None and (new_process or not was_alive or caught_up):
+            self._on_replica_back(name, broker_id, info, is_master=group.master_broker_id == broker_id)
         return Reply(Code.SUCCESS, "Heart beat success")
+
+    def _on_new_incarnation(self, info: BrokerLiveInfo) -> None:
+        """A broker process this node has not heard before: record how it started (docs/architecture.md
+        §3.2, §5)."""
+        if info.lossy:
+            log.warning(
+                "broker %s/%d (%s) restarted LOSSY (incarnation %s): its confirm offset before recovery "
+                "%d is beyond its log end %d",
+                info.broker_name,
+                info.broker_id,
+                info.broker_addr,
+                info.incarnation,
+                info.confirm_offset_before_recovery,
+                info.max_offset,
+            )
+        if self.parts.history is not None:
+            self.parts.history.record(
+                BROKER_STARTS,
+                {
+                    "node": self.node_id,
+                    "ts": wall_ms(),
+                    "clusterName": info.cluster_name,
+                    "brokerName": info.broker_name,
+                    "brokerId": info.broker_id,
+                    "brokerAddr": info.broker_addr,
+                    "incarnation": info.incarnation,
+                    "cleanShutdown": info.clean_shutdown,
+                    "lossyRecovery": info.lossy_recovery,
+                    "confirmOffsetBeforeRecovery": info.confirm_offset_before_recovery,
+                    "maxOffset": info.max_offset,
+                },
+            )
+
+    def _on_replica_back(self, name: str, broker_id: int, info: BrokerLiveInfo, *, is_master: bool) -> None:
+        """A replica (re)appeared: a waiting set may now have a complete replica; a master that came back
+        lossy must not stay master (docs/architecture.md §3.2)."""
+        if self._stopping or not self.log.is_serving_leader():
+            return
+        if self.waits.get(name) is not None:
+            self.trigger_election(
+                name, f"broker {broker_id} is back while the set waits for a complete replica"
+            )
+        elif is_master and info.lossy:
+            self.trigger_election(name, f"master {broker_id} restarted after a lossy recovery")
 
     def on_session_closed(self, session: int) -> None:
         gone = self.heartbeats.remove_session(session)
@@ -139,7 +211,9 @@ class LivenessWatch(NodePart):
 
     async def _controller_elect(self, broker_name: str, reason: str) -> None:
         try:
-            log.info("electing a new master for %s (%s)", broker_name, reason)
+            was_waiting = self.waits.get(broker_name) is not None
+            # A waiting set is re-evaluated every scan: its wait was logged once (write_path).
+            (log.debug if was_waiting else log.info)("electing a new master for %s (%s)", broker_name, reason)
             attempts = max(1, int(self.config["electMasterMaxRetryCount"]))
             for attempt in range(1, attempts + 1):
                 reply = await self.elect_master(
@@ -148,8 +222,10 @@ class LivenessWatch(NodePart):
                     timeout=CONTROLLER_ELECT_TIMEOUT,
                 )
                 if reply.code in _FINAL_ELECT_CODES:
+                    still_waiting = was_waiting and self.waits.get(broker_name) is not None
                     if not reply.ok:
-                        log.warning(
+                        # A set that keeps waiting is re-evaluated every scan: said once (write_path).
+                        (log.debug if still_waiting else log.warning)(
                             "controller election of %s: %s (%s)", broker_name, reply.code.name, reply.remark
                         )
                     return
@@ -182,12 +258,19 @@ class LivenessWatch(NodePart):
             self._on_broker_inactive(info.broker_name, info.broker_id, "heartbeat timeout")
 
     def scan_inactive_masters(self) -> None:
-        """docs/reference-behaviour.md §3.4 (serving leader only)."""
+        """docs/reference-behaviour.md §3.4 (serving leader only), and the sets that wait for a complete
+        replica (docs/architecture.md §3.2): their wait may have timed out."""
         if not self.log.is_serving_leader():
             return
         view = self.heartbeats.view(self.clock.now_ms())
         for name in groups_needing_election(self.applier.state, view):
             self.trigger_election(name, "inactive-master scan: master not alive")
+        state = self.applier.state
+        for name in sorted(self.waits.waiting()):
+            if state.group(name) is None:
+                self.waits.clear(name)
+                continue
+            self.trigger_election(name, "the set waits for a replica holding every acknowledged message")
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

@@ -13,6 +13,9 @@ Names (Prometheus conventions: ``_total`` counters, base units, snake_case):
 - ``mqha_controller_is_leader``, ``mqha_controller_raft_term``, ``mqha_controller_raft_voter``,
   ``mqha_controller_raft_voters``, ``mqha_controller_raft_commit_index``,
   ``mqha_controller_raft_last_applied_index``
+- ``mqha_controller_acked_data_lost_total{broker_name}`` — elections this node decided that declared
+  acknowledged data lost; ``mqha_controller_election_waiting{broker_name}`` — 1 while a set waits for a
+  complete replica (docs/architecture.md §3.2)
 - ``mqha_controller_broker_groups``, ``mqha_controller_live_brokers``, ``mqha_controller_broker_sessions``,
   ``mqha_controller_sync_state_set_size{broker_name}``, ``mqha_controller_master_epoch{broker_name}``,
   ``mqha_controller_broker_group_has_master{broker_name}`` (when the view fills ``has_master``)
@@ -42,6 +45,7 @@ class GroupGauge:
     sync_state_set_size: int
     master_epoch: int
     has_master: bool | None = None  # None: not reported by the view (no series)
+    election_waiting: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,11 +66,16 @@ class NodeView:
 class _NodeCollector(Collector):
     """Turns this node's ``NodeView`` into Prometheus gauges at scrape time."""
 
-    def __init__(self, view: Callable[[], NodeView]) -> None:
+    def __init__(
+        self, view: Callable[[], NodeView], on_groups: Callable[[list[GroupGauge]], None] | None = None
+    ) -> None:
         self._view = view
+        self._on_groups = on_groups
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
+        if self._on_groups is not None:
+            self._on_groups(view.groups)
         yield GaugeMetricFamily(
             "mqha_controller_is_leader",
             "1 while this node is the serving Raft leader",
@@ -111,14 +120,21 @@ class _NodeCollector(Collector):
             "1 while the broker set has a master in the replicated state",
             labels=["broker_name"],
         )
+        waiting = GaugeMetricFamily(
+            "mqha_controller_election_waiting",
+            "1 while the broker set waits for a replica holding every acknowledged message (this node)",
+            labels=["broker_name"],
+        )
         for group in view.groups:
             sss.add_metric([group.broker_name], group.sync_state_set_size)
             epoch.add_metric([group.broker_name], group.master_epoch)
             if group.has_master is not None:
                 has_master.add_metric([group.broker_name], int(group.has_master))
+            waiting.add_metric([group.broker_name], int(group.election_waiting))
         yield sss
         yield epoch
         yield has_master
+        yield waiting
 
 
 class ControllerMetrics:
@@ -155,7 +171,13 @@ class ControllerMetrics:
         )
         for trigger in ELECTION_TRIGGERS:  # series exist (at zero) before the first election
             self.election_duration.labels(trigger)
-        self.registry.register(_NodeCollector(view))
+        self.acked_data_lost = Counter(
+            "mqha_controller_acked_data_lost",
+            "elections decided by this node that declared acknowledged data lost (on no live replica)",
+            ["broker_name"],
+            registry=self.registry,
+        )
+        self.registry.register(_NodeCollector(view, self._touch_groups))
 
     def observe_request(self, api: str, code: str, seconds: float) -> None:
         self.requests.labels(api, code).inc()
@@ -165,6 +187,14 @@ class ControllerMetrics:
         self.elections.labels(trigger, result).inc()
         if seconds is not None:
             self.election_duration.labels(trigger).observe(seconds)
+
+    def _touch_groups(self, groups: list[GroupGauge]) -> None:
+        # Every set's loss counter exists at 0 before its first loss, so increase() sees that one too.
+        for group in groups:
+            self.acked_data_lost.labels(group.broker_name)
+
+    def observe_acked_data_lost(self, broker_name: str) -> None:
+        self.acked_data_lost.labels(broker_name).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -16,148 +16,64 @@ Deviations from the reference applied here (docs/architecture.md §7):
 - a controller-triggered election without a candidate in a set that never had a master answers 2004
   but writes nothing (the reference bumps masterEpoch to 1, which wedges the set);
 - elect replies also carry ``masterHaAddress`` (the master's HA address travels via the controller).
+
+The payload builders and ``reply_from_outcome`` are in ``replies`` (re-exported here).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import replace
 
 from mqha.codes import ResponseCode
-from mqha.controller.apply import Outcome, apply
 from mqha.controller.election import ElectionPolicy, ElectionResult
 from mqha.controller.liveness import LivenessView
 from mqha.controller.records import (
+    AckedDataLost,
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
     ElectMasterRecord,
-    Record,
     UpdateBrokerAddressRecord,
+)
+from mqha.controller.replies import (
+    NO_MASTER_ELECT_PAYLOAD,
+    alter_payload,
+    elect_payload,
+    member_group,
+    register_payload,
+    reject_result,
+    replica_info_payload,
+    reply_from_outcome,
+    write_result,
 )
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import BrokerGroupState, ControllerState
 from mqha.wire import controller_api as api
-from mqha.wire.codec import Payload
 from mqha.wire.controller_api import Reply
+
+__all__ = [
+    "NO_MASTER_ELECT_PAYLOAD",
+    "alter_payload",
+    "elect_payload",
+    "handle_alter_sync_state_set",
+    "handle_apply_broker_id",
+    "handle_clean_broker_data",
+    "handle_elect_master",
+    "handle_get_next_broker_id",
+    "handle_get_replica_info",
+    "handle_get_sync_state_data",
+    "handle_register_broker",
+    "member_group",
+    "register_payload",
+    "replica_info_payload",
+    "replicas_info",
+    "reply_from_outcome",
+]
 
 Code = ResponseCode
 SUCCESS = ResponseCode.SUCCESS
-
-# --------------------------------------------------------------------------------------------------
-# Payload builders: pure functions of a group, shared by decisions and ``reply_from_outcome``.
-
-
-def member_group(group: BrokerGroupState) -> api.BrokerMemberGroup:
-    return api.BrokerMemberGroup(
-        cluster=group.cluster_name,
-        broker_name=group.broker_name,
-        broker_addrs={broker_id: info.address for broker_id, info in sorted(group.replicas.items())},
-    )
-
-
-def _master_fields(group: BrokerGroupState) -> dict[str, Any]:
-    """The master and SyncStateSet fields the elect and replica-info replies both carry."""
-    return {
-        "master_broker_id": group.master_broker_id,
-        "master_address": group.master_address,
-        "master_ha_address": group.master_ha_address,
-        "master_epoch": group.master_epoch,
-        "sync_state_set_epoch": group.sync_state_set_epoch,
-        "sync_state_set": group.sync_state_set,
-    }
-
-
-def elect_payload(group: BrokerGroupState, with_member_group: bool) -> api.ElectMasterPayload:
-    """The elect reply of a group that has a master (SUCCESS and MASTER_STILL_EXIST)."""
-    return api.ElectMasterPayload(
-        **_master_fields(group), broker_member_group=member_group(group) if with_member_group else None
-    )
-
-
-NO_MASTER_ELECT_PAYLOAD = api.ElectMasterPayload()
-"""2004 / 2012: the reference's header fields are all null."""
-
-
-def register_payload(group: BrokerGroupState, master_alive: bool) -> api.RegisterBrokerPayload:
-    """docs/reference-behaviour.md §5.3 steps 3-4: master fields only when a master exists and is alive; SSS
-    always."""
-    has_master = master_alive and group.master_broker_id is not None
-    return api.RegisterBrokerPayload(
-        cluster_name=group.cluster_name,
-        broker_name=group.broker_name,
-        master_broker_id=group.master_broker_id if has_master else None,
-        master_address=group.master_address if has_master else None,
-        master_ha_address=group.master_ha_address if has_master else None,
-        master_epoch=group.master_epoch if has_master else None,
-        sync_state_set_epoch=group.sync_state_set_epoch if has_master else None,
-        sync_state_set=group.sync_state_set,
-    )
-
-
-def alter_payload(group: BrokerGroupState) -> api.AlterSyncStateSetPayload:
-    return api.AlterSyncStateSetPayload(
-        new_sync_state_set_epoch=group.sync_state_set_epoch,
-        sync_state_set=group.sync_state_set,
-        sync_state_set_epoch=group.sync_state_set_epoch,
-    )
-
-
-def replica_info_payload(group: BrokerGroupState) -> api.ReplicaInfoPayload:
-    return api.ReplicaInfoPayload(**_master_fields(group))
-
-
-# --------------------------------------------------------------------------------------------------
-# From apply's outcome to the final reply (docs/raft.md §3).
-
-
-def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
-    """The final reply of a write, built from what ``apply`` did with its (single) record.
-
-    A rejected outcome (fenced by a concurrent write, or the set vanished) answers with apply's code
-    and remark. An accepted one answers with the decision's code and remark (SUCCESS, or 2004 for a
-    controller-triggered election that cleared the master) and a payload read from the group as it
-    is after the entry. A result without records is a read: its reply is returned unchanged.
-    """
-    if not result.records:
-        return result.reply
-    if not outcome.accepted:
-        return Reply(outcome.code, outcome.remark)
-    code, remark = result.reply.code, result.reply.remark
-    record, group = outcome.record, outcome.group
-    if isinstance(record, ApplyBrokerIdRecord):
-        return Reply(
-            code,
-            remark,
-            api.ApplyBrokerIdPayload(cluster_name=record.cluster_name, broker_name=record.broker_name),
-        )
-    if group is None:  # only a clean leaves no group behind
-        return Reply(code, remark)
-    if isinstance(record, UpdateBrokerAddressRecord):
-        # The decision filled master fields only if the master was alive; keep that judgement only
-        # while the master is still the same broker (a newer master's liveness is unknown here).
-        draft = result.reply.payload
-        predicted = draft.master_broker_id if isinstance(draft, api.RegisterBrokerPayload) else None
-        alive = predicted is not None and predicted == group.master_broker_id
-        return Reply(code, remark, register_payload(group, alive))
-    if isinstance(record, ElectMasterRecord):
-        if record.new_master_broker_id is None:
-            return Reply(code, remark, NO_MASTER_ELECT_PAYLOAD)
-        return Reply(code, remark, elect_payload(group, with_member_group=True))
-    if isinstance(record, AlterSyncStateSetRecord):
-        return Reply(code, remark, alter_payload(group))
-    return Reply(code, remark)
-
-
-def _write(state: ControllerState, record: Record, draft: Reply) -> ControllerResult:
-    """A write result whose reply is predicted by applying the record to the decision's state."""
-    result = ControllerResult((record,), draft)
-    _, outcome = apply(state, record, state.applied_index)
-    return ControllerResult((record,), reply_from_outcome(result, outcome))
-
-
-def _reject(code: ResponseCode, remark: str, payload: Payload | None = None) -> ControllerResult:
-    return ControllerResult((), Reply(code, remark) if payload is None else Reply(code, remark, payload))
-
+_write, _reject = write_result, reject_result
 
 # --------------------------------------------------------------------------------------------------
 # §5.1 GetNextBrokerId — read.
@@ -228,6 +144,10 @@ def handle_register_broker(
         )
     master = group.master_broker_id
     master_alive = master is not None and liveness.is_alive(name, master)
+    if master == broker_id and request.lossy_recovery:
+        # The master restarted and lost acknowledged data: it must not resume as master on its own
+        # say-so; its election decides (docs/architecture.md §3.2, KIP-903).
+        master_alive = False
     address_changed = replica.address != request.broker_address
     ha_changed = request.ha_address is not None and replica.ha_address != request.ha_address
     if not (address_changed or ha_changed):
@@ -261,65 +181,94 @@ def handle_elect_master(
     request: api.ElectMasterRequest,
     liveness: LivenessView,
     policy: ElectionPolicy,
+    waited_ms: int | None = None,
 ) -> ControllerResult:
+    """``waited_ms``: how long this set has been waiting for a complete replica (None: it was not;
+    docs/architecture.md §3.2). The result carries the policy's decision (``election``)."""
+    result, decided = _decide_elect_master(state, request, liveness, policy, waited_ms)
+    return decided if result is None else replace(decided, election=result)
+
+
+def _decide_elect_master(
+    state: ControllerState,
+    request: api.ElectMasterRequest,
+    liveness: LivenessView,
+    policy: ElectionPolicy,
+    waited_ms: int | None,
+) -> tuple[ElectionResult | None, ControllerResult]:
     name = request.broker_name
     group = state.group(name)
     if group is None:
-        return _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+        return None, _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
     requested = request.requested_id
     if group.is_first_election and requested is not None:
         # Reference: the requester wins the first election unchecked. Deviation: it must be registered.
         if not group.is_registered(requested):
-            return _reject(
+            return None, _reject(
                 Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                 f"BrokerId: {requested} hasn't been registered in broker-set: {name}",
             )
         result = ElectionResult(requested)
     else:
         # A broker asking to be elected is not a preference; only a designated (admin) election is.
-        result = policy.elect(group, liveness, prefer=requested if request.designate_elect else None)
+        prefer = requested if request.designate_elect else None
+        result = policy.elect(group, liveness, prefer=prefer, waited_ms=waited_ms)
 
     old_master = group.master_broker_id
-    if result.broker_id is not None and result.broker_id == old_master:
-        return _reject(
+    if result.broker_id is not None and result.broker_id == old_master and result.lost is None:
+        return result, _reject(
             Code.CONTROLLER_MASTER_STILL_EXIST,
             f"The old master {old_master} is still alive, not need to elect new master for broker {name}",
             elect_payload(group, with_member_group=False),
         )
     if result.broker_id is not None:
-        return _write(state, _elect_record(group, result.broker_id, result.unclean), Reply(SUCCESS))
+        remark = ""
+        if result.lost is not None:
+            remark = (
+                f"acknowledged data lost: offsets [{result.lost[0]}, {result.lost[1]}) of {name} are on no "
+                f"live replica; broker {result.broker_id} elected with its log ending at {result.lost[0]}"
+            )
+        return result, _write(state, _elect_record(group, result.broker_id, result), Reply(SUCCESS, remark))
+    wait = f"; {result.describe_wait()}" if result.waiting else ""
     if requested is None and not group.is_first_election:
+        no_master = "Old master has down and failed to elect a new broker master" + wait
+        if group.master_broker_id is None or (result.waiting and waited_ms is None):
+            # Nothing to clear (the set already has no master), or the first attempt of a wait: the
+            # alive replicas' heartbeats may just be older than the master's last ack point, so the
+            # master is cleared only if the next attempt still waits (one election, one epoch).
+            return result, _reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master, NO_MASTER_ELECT_PAYLOAD)
         # Controller trigger without a candidate: the master is cleared and the failure reported.
-        draft = Reply(
-            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-            "Old master has down and failed to elect a new broker master",
-        )
-        return _write(state, _elect_record(group, None), draft)
+        draft = Reply(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master)
+        return result, _write(state, _elect_record(group, None, result), draft)
     if requested is None:
         # Deviation: a set that never had a master has none to clear. The reference still bumps
         # masterEpoch to 1, after which no first election is possible and, with an empty
         # SyncStateSet, no clean election either: the set would be stuck for good.
-        return _reject(
+        return result, _reject(
             Code.CONTROLLER_MASTER_NOT_AVAILABLE,
             "Old master has down and failed to elect a new broker master",
             NO_MASTER_ELECT_PAYLOAD,
         )
-    return _reject(
-        Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master", NO_MASTER_ELECT_PAYLOAD
+    return result, _reject(
+        Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master" + wait, NO_MASTER_ELECT_PAYLOAD
     )
 
 
 def _elect_record(
-    group: BrokerGroupState, new_master: int | None, unclean: bool = False
+    group: BrokerGroupState, new_master: int | None, result: ElectionResult | None = None
 ) -> ElectMasterRecord:
-    """The election of ``new_master`` (None: the master is cleared), decided against the set's epochs."""
+    """The election of ``new_master`` (None: the master is cleared), decided against the set's epochs,
+    with the decision's watermark and any declared loss (docs/architecture.md §3.2)."""
+    lost = None if result is None or result.lost is None else AckedDataLost(*result.lost)
     return ElectMasterRecord(
         cluster_name=group.cluster_name,
         broker_name=group.broker_name,
         new_master_broker_id=new_master,
         expected_master_epoch=group.master_epoch,
         expected_sync_state_set_epoch=group.sync_state_set_epoch,
-        unclean=unclean,
+        unclean=bool(result is not None and result.unclean),
+        acked_watermark=-1 if result is None else result.watermark,
+        acked_data_lost=lost,
     )
 
 
@@ -375,14 +324,45 @@ def handle_alter_sync_state_set(
             f"Rejecting alter syncStateSet of {name}: the new syncStateSet does not contain the master "
             f"{group.master_broker_id}",
         )
+    stale = _stale_incarnation(group, new_set, request.member_incarnations, liveness)
+    if stale is not None:
+        return _reject(Code.CONTROLLER_INVALID_REPLICAS, f"Rejecting alter syncStateSet of {name}: {stale}")
     record = AlterSyncStateSetRecord(
         broker_name=name,
         master_broker_id=group.master_broker_id,
         new_sync_state_set=new_set,
         expected_master_epoch=group.master_epoch,
         expected_sync_state_set_epoch=group.sync_state_set_epoch,
+        confirm_offset=request.confirm_offset,
     )
     return _write(state, record, Reply(SUCCESS))
+
+
+def _stale_incarnation(
+    group: BrokerGroupState,
+    new_set: frozenset[int],
+    reported: Mapping[int, str] | None,
+    liveness: LivenessView,
+) -> str | None:
+    """Why an expansion names a replica process that is not the one alive now, or None (KIP-903's lesson,
+    docs/architecture.md §3.2): each added member must be the incarnation the master saw catch up.
+
+    A master that reports no incarnations at all (``reported`` None: an older broker) is not checked.
+    """
+    if reported is None:
+        return None
+    for broker_id in sorted(new_set - group.sync_state_set - {group.master_broker_id}):
+        info = liveness.info(group.broker_name, broker_id)
+        alive = None if info is None else info.incarnation
+        seen = reported.get(broker_id)
+        if seen is None and alive is None:
+            continue
+        if seen != alive:
+            return (
+                f"replica {broker_id} caught up as incarnation {seen or 'unknown'}, but the replica alive "
+                f"now is incarnation {alive or 'unknown'} (it restarted since; it must catch up again)"
+            )
+    return None
 
 
 # --------------------------------------------------------------------------------------------------

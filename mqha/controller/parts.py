@@ -18,6 +18,7 @@ from mqha.controller.applier import ControllerApplier
 from mqha.controller.config import Peer, parse_peers
 from mqha.controller.config_store import ConfigStore
 from mqha.controller.console_feed import ConsoleFeed
+from mqha.controller.election_waits import ElectionWaits
 from mqha.controller.liveness import HeartbeatTable
 from mqha.controller.raft import ReplicatedLog, api_address_of, storage_file
 from mqha.controller.raft import identity as ids
@@ -42,6 +43,7 @@ class NodeParts:
         self._peer_by_raft = {p.raft_address(offset): p for p in self.peers}
         self.applier = ControllerApplier()
         self.heartbeats = HeartbeatTable()
+        self.waits = ElectionWaits()  # sets waiting for a complete replica (docs/architecture.md §3.2)
         self.sessions = SessionRegistry(session_owner)
         max_timeout = config["controllerRaftMaxTimeoutMills"] / 1000
         self.log = ReplicatedLog(
@@ -83,6 +85,8 @@ class NodeParts:
         self.console.bind(asyncio.get_running_loop())
         self.applier.add_observer(self.console.on_applied)
         self.log.add_leadership_listener(lambda _change: self.console.notify())
+        # Waits are this node's soft state: a new term of leadership starts their clocks again.
+        self.log.add_leadership_listener(lambda _change: self.waits.clear_all())
         await self.log.start()
         # The role is saved once the journal exists (storage_file.load refuses a voter without one).
         await asyncio.to_thread(storage_file.save, self.config["controllerStorePath"], self.identity)
@@ -145,6 +149,10 @@ class NodePart:
     @property
     def sessions(self) -> SessionRegistry:
         return self.parts.sessions
+
+    @property
+    def waits(self) -> ElectionWaits:
+        return self.parts.waits
 
     @property
     def console(self) -> ConsoleFeed:

@@ -9,9 +9,10 @@ final reply when nothing interleaved (a property test checks that).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mqha.codes import ResponseCode
+from mqha.controller.election import ElectionResult
 from mqha.controller.records import Record
 from mqha.wire.controller_api import Reply
 
@@ -24,6 +25,8 @@ class ControllerResult:
 
     records: tuple[Record, ...]
     reply: Reply
+    election: ElectionResult | None = field(default=None, compare=False)
+    """An election's decision (what it chose, waits for or declares lost), for the shell's soft state."""
 
     @classmethod
     def read(cls, reply: Reply) -> ControllerResult:

@@ -14,7 +14,12 @@ so a set exists exactly when it is in ``groups``, and it always has at least one
 Invariants that ``apply`` preserves (the property tests check them):
 - ``sync_state_set`` is a subset of the registered ids;
 - when a master is set, it is registered and in ``sync_state_set``;
-- ``master_epoch`` and ``sync_state_set_epoch`` never decrease while the set exists.
+- ``master_epoch`` and ``sync_state_set_epoch`` never decrease while the set exists;
+- ``eligible_replicas`` (ELR) holds registered ids only, none of them in ``sync_state_set``.
+
+ELR and ``acked_watermark`` are the state of the election rule (docs/architecture.md §3.2, KIP-966):
+the replicas that left the SyncStateSet holding everything acknowledged up to a credited offset,
+and the highest offset the controller knows was acknowledged.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from mqha.wire.snapshot import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
+    EligibleReplicaSnapshot,
     GroupSnapshot,
     ReplicaSnapshot,
     SnapshotFormatError,
@@ -70,11 +76,17 @@ class BrokerGroupState:
     master_epoch: int = 0
     sync_state_set: frozenset[int] = frozenset()
     sync_state_set_epoch: int = 0
+    eligible_replicas: Mapping[int, int] = field(default_factory=FrozenMap)
+    """ELR: broker id -> credited offset (docs/architecture.md §3.2)."""
+    acked_watermark: int = -1
+    """The highest offset known acknowledged (-1: none known)."""
 
     def __post_init__(self) -> None:
         # Accept plain dicts/sets from callers (tests, decoders) but store immutable values.
         if not isinstance(self.replicas, FrozenMap):
             object.__setattr__(self, "replicas", FrozenMap(self.replicas))
+        if not isinstance(self.eligible_replicas, FrozenMap):
+            object.__setattr__(self, "eligible_replicas", FrozenMap(self.eligible_replicas))
         if not isinstance(self.sync_state_set, frozenset):
             object.__setattr__(self, "sync_state_set", frozenset(self.sync_state_set))
 
@@ -115,10 +127,16 @@ class BrokerGroupState:
         )
         sss = ",".join(str(broker_id) for broker_id in sorted(self.sync_state_set))
         master = "-" if self.master_broker_id is None else str(self.master_broker_id)
-        return (
+        text = (
             f"{self.broker_name}({self.cluster_name}) master={master} masterEpoch={self.master_epoch} "
             f"sss=[{sss}] sssEpoch={self.sync_state_set_epoch} replicas=[{replicas}]"
         )
+        if self.eligible_replicas:
+            elr = ",".join(f"{b}:{c}" for b, c in sorted(self.eligible_replicas.items()))
+            text += f" elr=[{elr}]"
+        if self.acked_watermark >= 0:
+            text += f" ackedWatermark={self.acked_watermark}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,11 @@ def _group_snapshot(group: BrokerGroupState) -> GroupSnapshot:
         master_epoch=group.master_epoch,
         sync_state_set=group.sync_state_set,
         sync_state_set_epoch=group.sync_state_set_epoch,
+        eligible_replicas=[
+            EligibleReplicaSnapshot(broker_id, credit)
+            for broker_id, credit in sorted(group.eligible_replicas.items())
+        ],
+        acked_watermark=group.acked_watermark,
     )
 
 
@@ -186,6 +209,11 @@ def _group_state(snapshot: GroupSnapshot) -> BrokerGroupState:
         if item.broker_id in replicas:
             raise SnapshotFormatError(f"snapshot: duplicate broker id {item.broker_id}")
         replicas[item.broker_id] = ReplicaInfo(item.address, item.ha_address, item.register_check_code)
+    eligible: dict[int, int] = {}
+    for entry in snapshot.eligible_replicas:
+        if entry.broker_id in eligible:
+            raise SnapshotFormatError(f"snapshot: duplicate eligible replica {entry.broker_id}")
+        eligible[entry.broker_id] = entry.credited_offset
     return BrokerGroupState(
         cluster_name=snapshot.cluster_name,
         broker_name=snapshot.broker_name,
@@ -194,6 +222,8 @@ def _group_state(snapshot: GroupSnapshot) -> BrokerGroupState:
         master_epoch=snapshot.master_epoch,
         sync_state_set=snapshot.sync_state_set,
         sync_state_set_epoch=snapshot.sync_state_set_epoch,
+        eligible_replicas=eligible,
+        acked_watermark=snapshot.acked_watermark,
     )
 
 

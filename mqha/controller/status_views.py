@@ -56,6 +56,7 @@ class StatusViews(NodePart):
             raft = self.log.status()
         state = self.applier.state
         now = self.clock.now_ms()
+        waiting = self.waits.waiting() if self.log.is_serving_leader() else {}
         return NodeView(
             is_leader=self.log.is_serving_leader(),
             raft_term=raft.get("term") or 0,
@@ -67,7 +68,11 @@ class StatusViews(NodePart):
             voters=len(self.log.voter_ids()),
             groups=[
                 GroupGauge(
-                    name, len(group.sync_state_set), group.master_epoch, group.master_broker_id is not None
+                    name,
+                    len(group.sync_state_set),
+                    group.master_epoch,
+                    group.master_broker_id is not None,
+                    election_waiting=name in waiting,
                 )
                 for name, group in sorted(state.groups.items())
             ],
@@ -92,7 +97,12 @@ class StatusViews(NodePart):
                     "alive": info.is_alive(now),
                     "epoch": info.epoch,
                     "maxOffset": info.max_offset,
+                    "confirmOffset": info.confirm_offset,
                     "session": info.session is not None,
+                    "incarnation": info.incarnation,
+                    "cleanShutdown": info.clean_shutdown,
+                    "lossyRecovery": info.lossy_recovery,
+                    "confirmOffsetBeforeRecovery": info.confirm_offset_before_recovery,
                 }
                 for info in self.heartbeats.entries()
             ],
@@ -137,7 +147,10 @@ class StatusViews(NodePart):
     def console_snapshot(self) -> dict[str, Any]:
         """The console's document (any node): replicated state, this node's liveness and Raft view."""
         view = self.heartbeats.view(self.clock.now_ms())
-        return build_snapshot(self.applier.state, view, self._serving_node(), self.console.timeline())
+        waiting = self.waits.waiting() if self.log.is_serving_leader() else {}
+        return build_snapshot(
+            self.applier.state, view, self._serving_node(), self.console.timeline(), waiting
+        )
 
     def console_analysis(self) -> Reply:
         """The violations page (any node): the verdict of the ``consoleAnalysisReportDir`` report."""

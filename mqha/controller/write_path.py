@@ -25,11 +25,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from mqha.codes import ResponseCode
-from mqha.controller.election import ElectionPolicy
+from mqha.controller.election import ElectionPolicy, ElectionResult
 from mqha.controller.liveness import LivenessView
 from mqha.controller.metrics import ControllerMetrics
 from mqha.controller.operations import (
@@ -218,9 +218,18 @@ class WritePath(NodePart):
         )
 
     async def alter_sync_state_set(self, request: AlterSyncStateSetRequest) -> Reply:
-        return await self._write(
+        before = self.applier.state.group(request.broker_name)
+        reply = await self._write(
             request.broker_name, lambda state, live: handle_alter_sync_state_set(state, request, live)
         )
+        if reply.ok:
+            old = frozenset() if before is None else before.sync_state_set
+            self._note_members(request.broker_name, request.sync_state_set, old, request.member_incarnations)
+        if reply.ok and request.confirm_offset is not None:
+            # This master's confirm offset is an ack point (it sends one only then): its heartbeats'
+            # confirm offsets count in the election watermark (docs/architecture.md §3.2).
+            self.heartbeats.mark_acking_master(request.broker_name, request.master_epoch)
+        return reply
 
     async def clean_broker_data(self, request: CleanBrokerDataRequest) -> Reply:
         return await self._write(
@@ -231,23 +240,72 @@ class WritePath(NodePart):
         self, request: ElectMasterRequest, *, trigger: str | None = None, timeout: float = WRITE_TIMEOUT
     ) -> Reply:
         trigger = trigger or elect_trigger(request)
-        policy = ElectionPolicy(self.config["enableElectUncleanMaster"])
-        started = time.monotonic()
-        reply = await self._write(
-            request.broker_name,
-            lambda state, live: handle_elect_master(state, request, live, policy),
-            timeout,
+        name = request.broker_name
+        policy = ElectionPolicy(
+            self.config["enableElectUncleanMaster"], self.config["uncleanRecoveryTimeoutMills"]
         )
+        started = time.monotonic()
+        decided: list[ElectionResult] = []
+
+        def decide(state: ControllerState, live: LivenessView) -> ControllerResult:
+            result = handle_elect_master(state, request, live, policy, self.waits.waited_ms(name, now))
+            if result.election is not None:
+                decided.append(result.election)
+            return result
+
+        now = self.clock.now_ms()
+        reply = await self._write(name, decide, timeout)
         if reply.code != Code.CONTROLLER_NOT_LEADER:
             self.metrics.observe_election(trigger, reply.code.name, time.monotonic() - started)
+        if decided and reply.code != Code.CONTROLLER_NOT_LEADER:
+            self._after_decision(name, decided[-1], reply, now)
         if reply.ok and isinstance(payload := reply.payload, ElectMasterPayload):
+            if payload.master_broker_id is not None:
+                self._note_members(name, frozenset({payload.master_broker_id}), frozenset())
             log.info(
                 "%s election of %s: master %s, masterEpoch %s, syncStateSet %s",
                 trigger,
-                request.broker_name,
+                name,
                 payload.master_broker_id,
                 payload.master_epoch,
                 sorted(payload.sync_state_set or ()),
             )
-            self._notify_role_change(request.broker_name, payload)
+            self._notify_role_change(name, payload)
         return reply
+
+    def _note_members(
+        self,
+        name: str,
+        members: frozenset[int],
+        kept: frozenset[int],
+        vouched: Mapping[int, str] | None = None,
+    ) -> None:
+        """Remember with which process (incarnation) each SyncStateSet member joined (docs/architecture.md
+        §3.2): an added member as the master vouched for it, else as it heartbeats now; a kept one as
+        before. Soft, this node only: a new leader knows none and judges members by their offsets."""
+        joined: dict[int, str | None] = {}
+        for broker_id in members:
+            known = self.heartbeats.member_incarnation(name, broker_id) if broker_id in kept else None
+            if known is None and vouched is not None:
+                known = vouched.get(broker_id)
+            if known is None:
+                info = self.heartbeats.info(name, broker_id)
+                known = None if info is None else info.incarnation
+            joined[broker_id] = known
+        self.heartbeats.note_members(name, joined)
+
+    def _after_decision(self, name: str, election: ElectionResult, reply: Reply, now_ms: int) -> None:
+        """The soft state of the election rule (docs/architecture.md §3.2): the wait, and a declared loss."""
+        was_waiting = self.waits.get(name) is not None
+        self.waits.update(name, election, now_ms)
+        if election.waiting and not was_waiting:
+            log.warning("election of %s waits: %s", name, election.describe_wait())
+        if election.lost is not None and reply.ok:
+            self.metrics.observe_acked_data_lost(name)
+            log.error(
+                "ACKNOWLEDGED DATA LOST in %s: offsets [%d, %d) are on no live replica; broker %s elected",
+                name,
+                election.lost[0],
+                election.lost[1],
+                election.broker_id,
+            )

@@ -45,10 +45,18 @@ def sql_row(table: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def create_tables(db: sqlite_utils.Database) -> None:
-    """Every §5 table, if missing (columns typed, primary keys where rows are keyed)."""
+    """Every §5 table, if missing (columns typed, primary keys where rows are keyed); a table of an older
+    database gains the columns added since (§5: columns are added, never renamed)."""
     for table, cols in TABLES.items():
         pk = PRIMARY_KEYS.get(table)
-        db[table].create(  # type: ignore[union-attr]
+        handle = db[table]
+        if handle.exists():
+            present = set(handle.columns_dict)  # type: ignore[union-attr]
+            for name, kind in cols:
+                if name not in present:
+                    handle.add_column(name, _SQL_TYPES[kind])  # type: ignore[union-attr]
+            continue
+        handle.create(  # type: ignore[union-attr]
             {name: _SQL_TYPES[kind] for name, kind in cols},
             pk=pk if pk is None else (pk[0] if len(pk) == 1 else pk),
             if_not_exists=True,

@@ -304,6 +304,7 @@ def controller_observer(
                 if getattr(record, attr, None) is not None:
                     broker_id = getattr(record, attr)
                     break
+        lost = getattr(record, "acked_data_lost", None) if outcome.accepted else None
         cluster = getattr(record, "cluster_name", None) if record is not None else None
         if cluster is None and group is not None:
             cluster = group.cluster_name
@@ -324,6 +325,12 @@ def controller_observer(
                 "code": int(outcome.code),
                 "accepted": outcome.accepted,
                 "remark": outcome.remark or None,
+                "ackedWatermark": None if group is None else getattr(group, "acked_watermark", None),
+                "eligibleReplicas": None
+                if group is None
+                else sorted(getattr(group, "eligible_replicas", ())),
+                "ackedDataLostFrom": None if lost is None else lost.from_offset,
+                "ackedDataLostTo": None if lost is None else lost.to_offset,
             },
         )
 

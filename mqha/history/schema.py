@@ -10,7 +10,10 @@ The §5 column names are fixed; the extra columns are ours (§5 allows adding, n
 
 - every table: ``seq`` -- the SQLite rowid, added by the exporter: insertion order inside one database,
   used as the tie-break after ``ts``;
-- ``controller_events``: ``code`` / ``accepted`` (the apply outcome), ``remark``;
+- ``controller_events``: ``code`` / ``accepted`` (the apply outcome), ``remark``; ``ackedWatermark``,
+  ``eligibleReplicas`` (the set's election state after the entry) and ``ackedDataLostFrom`` /
+  ``ackedDataLostTo`` (an election that declared acknowledged data lost, docs/architecture.md §3.2);
+- ``broker_starts`` (ours): each broker process a controller node heard of, with its start report;
 - ``roles``: ``masterBrokerId`` (the master a slave follows, or itself);
 - ``reads``: ``brokerId`` (the replica that served the read);
 - ``final_logs``: ``node`` (the broker process that dumped it).
@@ -45,6 +48,7 @@ TRUNCATIONS = "truncations"
 ACKS = "acks"
 READS = "reads"
 FINAL_LOGS = "final_logs"
+BROKER_STARTS = "broker_starts"
 
 TABLES: dict[str, tuple[Column, ...]] = {
     CONTROLLER_EVENTS: (
@@ -62,6 +66,10 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("code", LONG),
         ("accepted", BOOLEAN),
         ("remark", STRING),
+        ("ackedWatermark", LONG),
+        ("eligibleReplicas", LONG_ARRAY),
+        ("ackedDataLostFrom", LONG),
+        ("ackedDataLostTo", LONG),
     ),
     EPOCHS: (
         ("node", STRING),
@@ -117,6 +125,19 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ("msgId", STRING),
         ("crc", LONG),
         ("node", STRING),
+    ),
+    BROKER_STARTS: (
+        ("node", STRING),
+        ("ts", LONG),
+        ("clusterName", STRING),
+        ("brokerName", STRING),
+        ("brokerId", LONG),
+        ("brokerAddr", STRING),
+        ("incarnation", STRING),
+        ("cleanShutdown", BOOLEAN),
+        ("lossyRecovery", BOOLEAN),
+        ("confirmOffsetBeforeRecovery", LONG),
+        ("maxOffset", LONG),
     ),
 }
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from mqha.role import MasterInfo
 
-__all__ = ["BrokerHooks", "BrokerProgress", "MasterInfo", "SyncStateSetReporter"]
+__all__ = ["BrokerHooks", "BrokerProgress", "BrokerStart", "MasterInfo", "SyncStateSetReporter"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,31 @@ class BrokerProgress:
     last_epoch: int
     max_offset: int
     confirm_offset: int
+    ack_point: int | None = None
+    """The offset every acknowledged put reached under the put policy: the confirm offset with
+    ``allAckInSyncStateSet``, the ``inSyncReplicas``-th highest of the SyncStateSet's acks otherwise;
+    None when puts do not wait for replicas (sent with SyncStateSet proposals, docs/architecture.md §3.2)."""
+
+
+@dataclass(frozen=True)
+class BrokerStart:
+    """How this broker process started, as register and heartbeat report it (docs/architecture.md §3.2).
+
+    The broker's ``mqha.broker.start_report.StartReport``, in the fields the controller API carries."""
+
+    incarnation: str
+    clean_shutdown: bool
+    lossy_recovery: bool
+    confirm_offset_before_recovery: int
+
+    def request_fields(self) -> dict[str, object]:
+        """The register / heartbeat request fields (snake_case keyword arguments)."""
+        return {
+            "incarnation": self.incarnation,
+            "clean_shutdown": self.clean_shutdown,
+            "lossy_recovery": self.lossy_recovery,
+            "confirm_offset_before_recovery": max(-1, self.confirm_offset_before_recovery),
+        }
 
 
 class BrokerHooks(Protocol):

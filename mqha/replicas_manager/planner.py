@@ -131,6 +131,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._sss_pending: frozenset[int] | None = None
         self._sss_pending_from_check = False  # the pending wish is a periodic check's answer
         self._check_in_flight = False
+        self._slave_incarnations: dict[int, str] | None = None  # the HA layer's, with its last report
         # Start sequence bookkeeping.
         self._retry_at: int | None = None
         self._metadata_failures = 0
@@ -185,9 +186,14 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
             broker_id=self.broker_id,
             epoch=self.progress.last_epoch,
             max_offset=self.progress.max_offset,
-            confirm_offset=self.progress.confirm_offset,
+            # A master with an ack point reports it (docs/architecture.md §3.2): with inSyncReplicas its
+            # confirm offset is its log end, which says nothing of what was acknowledged.
+            confirm_offset=(
+                self.progress.confirm_offset if self.progress.ack_point is None else self.progress.ack_point
+            ),
             heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
             election_priority=self.config.election_priority,
+            **(self.config.start.request_fields() if self.config.start is not None else {}),
         )
 
     # ---------------------------------------------------------------------------- transitions
@@ -243,11 +249,14 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         if self._metadata_due is not None and now_ms >= self._metadata_due:
             self._metadata_due = now_ms + self.config.sync_controller_metadata_period_ms
             out += self._call_once(act.GetMetadata)
-        if self.state is not State.RUNNING:
-            return out
-        if self._heartbeat_due is not None and now_ms >= self._heartbeat_due:
+        # Heartbeats go on from the first confirmed one, master or not: a registered replica waiting for
+        # a master is alive to the controller, whose election may be waiting for it (docs/architecture.md
+        # §3.2; the reference heartbeats only once RUNNING, and once per start attempt before).
+        if self._heartbeat_due is not None and now_ms >= self._heartbeat_due and self.broker_id is not None:
             self._heartbeat_due = now_ms + self.config.heartbeat_interval_ms
             out.append(act.SendHeartbeat(self.heartbeat_request()))
+        if self.state is not State.RUNNING:
+            return out
         if self._replica_info_due is not None and now_ms >= self._replica_info_due:
             self._replica_info_due = now_ms + self.config.sync_broker_metadata_period_ms
             out += self._call_once(
@@ -447,4 +456,6 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         if delivered == 0:
             log.info("the start heartbeat reached no controller")
         self._start_heartbeat_done = True
+        if self._heartbeat_due is None:
+            self._heartbeat_due = now_ms + self.config.heartbeat_interval_ms
         return self._drive_start(now_ms)

@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from mqha.codes import ResponseCode
 from mqha.errors import LocalProtocolError, RemoteProtocolError
+from mqha.replicas_manager.hooks import BrokerStart
 from mqha.wire.controller_api import (
     Reply,
 )
@@ -112,6 +113,8 @@ class PlannerConfig:
     heartbeat_timeout_ms: int = 10000
     election_priority: int = 2**31 - 1
     heartbeat_interval_ms: int = 1000
+    start: BrokerStart | None = None
+    """How this process started (register, heartbeats); None for an agent without a store (tests)."""
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> PlannerConfig:

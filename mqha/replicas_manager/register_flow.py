@@ -73,6 +73,7 @@ class RegisterFlow:
             broker_id=self.broker_id,
             broker_address=self.config.broker_address,
             ha_address=self.config.ha_address,
+            **(self.config.start.request_fields() if self.config.start is not None else {}),
         )
         return self._call_once(lambda seq: RegisterBroker(seq, request))
 

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -37,7 +38,7 @@ from mqha.errors import MqhaError, RemoteProtocolError
 from mqha.replicas_manager import actions as act
 from mqha.replicas_manager import identity as identity_files
 from mqha.replicas_manager.client import ControllerClient, parse_addresses, request_signer
-from mqha.replicas_manager.hooks import BrokerHooks, SyncStateSetReporter
+from mqha.replicas_manager.hooks import BrokerHooks, BrokerStart, SyncStateSetReporter
 from mqha.replicas_manager.planner import ReplicasPlanner
 from mqha.replicas_manager.planner_states import PlannerConfig, State
 from mqha.replicas_manager.status import ReplicasStatus
@@ -65,10 +66,13 @@ class ReplicasManager(SyncStateSetReporter):
         *,
         clock: Clock | None = None,
         seed: int | None = None,
+        start: BrokerStart | None = None,
     ) -> None:
+        """``start``: how this broker process started (docs/architecture.md §3.2), reported on register
+        and heartbeats."""
         self.hooks = hooks
         self._clock = clock or MonotonicClock()
-        self._planner_config = PlannerConfig.from_broker_config(config)
+        self._planner_config = replace(PlannerConfig.from_broker_config(config), start=start)
         self.planner = ReplicasPlanner(self._planner_config, seed=seed)
         self._identity_path: str = config["storePathBrokerIdentity"]
         self.client = ControllerClient(
@@ -133,7 +137,21 @@ class ReplicasManager(SyncStateSetReporter):
 
     def report_sync_state_set(self, proposed: frozenset[int]) -> None:
         proposal = frozenset(proposed)
-        self._put(lambda now: self.planner.on_sync_state_set_proposal(proposal, now))
+        incarnations = self._slave_incarnations()
+        self._put(lambda now: self.planner.on_sync_state_set_proposal(proposal, now, incarnations))
+
+    def _slave_incarnations(self) -> dict[int, str] | None:
+        """The HA layer's live slave connections by incarnation, or None when it cannot tell (an older
+        HA layer, or none)."""
+        read = getattr(self.hooks, "slave_incarnations", None)
+        if read is None:
+            return None
+        try:
+            found = read()
+        except Exception:
+            log.exception("slave_incarnations failed")
+            return None
+        return None if found is None else dict(found)
 
     # ------------------------------------------------------------------------------ the loop
 
@@ -152,8 +170,7 @@ class ReplicasManager(SyncStateSetReporter):
     async def _run(self) -> None:
         while True:
             try:
-                with contextlib.suppress(Exception):
-                    self.planner.on_local_progress(self.hooks.progress())
+                self._refresh_progress()
                 now = self._now()
                 await self._execute(self.planner.tick(now))
                 wake = self.planner.next_wakeup_ms()
@@ -162,6 +179,7 @@ class ReplicasManager(SyncStateSetReporter):
                     item = await asyncio.wait_for(self._queue.get(), timeout)
                 except TimeoutError:
                     continue
+                self._refresh_progress()  # an input may propose (a SyncStateSet with the confirm offset)
                 await self._execute(item(self._now()))
                 while not self._queue.empty():
                     await self._execute(self._queue.get_nowait()(self._now()))
@@ -171,6 +189,10 @@ class ReplicasManager(SyncStateSetReporter):
                 # A bug must not kill the agent silently; the next input or timer goes on.
                 log.exception("ReplicasManager loop step failed")
                 await asyncio.sleep(0.1)
+
+    def _refresh_progress(self) -> None:
+        with contextlib.suppress(Exception):
+            self.planner.on_local_progress(self.hooks.progress())
 
     async def _execute(self, actions: list[act.Action]) -> None:
         for action in act.in_phase_order(actions):
@@ -299,7 +321,8 @@ class ReplicasManager(SyncStateSetReporter):
                 except Exception:
                     log.exception("maybe_shrink_sync_state_set failed")
                     wanted = frozenset()
-                self._put(lambda now: self.planner.on_sync_state_set_check(wanted, now))
+                incarnations = self._slave_incarnations()
+                self._put(lambda now: self.planner.on_sync_state_set_check(wanted, now, incarnations))
             case _:
                 raise TypeError(f"no executor for {action!r}")
 

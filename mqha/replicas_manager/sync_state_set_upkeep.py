@@ -6,11 +6,18 @@ controller (AlterSyncStateSet), one proposal in flight, the newest wish next -- 
 check's answer that arrived while the set changed: it predates the change, so the HA layer is asked
 again rather than that answer proposed. A set takes effect only with a newer SyncStateSet epoch
 (``changeSyncStateSet``).
+
+A proposal carries (docs/architecture.md §3.2) the master's ack point (``BrokerProgress.ack_point``:
+what every acknowledged put reached; none when puts do not wait for replicas), and for each member
+but the master the incarnation of the HA connection the master saw catch up (the HA layer's report,
+given with the check answer or the proposal; absent when the HA layer cannot tell), so the
+controller admits no replica process that restarted since.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from mqha.replicas_manager.actions import Action, ApplySyncStateSet, CheckSyncStateSet, ProposeSyncStateSet
 from mqha.replicas_manager.planner_states import State, _describe, _parse
@@ -40,21 +47,33 @@ class SyncStateSetUpkeep:
         self._check_in_flight = True
         return [CheckSyncStateSet()]
 
-    def on_sync_state_set_check(self, wanted: frozenset[int], now_ms: int) -> list[Action]:
+    def on_sync_state_set_check(
+        self, wanted: frozenset[int], now_ms: int, incarnations: Mapping[int, str] | None = None
+    ) -> list[Action]:
         """The HA layer's set (docs/reference-behaviour.md §9.5): plus our own id; report it when it
-        differs."""
+        differs. ``incarnations``: the HA layer's live slave connections (None: it cannot tell)."""
         self._check_in_flight = False
         if not wanted:
             return []  # the HA layer is not (yet) master: it has no opinion
-        return self._propose(frozenset(wanted) | {self.broker_id}, from_check=True)
+        return self._propose(frozenset(wanted) | {self.broker_id}, from_check=True, incarnations=incarnations)
 
-    def on_sync_state_set_proposal(self, proposed: frozenset[int], now_ms: int) -> list[Action]:
+    def on_sync_state_set_proposal(
+        self, proposed: frozenset[int], now_ms: int, incarnations: Mapping[int, str] | None = None
+    ) -> list[Action]:
         """``report_sync_state_set`` of the HA layer (expand or connection loss)."""
         if self.broker_id is None:
             return []
-        return self._propose(frozenset(proposed) | {self.broker_id})
+        return self._propose(frozenset(proposed) | {self.broker_id}, incarnations=incarnations)
 
-    def _propose(self, proposed: frozenset[int], *, from_check: bool = False) -> list[Action]:
+    def _propose(
+        self,
+        proposed: frozenset[int],
+        *,
+        from_check: bool = False,
+        incarnations: Mapping[int, str] | None = None,
+    ) -> list[Action]:
+        if incarnations is not None:
+            self._slave_incarnations = dict(incarnations)
         if not self.is_master or self.state is State.SHUTDOWN:
             return []
         if proposed == self._sss_in_flight:
@@ -66,12 +85,19 @@ class SyncStateSetUpkeep:
         if proposed == self.sync_state_set:
             return []
         assert self.broker_id is not None
+        known = self._slave_incarnations
+        members = None
+        if known is not None:
+            members = {b: known[b] for b in sorted(proposed - {self.broker_id}) if b in known}
+        ack_point = self.progress.ack_point
         request = AlterSyncStateSetRequest(
             broker_name=self.config.broker_name,
             master_broker_id=self.broker_id,
             master_epoch=self.master_epoch,
             sync_state_set=proposed,
             sync_state_set_epoch=self.sync_state_set_epoch,
+            confirm_offset=ack_point if ack_point is not None and ack_point >= 0 else None,
+            member_incarnations=members,
         )
         out = self._call_once(lambda seq: ProposeSyncStateSet(seq, request))
         if out:

@@ -18,19 +18,13 @@ side, ``Reply.decode`` / ``Reply.from_json`` give the payload as the JSON object
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
-
 import msgspec
-from msgspec import Meta
 
 from mqha.codes import ResponseCode
-from mqha.errors import RemoteProtocolError, RequestError
-from mqha.wire.codec import ENCODER, Message, Payload, Request, json_type_name, to_builtins
+from mqha.errors import RequestError
+from mqha.wire.codec import Payload, Request
 from mqha.wire.types import (
     INT32_MAX,
-    MAX_ID_SET,
     Address,
     BrokerId,
     BrokerName,
@@ -38,6 +32,9 @@ from mqha.wire.types import (
     ClusterName,
     Epoch,
     IdSet,
+    IdsToClean,
+    Incarnation,
+    IncarnationMap,
     IntKeyMap,
     NameList,
     Offset,
@@ -113,7 +110,7 @@ class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
         return self.register_check_code.split(";", 1)[0]
 
 
-class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
+class RegisterBrokerRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of registerBroker (docs/reference-behaviour.md §5.3).
 
     ``haAddress`` is ours (the master's HA address travels through the controller).
@@ -124,9 +121,14 @@ class RegisterBrokerRequest(Request, frozen=True, kw_only=True):
     broker_id: BrokerId
     broker_address: Address
     ha_address: Address | None = None
+    # The start report (docs/architecture.md §3.2, §8); absent from older brokers.
+    incarnation: Incarnation | None = None
+    clean_shutdown: bool | None = None
+    lossy_recovery: bool | None = None
+    confirm_offset_before_recovery: Offset | None = None
 
 
-class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
+class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of a broker heartbeat (docs/reference-behaviour.md §5.9).
 
     Absent (or null) progress fields take the docs/reference-behaviour.md §7.1 defaults.
@@ -141,6 +143,11 @@ class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True):
     confirm_offset: Offset | None = None
     heartbeat_timeout_mills: TimeoutMs | None = None
     election_priority: Priority | None = None
+    # The start report (docs/architecture.md §3.2, §8); absent from older brokers.
+    incarnation: Incarnation | None = None
+    clean_shutdown: bool | None = None
+    lossy_recovery: bool | None = None
+    confirm_offset_before_recovery: Offset | None = None
 
     def __post_init__(self) -> None:
         # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional
@@ -176,14 +183,23 @@ class ElectMasterRequest(Request, frozen=True, kw_only=True):
         return None if self.broker_id is None or self.broker_id == -1 else self.broker_id
 
 
-class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True):
-    """The body of alterSyncStateSet: a new set, the master's epochs (docs/reference-behaviour.md §5.5)."""
+class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
+    """The body of alterSyncStateSet: a new set, the master's epochs (docs/reference-behaviour.md §5.5).
+
+    Ours (docs/architecture.md §3.2): ``confirmOffset``, the master's ack point when it proposes, and
+    ``memberIncarnations``, per member but the master the incarnation the master saw catch up."""
 
     broker_name: OptionalName = ""
     master_broker_id: BrokerId
     master_epoch: Epoch
     sync_state_set: IdSet
     sync_state_set_epoch: Epoch
+    confirm_offset: Offset | None = None
+    member_incarnations: IncarnationMap | None = None
+
+    def __post_init__(self) -> None:
+        if self.member_incarnations is not None and not isinstance(self.member_incarnations, IntKeyMap):
+            _force(self, "member_incarnations", IntKeyMap(self.member_incarnations))
 
 
 class GetReplicaInfoRequest(Request, frozen=True, kw_only=True):
@@ -200,17 +216,6 @@ class GetSyncStateDataRequest(Request, frozen=True, kw_only=True):
 
     broker_names: NameList = ()
     cluster_name: ClusterName | None = None
-
-
-IdsToClean = Annotated[
-    Annotated[tuple[int, ...], Meta(max_length=MAX_ID_SET)] | str,
-    Meta(
-        extra={"label": "an array of integers or a ';'-separated string"},
-        extra_json_schema={"examples": [[1, 2], "1;2;3"]},
-    ),
-]
-"""Our JSON carries a list of ids; the RocketMQ ``"1;2;3"`` text is also accepted and parsed by the
-controller, which answers 2009 on a malformed one (docs/reference-behaviour.md §5.10)."""
 
 
 class CleanBrokerDataRequest(Request, frozen=True, kw_only=True):
@@ -380,120 +385,5 @@ class RoleChangedMessage(MasterView, frozen=True, kw_only=True):
     broker_name: str | None = None
 
 
-# --------------------------------------------------------------------------------------------------
-# The reply envelope.
-
-P = TypeVar("P", bound=Message)
-_ENCODE = ENCODER.encode
-
-
-@functools.cache
-def _envelope_head(code: ResponseCode) -> bytes:
-    """``{"code":N,"codeName":"NAME","remark":`` of ``code``, built once per code (the write path)."""
-    return b'{"code":%d,"codeName":"%s","remark":' % (code, code.name.encode())
-
-
-_NO_PAYLOAD: Mapping[str, Any] = {}
-
-
-def _reply_error(remark: str) -> RemoteProtocolError:
-    return RemoteProtocolError(remark)
-
-
-class Reply(msgspec.Struct, frozen=True, eq=False):
-    """Every controller reply: a response code, a remark and the payload's top-level fields.
-
-    ``payload`` is a payload struct on the server (typed until ``encode`` writes the HTTP body
-    ``{"code", "codeName", "remark", **payload}``, docs/architecture.md §3), and the body's other
-    fields as a JSON object on the client (``decode`` / ``from_json``). Two replies are equal when
-    their bodies are.
-    """
-
-    code: ResponseCode
-    remark: str = ""
-    payload: Message | Mapping[str, Any] = _NO_PAYLOAD
-
-    @property
-    def ok(self) -> bool:
-        return self.code == ResponseCode.SUCCESS
-
-    def payload_json(self) -> dict[str, Any]:
-        """The payload as a JSON object (camelCase names, sorted id sets)."""
-        payload = self.payload
-        if isinstance(payload, Message):
-            result: dict[str, Any] = to_builtins(payload)
-            return result
-        return to_builtins(dict(payload)) if payload else {}
-
-    def payload_as(self, payload_type: type[P]) -> P:
-        """The payload as a ``payload_type`` (checked; ``RemoteProtocolError`` when it is not one)."""
-        if isinstance(self.payload, payload_type):
-            return self.payload
-        # A struct of another type goes through its JSON too: decoding ``{}`` instead would hand back a
-        # payload of defaults for types whose fields are all optional.
-        return payload_type.from_json(self.payload_json())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "code": int(self.code),
-            "codeName": self.code.name,
-            "remark": self.remark,
-            **self.payload_json(),
-        }
-
-    def encode(self) -> bytes:
-        """The HTTP body: the envelope, then the payload's fields encoded straight from the struct."""
-        head = _envelope_head(self.code) + _ENCODE(self.remark)
-        payload = self.payload
-        if not isinstance(payload, Message):
-            if not payload:
-                return head + b"}"
-            payload = dict(payload)
-        body = _ENCODE(payload)
-        return head + b"}" if body == b"{}" else head + b"," + body[1:]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Reply):
-            return NotImplemented
-        return (self.code, self.remark, self.payload_json()) == (
-            other.code,
-            other.remark,
-            other.payload_json(),
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    @classmethod
-    def from_json(cls, obj: object) -> Reply:
-        """A reply from its decoded JSON body (the client's side)."""
-        if not isinstance(obj, dict):
-            raise _reply_error(f"reply must be a JSON object, got {json_type_name(obj)}")
-        code = obj.get("code")
-        if isinstance(code, bool) or not isinstance(code, int):
-            raise _reply_error(f"field 'code' of reply: expected an integer, got {json_type_name(code)}")
-        try:
-            response_code = ResponseCode(code)
-        except ValueError:
-            raise _reply_error(f"field 'code' of reply: unknown response code {code}") from None
-        remark = obj.get("remark", "")
-        if remark is None:
-            remark = ""
-        if not isinstance(remark, str):
-            raise _reply_error(f"field 'remark' of reply: expected a string, got {json_type_name(remark)}")
-        payload = {key: value for key, value in obj.items() if key not in ("code", "codeName", "remark")}
-        return cls(response_code, remark, payload)
-
-    @classmethod
-    def decode(cls, body: bytes | str) -> Reply:
-        """A reply from its HTTP body (JSON text)."""
-        try:
-            obj = msgspec.json.decode(body)
-        except msgspec.DecodeError as exc:
-            raise _reply_error(f"reply is not JSON: {exc}") from None
-        return cls.from_json(obj)
-
-
-def decode_reply(body: bytes | str, payload_type: type[P]) -> tuple[Reply, P | None]:
-    """A reply body and, when it succeeded, its payload as a ``payload_type``."""
-    reply = Reply.decode(body)
-    return reply, (reply.payload_as(payload_type) if reply.ok else None)
+# The reply envelope lives in ``mqha.wire.reply``; re-exported here, its home for every caller.
+from mqha.wire.reply import Reply, decode_reply  # noqa: E402

@@ -17,10 +17,11 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
-from mqha.wire.types import Epoch, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
+from mqha.wire.types import Epoch, Offset, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
 
 __all__ = [
     "RECORD_TYPES",
+    "AckedDataLost",
     "AlterSyncStateSetRecord",
     "ApplyBrokerIdRecord",
     "CleanBrokerDataRecord",
@@ -96,10 +97,24 @@ class UpdateBrokerAddressRecord(_Record, frozen=True, tag="UpdateBrokerAddress")
     version: int = 1
 
 
+class AckedDataLost(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
+    """Names acknowledged offsets ``[fromOffset, toOffset)`` an election declared lost.
+
+    Gone from every replica (docs/architecture.md §3.2)."""
+
+    from_offset: Offset
+    to_offset: Offset
+
+
 class ElectMasterRecord(_Record, frozen=True, tag="ElectMaster"):
-    """Set the master (and SyncStateSet = {master}), or clear it (docs/reference-behaviour.md §4 event 3)."""
+    """Set the master (and SyncStateSet = {master}), or clear it (docs/reference-behaviour.md §4 event 3).
+
+    Version 2 adds ``ackedWatermark`` and ``ackedDataLost`` (docs/architecture.md §3.2, §9.6); a version 1
+    record reads as watermark -1 (nothing known) and no loss.
+    """
 
     TYPE: ClassVar[str] = "ElectMaster"
+    VERSION: ClassVar[int] = 2
 
     cluster_name: StoredName
     broker_name: StoredName
@@ -109,20 +124,30 @@ class ElectMasterRecord(_Record, frozen=True, tag="ElectMaster"):
     expected_sync_state_set_epoch: Epoch
     unclean: bool = False
     """Informational: the new master was taken from outside the SyncStateSet."""
-    version: int = 1
+    acked_watermark: Offset = -1
+    """The decision's watermark W: the highest offset it knew acknowledged (-1: none known)."""
+    acked_data_lost: AckedDataLost | None = None
+    """Set when the new master lacks acknowledged data no live replica holds: the range is declared lost."""
+    version: int = 2
 
 
 class AlterSyncStateSetRecord(_Record, frozen=True, tag="AlterSyncStateSet"):
-    """Replace the SyncStateSet on behalf of its master (docs/reference-behaviour.md §4 event 1)."""
+    """Replace the SyncStateSet on behalf of its master (docs/reference-behaviour.md §4 event 1).
+
+    Version 2 adds ``confirmOffset``, the master's confirm offset when it proposed (the credit of the
+    members it removes, docs/architecture.md §3.2); version 1 reads as None (not reported).
+    """
 
     TYPE: ClassVar[str] = "AlterSyncStateSet"
+    VERSION: ClassVar[int] = 2
 
     broker_name: StoredName
     master_broker_id: StoredBrokerId
     new_sync_state_set: StoredIdSet
     expected_master_epoch: Epoch
     expected_sync_state_set_epoch: Epoch
-    version: int = 1
+    confirm_offset: Offset | None = None
+    version: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.new_sync_state_set, frozenset):

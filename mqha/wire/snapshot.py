@@ -1,7 +1,9 @@
 """The controller's state snapshot as wire structs (docs/raft.md §2.7, docs/architecture.md §8).
 
-Versioned JSON: ``{"format": "mqha-controller-state", "version": 1, "appliedIndex", "groups": [...]}``,
-keys sorted and id sets sorted, so equal states give equal bytes. ``mqha.controller.state`` converts
+Versioned JSON: ``{"format": "mqha-controller-state", "version": 2, "appliedIndex", "groups": [...]}``,
+keys sorted and id sets sorted, so equal states give equal bytes. Version 2 adds each group's
+``eligibleReplicas`` and ``ackedWatermark`` (docs/architecture.md §3.2); a version 1 snapshot reads as
+an empty ELR and watermark -1. ``mqha.controller.state`` converts
 between these and its immutable state values; this module is only the shape and the codec.
 """
 
@@ -13,10 +15,10 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
-from mqha.wire.types import Epoch, Int64, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
+from mqha.wire.types import Epoch, Int64, Offset, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
 
 SNAPSHOT_FORMAT = "mqha-controller-state"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 class SnapshotFormatError(ProtocolError):
@@ -36,6 +38,15 @@ class ReplicaSnapshot(_Strict, frozen=True):
     register_check_code: StoredAddress
 
 
+class EligibleReplicaSnapshot(_Strict, frozen=True):
+    """One member of a group's ELR, with its credited offset.
+
+    A replica that left the SyncStateSet holding everything acknowledged up to ``credited_offset``."""
+
+    broker_id: StoredBrokerId
+    credited_offset: Offset
+
+
 class GroupSnapshot(_Strict, frozen=True):
     """One broker set as a snapshot holds it."""
 
@@ -46,6 +57,9 @@ class GroupSnapshot(_Strict, frozen=True):
     master_epoch: Epoch
     sync_state_set: StoredIdSet
     sync_state_set_epoch: Epoch
+    # Version 2 (absent from version 1 snapshots).
+    eligible_replicas: list[EligibleReplicaSnapshot] = []
+    acked_watermark: Offset = -1
 
 
 class StateSnapshot(_Strict, frozen=True):
@@ -73,6 +87,6 @@ def decode_snapshot(data: bytes) -> StateSnapshot:
         raise SnapshotFormatError(f"snapshot: {remark_for(StateSnapshot, exc)}") from None
     except msgspec.DecodeError as exc:
         raise SnapshotFormatError(f"snapshot is not JSON: {exc}") from None
-    if snapshot.version != SNAPSHOT_VERSION:
+    if not 1 <= snapshot.version <= SNAPSHOT_VERSION:
         raise SnapshotFormatError(f"unsupported snapshot version {snapshot.version}")
     return snapshot

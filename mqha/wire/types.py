@@ -84,7 +84,23 @@ CheckCode = Annotated[
 ]
 """``registerCheckCode``: ``<brokerAddress>;<epochMillis>`` (docs/reference-behaviour.md §5.2)."""
 IdSet = Annotated[frozenset[BrokerId], Meta(max_length=MAX_ID_SET)]
+INCARNATION_RULE = "1..64 characters of [0-9a-zA-Z_-] (mqbroker sends 32 lowercase hex digits)"
+Incarnation = Annotated[
+    str,
+    Meta(pattern=rf"^[0-9a-zA-Z_-]+{_END}", min_length=1, max_length=64, extra={"rule": INCARNATION_RULE}),
+]
+"""A broker process's incarnation (docs/architecture.md §3.2): new at every start."""
+IncarnationMap = Annotated[dict[BrokerId, Incarnation], Meta(max_length=MAX_ID_SET)]
 NameList = Annotated[tuple[BrokerName, ...], Meta(max_length=MAX_NAME_LIST)]
+IdsToClean = Annotated[
+    Annotated[tuple[int, ...], Meta(max_length=MAX_ID_SET)] | str,
+    Meta(
+        extra={"label": "an array of integers or a ';'-separated string"},
+        extra_json_schema={"examples": [[1, 2], "1;2;3"]},
+    ),
+]
+"""Our JSON carries a list of ids; the RocketMQ ``"1;2;3"`` text is also accepted and parsed by the
+controller, which answers 2009 on a malformed one (docs/reference-behaviour.md §5.10)."""
 
 # Log records and snapshots: the bounds before the name, address and id rules above, so that a journal
 # written earlier still replays; new entries come only from requests, which carry the strict types.

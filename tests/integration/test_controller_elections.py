@@ -291,3 +291,92 @@ def test_session_close_of_the_master_elects_at_once_and_pushes_the_role_change(
 ) -> None:
     with ProcessGroup() as group:
         asyncio.run(_session_scenario(cluster, group))
+
+
+# -- issue 25: the election rule (docs/architecture.md §3.2) on real controllers -----------------------
+
+INC = {1: "a" * 32, 2: "b" * 32, 3: "c" * 32}
+
+
+def _metric(node: Node, name: str, broker_name: str) -> float | None:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://{node.address}/metrics", timeout=2).read().decode()
+    prefix = f'{name}{{broker_name="{broker_name}"}} '
+    return next((float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix)), None)
+
+
+def test_lossy_survivors_wait_then_the_loss_is_declared_after_the_timeout(cluster: ControllerCluster) -> None:
+    name = "lossy"
+    with HeartbeatSender(cluster, interval=0.1) as beats:
+        for broker_id in (1, 2, 3):
+            beats.set(
+                {
+                    **heartbeat(name, broker_id, epoch=1, max_offset=100, timeout_ms=HB_TIMEOUT_MS),
+                    "incarnation": INC[broker_id],
+                }
+            )
+        _setup_set(cluster, name, beats, [1, 2, 3])
+        leader = _leader(cluster)
+        # The master shrinks the set to itself with ack point 100: 2 and 3 join the ELR credited 100.
+        # Whether the expiry scan clears the dead master first or the lossy restart triggers the
+        # election, the set waits, and only the loss election below makes 1 master in a new epoch.
+        shrink = {
+            "masterBrokerId": 1,
+            "masterEpoch": 1,
+            "syncStateSet": [1],
+            "syncStateSetEpoch": 2,
+            "confirmOffset": 100,
+        }
+        status, body = leader.post(f"/v1/groups/{name}/sync-state-set", shrink)
+        assert status == 200, body
+        # 2 and 3 go down; the master dies; it comes back having lost [60, 100).
+        beats.drop(name, 2)
+        beats.drop(name, 3)
+        beats.drop(name, 1)
+        wait_until(lambda: not any(_alive(cluster, name).values()), timeout=5, message="all down")
+        lossy = heartbeat(name, 1, epoch=1, max_offset=60, timeout_ms=HB_TIMEOUT_MS)
+        beats.set(
+            {**lossy, "incarnation": "d" * 32, "lossyRecovery": True, "confirmOffsetBeforeRecovery": 100}
+        )
+        beats.send_once()
+        status, body = _leader(cluster).post(f"/v1/groups/{name}/elect", {"clusterName": "c1", "brokerId": 1})
+        assert body["code"] == 2012 and "broker(s) 2, 3 not alive" in body["remark"], body
+        assert _metric(_leader(cluster), "mqha_controller_election_waiting", name) == 1.0
+        # A short timeout (live key): the next attempt elects 1 and declares [60, 100) lost.
+        _set_config(cluster, {"uncleanRecoveryTimeoutMills": 300})
+        try:
+            info = wait_until(
+                lambda: (
+                    (i := _replica_info(cluster, name))["masterBrokerId"] == 1 and i["masterEpoch"] > 1 and i
+                ),
+                timeout=5,
+                message="the loss election after the timeout",
+            )
+        finally:
+            _set_config(cluster, {"uncleanRecoveryTimeoutMills": 300_000})
+    group = next(g for g in _leader(cluster).state()["state"]["groups"] if g["brokerName"] == name)
+    assert group["ackedWatermark"] == 60 and info["syncStateSet"] == [1]
+    assert _metric(_leader(cluster), "mqha_controller_acked_data_lost_total", name) == 1.0
+    assert _metric(_leader(cluster), "mqha_controller_election_waiting", name) == 0.0
+
+
+def test_an_expansion_must_name_the_incarnation_alive_now(cluster: ControllerCluster) -> None:
+    name = "incarnations"
+    with HeartbeatSender(cluster, interval=0.1) as beats:
+        for broker_id in (1, 2, 3):
+            beats.set({**heartbeat(name, broker_id, timeout_ms=60_000), "incarnation": INC[broker_id]})
+        _setup_set(cluster, name, beats, [1])
+        expand = {"masterBrokerId": 1, "masterEpoch": 1, "syncStateSet": [1, 2], "syncStateSetEpoch": 1}
+        # Broker 2 restarted (new incarnation) after the master saw its old process catch up: refused.
+        beats.set({**heartbeat(name, 2, timeout_ms=60_000), "incarnation": "e" * 32})
+        beats.send_once()
+        status, body = _leader(cluster).post(
+            f"/v1/groups/{name}/sync-state-set", {**expand, "memberIncarnations": {"2": INC[2]}}
+        )
+        assert body["code"] == 2003 and "restarted since" in body["remark"], body
+        # The master saw the new process catch up: accepted.
+        status, body = _leader(cluster).post(
+            f"/v1/groups/{name}/sync-state-set", {**expand, "memberIncarnations": {"2": "e" * 32}}
+        )
+        assert status == 200 and body["syncStateSet"] == [1, 2], body

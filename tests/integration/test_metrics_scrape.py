@@ -40,6 +40,8 @@ CONTROLLER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_controller_sync_state_set_size": ("gauge", frozenset({"broker_name"})),
     "mqha_controller_master_epoch": ("gauge", frozenset({"broker_name"})),
     "mqha_controller_broker_group_has_master": ("gauge", frozenset({"broker_name"})),
+    "mqha_controller_election_waiting": ("gauge", frozenset({"broker_name"})),
+    "mqha_controller_acked_data_lost_total": ("counter", frozenset({"broker_name"})),
     "mqha_controller_requests_total": ("counter", frozenset({"api", "code"})),
     "mqha_controller_request_duration_seconds": ("histogram", frozenset({"api"})),
     "mqha_controller_elections_total": ("counter", frozenset({"trigger", "result"})),

@@ -181,7 +181,8 @@ function timelineTable(rows, withGroup) {
       h("td", { class: "mono" }, time(row.ts)),
       h("td", { class: "num" }, row.raftIndex),
       withGroup ? h("td", {}, h("a", { href: `#/group/${encodeURIComponent(row.brokerName)}` }, row.brokerName)) : null,
-      h("td", {}, row.type, row.unclean ? [" ", chip("bad", "unclean")] : null),
+      h("td", {}, row.type, row.unclean ? [" ", chip("bad", "unclean")] : null,
+        row.ackedDataLost ? [" ", chip("bad", `acked data lost [${row.ackedDataLost.fromOffset}, ${row.ackedDataLost.toOffset})`)] : null),
       h("td", {}, row.accepted ? chip("ok", "applied") : chip("warn", row.codeName, { title: row.remark })),
       h("td", {}, row.masterBrokerId === null ? chip("bad", "none") : `#${row.masterBrokerId}`),
       h("td", { class: "num" }, dash(row.masterEpoch)),
@@ -243,7 +244,13 @@ function groupPage(route) {
         stat("SyncStateSet", `{${group.syncStateSet.join(", ")}}`, `epoch ${group.syncStateSetEpoch}`, `sss-${name}`,
           group.syncStateSet.join(",")),
         stat("Replicas alive", `${group.replicas.filter((r) => r.alive).length} / ${group.replicas.length}`,
-          "heartbeats seen by this node")),
+          "heartbeats seen by this node"),
+        stat("Eligible (ELR)", `{${(group.eligibleReplicas || []).join(", ")}}`,
+          `acknowledged up to ${dash(group.ackedWatermark)}`, `elr-${name}`, (group.eligibleReplicas || []).join(","))),
+      group.electionWaiting ? message("warn", "The election waits for a replica holding every acknowledged message",
+        `Waiting for broker(s) ${group.electionWaiting.waitingFor.join(", ")} (acknowledged up to offset `
+        + `${group.electionWaiting.watermark}) since ${time(group.electionWaiting.sinceMs)}. Start them, or force an `
+        + "election with electMaster (it declares the missing range lost).") : null,
       h("div", { class: "card" }, h("h2", {}, "Replicas"), replicaTable(group)));
     history.replaceChildren(h("h2", {}, "Recent master and SyncStateSet changes of this group"),
       timelineTable(snap.timeline.filter((row) => row.brokerName === name).slice(-10), false));
@@ -269,7 +276,9 @@ function replicaTable(group) {
       h("td", { class: "mono" }, r.brokerAddress),
       h("td", {}, r.isMaster ? chip("master", "MASTER") : chip("neutral", "SLAVE")),
       h("td", {}, r.inSync ? chip("ok", "in sync") : chip("warn", "not in sync")),
-      h("td", {}, r.alive ? chip("ok", "alive") : chip("bad", "dead")),
+      h("td", {}, r.alive ? chip("ok", "alive") : chip("bad", "dead"),
+        r.lossyRecovery ? [" ", chip("bad", "lossy start", { title: `confirm offset before recovery ${r.confirmOffsetBeforeRecovery}` })] : null,
+        r.eligibleCredit !== null && r.eligibleCredit !== undefined ? [" ", chip("neutral", `ELR ${r.eligibleCredit}`)] : null),
       h("td", { class: "num" }, dash(r.epoch)),
       h("td", { class: "num" }, num(r.maxOffset)),
       h("td", { class: "num" }, num(r.confirmOffset)),

@@ -89,6 +89,9 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
         "masterEpoch": 4,
         "syncStateSet": [1, 2],
         "syncStateSetEpoch": 7,
+        "eligibleReplicas": [],
+        "ackedWatermark": None,
+        "electionWaiting": None,
     }
     assert a["replicas"] == [
         {
@@ -102,6 +105,11 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": 5000,
             "confirmOffset": 4990,
             "lag": None,
+            "eligibleCredit": None,
+            "incarnation": None,
+            "cleanShutdown": None,
+            "lossyRecovery": None,
+            "confirmOffsetBeforeRecovery": None,
             "reportedMsAgo": 0,
         },
         {
@@ -115,6 +123,11 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": 4900,
             "confirmOffset": 4890,
             "lag": 100,
+            "eligibleCredit": None,
+            "incarnation": None,
+            "cleanShutdown": None,
+            "lossyRecovery": None,
+            "confirmOffsetBeforeRecovery": None,
             "reportedMsAgo": 0,
         },
         {
@@ -128,6 +141,11 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": 1000,
             "confirmOffset": 990,
             "lag": 4000,
+            "eligibleCredit": None,
+            "incarnation": None,
+            "cleanShutdown": None,
+            "lossyRecovery": None,
+            "confirmOffsetBeforeRecovery": None,
             "reportedMsAgo": 5000,
         },
     ]
@@ -145,6 +163,11 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": None,
             "confirmOffset": None,
             "lag": None,
+            "eligibleCredit": None,
+            "incarnation": None,
+            "cleanShutdown": None,
+            "lossyRecovery": None,
+            "confirmOffsetBeforeRecovery": None,
             "reportedMsAgo": None,
         }
     ]
@@ -232,6 +255,7 @@ def test_timeline_rows_come_from_election_records_with_the_group_after_apply() -
         "codeName": "SUCCESS",
         "remark": "",
         "unclean": False,
+        "ackedDataLost": None,
         "masterBrokerId": 2,
         "masterEpoch": 5,
         "syncStateSet": [2],

@@ -110,3 +110,48 @@ def test_view_is_a_frozen_snapshot_at_now() -> None:
     assert view.info("g1", 2) is None
     assert not table.view(50).is_alive("g1", 1)
     assert not LivenessSnapshot(10_000, view.entries).is_alive("g1", 1)
+
+
+# -- issue 25: start reports and the soft facts of the election rule (docs/architecture.md §3.2) --------
+
+
+def _hb(incarnation: str | None, **extra: object) -> BrokerHeartbeatRequest:
+    return BrokerHeartbeatRequest(
+        cluster_name="c",
+        broker_name="g",
+        broker_addr="h:1",
+        broker_id=2,
+        incarnation=incarnation,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_an_incarnation_keeps_the_epoch_it_was_first_seen_in_across_a_new_session() -> None:
+    table = HeartbeatTable()
+    first = table.record(0, _hb("a" * 32, lossy_recovery=True, confirm_offset_before_recovery=90), "s1", 4)
+    assert (first.first_seen_master_epoch, first.lossy, first.confirm_offset_before_recovery) == (4, True, 90)
+    assert table.record(10, _hb("a" * 32), "s1", 5).first_seen_master_epoch == 4
+    table.remove_session("s1")  # the session flaps: the entry goes, the incarnation is remembered
+    assert table.record(20, _hb("a" * 32), "s2", 6).first_seen_master_epoch == 4
+    assert table.record(30, _hb("b" * 32), "s2", 6).first_seen_master_epoch == 6  # a new process
+
+
+def test_a_master_confirm_counts_only_for_a_master_that_reports_ack_points() -> None:
+    table = HeartbeatTable()
+    table.note_master_confirm("g", 3, 100)
+    assert table.master_confirm("g") is None  # its confirm offset is only its log end
+    table.mark_acking_master("g", 3)
+    table.note_master_confirm("g", 3, 100)
+    table.note_master_confirm("g", 3, 90)
+    assert table.view(0).master_confirm("g") == (3, 100)  # the highest of the epoch
+    table.remove_group("g")
+    assert table.master_confirm("g") is None
+
+
+def test_members_are_remembered_with_the_process_they_joined_with() -> None:
+    table = HeartbeatTable()
+    table.note_members("g", {1: "a", 2: "b"})
+    assert table.view(0).member_incarnation("g", 2) == "b"
+    table.note_members("g", {1: "a", 3: None})  # 2 left; 3 joined with an unknown process
+    assert (table.member_incarnation("g", 2), table.member_incarnation("g", 3)) == (None, None)
+    assert table.member_incarnation("g", 1) == "a"

@@ -58,12 +58,13 @@ def test_record_encoding_is_readable_versioned_json() -> None:
     data = encode_record(AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5))
     assert json.loads(data) == {
         "record": "AlterSyncStateSet",
-        "version": 1,
+        "version": 2,
         "brokerName": "g1",
         "masterBrokerId": 1,
         "newSyncStateSet": [1, 3],
         "expectedMasterEpoch": 2,
         "expectedSyncStateSetEpoch": 5,
+        "confirmOffset": None,
     }
 
 
@@ -81,7 +82,7 @@ def elect_doc(**changes: object) -> bytes:
         (b"[1]", "must be a JSON object"),
         (elect_doc(record="Bogus"), "unknown record type"),
         (elect_doc(record=None), "unknown record type"),
-        (elect_doc(version=2), "newer than 1"),
+        (elect_doc(version=3), "newer than 2"),
         (elect_doc(version=0), "bad version"),
         (elect_doc(version=True), "bad version"),
         (elect_doc(extra=1), "unknown field 'extra'"),
@@ -177,7 +178,7 @@ def group_doc(**changes: object) -> bytes:
         (b"\xff", "not JSON"),
         (b"[]", "not a controller state snapshot"),
         (snapshot_doc(format="other"), "not a controller state snapshot"),
-        (snapshot_doc(version=2), "unsupported snapshot version 2"),
+        (snapshot_doc(version=3), "unsupported snapshot version 3"),
         (
             snapshot_doc(appliedIndex="1"),
             "field 'appliedIndex' of StateSnapshot: expected an integer, got string",
