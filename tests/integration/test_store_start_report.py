@@ -41,8 +41,12 @@ def test_a_log_cut_behind_the_confirm_offset_is_lossy_with_one_warning(
     offsets += [store.log.append(MessageDraft("t", b"x" * 100)).offset for _ in range(5)]  # not flushed
     top = store.max_offset
     store.save_confirm_offset(top)  # confirmed (acknowledged by the set), not fsynced by this replica
-    store.checkpoint.close()  # as after a kill -9: nothing closed cleanly
-    store.log._checkpoint_fd = -1  # the process "died": no clean mark is written
+    # As after a kill -9: the flusher stops and nothing is closed cleanly (no CLEAN mark is written).
+    store.log._stop.set()
+    if store.log._flusher is not None:
+        store.log._flusher.join(5)
+    store.checkpoint.close()
+    store.log._checkpoint_fd = -1
     assert cut_unflushed(tmp_path).flushed_offset == offsets[5]  # the power cut
     with caplog.at_level(logging.WARNING, logger="mqha.broker.store"):
         reopened = BrokerStore.open_config(broker_config(tmp_path))
