@@ -184,8 +184,9 @@ def declared_lost(lost: Iterable[SendResult], cuts: Sequence[PowerCut], declared
 
 def declared_ranges(controller_events: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, int]]]:
     """The ranges the controllers declared lost, by group, from exported ``controller_events`` rows
-    (``ackedDataLost``: ``{fromOffset, toOffset}`` or its JSON text; or the columns
-    ``ackedDataLostFromOffset``/``ackedDataLostToOffset``). Rows without one are skipped."""
+    (the history's columns ``ackedDataLostFrom``/``ackedDataLostTo``, docs/architecture.md §5; or
+    ``ackedDataLost``: ``{fromOffset, toOffset}`` or its JSON text, the ElectMaster record's field).
+    Rows without one are skipped."""
     out: dict[str, set[tuple[int, int]]] = {}
     for row in controller_events:
         value = row.get("ackedDataLost")
@@ -197,7 +198,7 @@ def declared_ranges(controller_events: Iterable[Mapping[str, Any]]) -> dict[str,
         if isinstance(value, Mapping):
             low, high = value.get("fromOffset"), value.get("toOffset")
         else:
-            low, high = row.get("ackedDataLostFromOffset"), row.get("ackedDataLostToOffset")
+            low, high = row.get("ackedDataLostFrom"), row.get("ackedDataLostTo")
         if isinstance(low, int) and isinstance(high, int) and high > low and row.get("brokerName"):
             out.setdefault(str(row["brokerName"]), set()).add((low, high))
     return {group: sorted(ranges) for group, ranges in out.items()}

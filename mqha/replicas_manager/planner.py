@@ -164,12 +164,16 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         """The earliest time ``tick`` has something to do (None: only inputs can wake it)."""
         if not self._started or self.state is State.SHUTDOWN:
             return None
+        # Only the dues ``tick`` acts on now: a due it would skip (the start retry while a start step is
+        # in flight, the RUNNING-only timers before RUNNING) would stay in the past and make the runner
+        # spin with a zero timeout.
+        running = self.state is State.RUNNING
         dues = [
-            self._retry_at,
+            None if self._start_busy() else self._retry_at,
             self._metadata_due,
-            self._heartbeat_due,
-            self._replica_info_due,
-            self._sss_check_due if self.is_master else None,
+            self._heartbeat_due if self.broker_id is not None else None,
+            self._replica_info_due if running else None,
+            self._sss_check_due if running and self.is_master else None,
         ]
         pending = [due for due in dues if due is not None]
         return min(pending) if pending else None

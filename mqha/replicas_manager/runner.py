@@ -175,10 +175,15 @@ class ReplicasManager(SyncStateSetReporter):
                 await self._execute(self.planner.tick(now))
                 wake = self.planner.next_wakeup_ms()
                 timeout = MAX_IDLE_S if wake is None else min(MAX_IDLE_S, max(0.0, (wake - now) / 1000))
-                try:
-                    item = await asyncio.wait_for(self._queue.get(), timeout)
-                except TimeoutError:
-                    continue
+                if not self._queue.empty():
+                    # Taken before waiting: ``wait_for`` with a zero timeout cancels its ``get`` before it
+                    # runs, so a queued input would never be taken while a timer is due.
+                    item = self._queue.get_nowait()
+                else:
+                    try:
+                        item = await asyncio.wait_for(self._queue.get(), timeout)
+                    except TimeoutError:
+                        continue
                 self._refresh_progress()  # an input may propose (a SyncStateSet with the confirm offset)
                 await self._execute(item(self._now()))
                 while not self._queue.empty():

@@ -291,8 +291,8 @@ def test_declared_ranges_come_from_the_controller_events() -> None:
         {
             "type": "ElectMaster",
             "brokerName": "broker-b",
-            "ackedDataLostFromOffset": 7,
-            "ackedDataLostToOffset": 9,
+            "ackedDataLostFrom": 7,
+            "ackedDataLostTo": 9,
         },
         {"type": "ElectMaster", "brokerName": G, "ackedDataLost": None},
         {"type": "AlterSyncStateSet", "brokerName": G},

@@ -761,3 +761,27 @@ def test_role_notification_parsing() -> None:
         act.RoleNotification.from_json({"masterEpoch": "2"})
     with pytest.raises(RemoteProtocolError, match="syncStateSet"):
         act.RoleNotification.from_json({"syncStateSet": [True]})
+
+
+def test_no_due_in_the_past_while_the_start_step_is_in_flight() -> None:
+    # Chaos (issue 25, whole-group power cut): the start election failed (the controller waited for a
+    # complete replica), the controller then elected this broker (a push) while the retried start
+    # heartbeat was in flight. tick() skips the retry and the RUNNING-only timers then; a wake-up time in
+    # the past made the runner spin with a zero timeout, which never took the heartbeat's result from
+    # its queue: the broker stayed fenced as master for good.
+    p = ReplicasPlanner(CFG, seed=1)
+    elect = _at_elect(p)
+    assert p.on_controller_reply(elect, err(Code.CONTROLLER_ELECT_MASTER_FAILED, "waiting"), 100) == []
+    now = 100 + RETRY_INTERVAL_MS
+    start_heartbeat = [a for a in p.tick(now) if isinstance(a, act.SendHeartbeat) and a.confirm]
+    assert len(start_heartbeat) == 1
+    note = act.RoleNotification("b1", 2, CFG.broker_address, CFG.ha_address, 2, 2, frozenset({2}))
+    pushed = p.on_role_change_result(one(p.on_role_notification(note, now), act.BecomeMaster), True, now)
+    assert p.state is State.REGISTER_TO_CONTROLLER_DONE and p.is_master
+    assert kinds(pushed) == [act.CheckSyncStateSet]  # the start step is still in flight
+    for later in (now + 1, now + CFG.check_sync_state_set_period_ms + 1, now + 60_000):
+        p.tick(later)
+        wake = p.next_wakeup_ms()
+        assert wake is None or wake > later, (later, wake)
+    p.on_heartbeat_sent(start_heartbeat[0], 3, now + 60_001)
+    assert p.state is State.RUNNING
