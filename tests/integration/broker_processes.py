@@ -86,6 +86,11 @@ class Broker(LocalEndpoint):
         except (OSError, AssertionError):
             return None
 
+    def serving_role(self) -> str | None:
+        """MASTER or SLAVE once unfenced; None while down, unreachable or fenced."""
+        status = self.try_status()
+        return None if status is None or status["fenced"] else status["role"]
+
     def metrics_text(self) -> str:
         status, body = request("GET", self.url + "/metrics", timeout=3.0)
         assert status == 200 and isinstance(body, str), body

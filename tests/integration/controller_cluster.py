@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,3 +292,13 @@ def register_broker(leader: Node, broker_name: str, cluster_name: str = "c1") ->
     )
     assert status == 200, body
     return broker_id
+
+
+@contextlib.contextmanager
+def running_controllers(directory: Path) -> Iterator[tuple[ProcessGroup, str]]:
+    """A started 3-controller cluster with a leader: its process group and the brokers' ``controllerAddr``."""
+    with ProcessGroup() as processes:
+        controllers = ControllerCluster(processes, directory)
+        controllers.start()
+        controllers.leader(timeout=10)
+        yield processes, ";".join(n.address for n in controllers.nodes)

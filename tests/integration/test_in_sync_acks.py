@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
-from tests.integration.controller_cluster import ControllerCluster
+from tests.integration.controller_cluster import running_controllers
 
 pytestmark = pytest.mark.integration
 
@@ -39,16 +39,8 @@ SETTINGS = {
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[tuple[ProcessGroup, str]]:
-    with ProcessGroup() as processes:
-        controllers = ControllerCluster(processes, tmp_path / "controllers")
-        controllers.start()
-        controllers.leader(timeout=10)
-        yield processes, ";".join(n.address for n in controllers.nodes)
-
-
-def _role(broker: Broker) -> str | None:
-    status = broker.try_status()
-    return None if status is None or status["fenced"] else status["role"]
+    with running_controllers(tmp_path / "controllers") as started:
+        yield started
 
 
 BIG = 32 * 1024  # bytes per message of the puts made while the in-sync slave is cut off (48 x 10 of them)
@@ -82,9 +74,9 @@ def test_master_with_only_a_learner_refuses_puts_until_a_second_in_sync_replica(
     learner = Broker("l", tmp_path / "l", {**SETTINGS, "asyncLearner": "true"})
     slave = Broker("s", tmp_path / "s", SETTINGS)
     master.start(processes, controllers)
-    wait_until(lambda: _role(master) == "MASTER", 20, message="master")
+    wait_until(lambda: master.serving_role() == "MASTER", 20, message="master")
     learner.start(processes, controllers)
-    wait_until(lambda: _role(learner) == "SLAVE", 20, message="learner follows")
+    wait_until(lambda: learner.serving_role() == "SLAVE", 20, message="learner follows")
     wait_until(lambda: _connected_slaves(master) == 1, 20, message="the learner's HA link")
 
     # Refused before anything is written, with the documented status and a remark naming the rule.
@@ -127,7 +119,7 @@ def test_learner_acks_never_count_and_no_acknowledged_message_is_lost_at_failove
     slave = Broker("s", tmp_path / "s", SETTINGS)
     learner = Broker("l", tmp_path / "l", {**SETTINGS, "asyncLearner": "true"})
     master.start(processes, controllers)
-    wait_until(lambda: _role(master) == "MASTER", 20, message="master")
+    wait_until(lambda: master.serving_role() == "MASTER", 20, message="master")
     slave.start(processes, controllers)
     wait_until(lambda: len(master.status()["localSyncStateSet"]) == 2, 30, message="SyncStateSet of 2")
     learner.start(processes, controllers)
@@ -159,8 +151,8 @@ def test_learner_acks_never_count_and_no_acknowledged_message_is_lost_at_failove
     finally:
         slave.proc.resume()
 
-    wait_until(lambda: _role(slave) == "MASTER", 30, message="the in-sync slave is elected")
-    wait_until(lambda: _role(learner) == "SLAVE", 30, message="the learner follows the new master")
+    wait_until(lambda: slave.serving_role() == "MASTER", 30, message="the in-sync slave is elected")
+    wait_until(lambda: learner.serving_role() == "SLAVE", 30, message="the learner follows the new master")
     served = {offset: body for offset, _, body in slave.read_all()}
     lost = {o: b for o, b in acked.items() if served.get(o) != b}
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost (offsets {sorted(lost)[:5]}...)"

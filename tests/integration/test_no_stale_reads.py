@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
-from tests.integration.controller_cluster import ControllerCluster, request
+from tests.integration.controller_cluster import request, running_controllers
 from tests.integration.test_mqadmin import mqadmin
 
 pytestmark = pytest.mark.integration
@@ -29,16 +29,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[tuple[ProcessGroup, str]]:
-    with ProcessGroup() as processes:
-        controllers = ControllerCluster(processes, tmp_path / "controllers")
-        controllers.start()
-        controllers.leader(timeout=10)
-        yield processes, ";".join(n.address for n in controllers.nodes)
-
-
-def _role(broker: Broker) -> str | None:
-    status = broker.try_status()
-    return None if status is None or status["fenced"] else status["role"]
+    with running_controllers(tmp_path / "controllers") as started:
+        yield started
 
 
 class SlaveReader(threading.Thread):
@@ -75,7 +67,7 @@ def test_a_slave_whose_log_is_gone_from_the_new_master_serves_nothing_stale(
     master = Broker("m", tmp_path / "m", BROKER_TEST_SETTINGS)
     slave = Broker("s", tmp_path / "s", BROKER_TEST_SETTINGS)
     master.start(processes, controllers)
-    wait_until(lambda: _role(master) == "MASTER", 20, message="master")
+    wait_until(lambda: master.serving_role() == "MASTER", 20, message="master")
     slave.start(processes, controllers)
     wait_until(lambda: len(master.status()["localSyncStateSet"]) == 2, 30, message="SyncStateSet of 2")
     code, reply = master.put([f"old-{i}" for i in range(20)])
@@ -96,12 +88,12 @@ def test_a_slave_whose_log_is_gone_from_the_new_master_serves_nothing_stale(
         (store / name).unlink(missing_ok=True)
     master.start(processes, controllers)
     try:
-        wait_until(lambda: _role(master) == "MASTER", 10, message="re-elected")
+        wait_until(lambda: master.serving_role() == "MASTER", 10, message="re-elected")
     except (AssertionError, TimeoutError):  # the controller waits for the slave, which holds more: the admin
         # designates the wiped master (issue 25: an operator can force it; the loss is declared)
         elect = ("electMaster", "-a", controllers, "-b", str(master_id), "-bn", "bs1", "-c", "c1")
         assert mqadmin(*elect).returncode == 0
-        wait_until(lambda: _role(master) == "MASTER", 20, message="designated master")
+        wait_until(lambda: master.serving_role() == "MASTER", 20, message="designated master")
     code, reply = master.put([f"new-{i}" for i in range(5)])
     assert code == 200 and reply["status"] == "PUT_OK", reply
     reused = {r["offset"]: f"new-{i}" for i, r in enumerate(reply["results"])}
@@ -113,7 +105,7 @@ def test_a_slave_whose_log_is_gone_from_the_new_master_serves_nothing_stale(
     reader.start()
     resynced: Exception | None = None
     try:
-        wait_until(lambda: _role(slave) == "SLAVE", 30, message="the slave follows the new master")
+        wait_until(lambda: slave.serving_role() == "SLAVE", 30, message="the slave follows the new master")
         new_top = master.status()["maxOffset"]
         wait_until(
             lambda: (
