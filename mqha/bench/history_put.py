@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.bench.put import interleaved_puts, message_payload, put_target, start_group
-from mqha.bench.report import fmt, format_table, ratio
+from mqha.bench.report import fmt, format_table, ratio, side_rows
 from mqha.cluster.local import LocalCluster
 
 SIDES: dict[str, str] = {"ack history off": "false", "ack history on": "true"}
@@ -51,17 +51,7 @@ def measure(base: Path, cfg: dict[str, Any], body: int) -> dict[str, Any]:
 def report(data: dict[str, Any], cfg: dict[str, Any], body: int) -> tuple[str, float | None]:
     """The table and the on/off throughput ratio."""
     off, on = data["ack history off"], data["ack history on"]
-    rows = [
-        (
-            side,
-            fmt(m["ops_per_s"], ".0f"),
-            fmt(m["p50_ms"], ".2f"),
-            fmt(m["p99_ms"], ".2f"),
-            m["errors"],
-            data["recorded_acks"][side],
-        )
-        for side, m in (("ack history off", off), ("ack history on", on))
-    ]
+    rows = side_rows(data, ("ack history off", "ack history on"), data["recorded_acks"])
     on_off = ratio(on["ops_per_s"], off["ops_per_s"])
     title = (
         f"put with the master recording every PUT_OK in its history vs not, 3-replica group, "

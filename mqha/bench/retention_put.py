@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.bench.put import interleaved_puts, message_payload, put_target, start_group
-from mqha.bench.report import fmt, format_table, ratio
+from mqha.bench.report import fmt, format_table, ratio, side_rows
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import http_json
 from mqha.cluster.tmpfs import DiskFiller, cannot_mount
@@ -87,17 +87,7 @@ def report(data: dict[str, Any], cfg: dict[str, Any], body: int) -> tuple[str, f
     if "skipped" in data:
         return f"retention: skipped ({data['skipped']})", None
     off, on = data["retention off"], data["retention on"]
-    rows = [
-        (
-            side,
-            fmt(m["ops_per_s"], ".0f"),
-            fmt(m["p50_ms"], ".2f"),
-            fmt(m["p99_ms"], ".2f"),
-            m["errors"],
-            data["deleted_segments"][side],
-        )
-        for side, m in (("retention off", off), ("retention on", on))
-    ]
+    rows = side_rows(data, ("retention off", "retention on"), data["deleted_segments"])
     title = (
         f"put while retention deletes vs not, 3-replica group, async, {cfg['clients']} clients x single "
         f"{body} B messages, median of {cfg['rounds']} interleaved {cfg['window']:g} s rounds; "
