@@ -24,6 +24,7 @@ from mqha.autoswitch_ha.ack import (
     master_confirm_offset,
     replica_ack_status,
 )
+from mqha.autoswitch_ha.eligible_release import EligibleRelease
 from mqha.autoswitch_ha.keeper import SyncStateSetKeeper
 from mqha.autoswitch_ha.links import SlaveLinks
 from mqha.autoswitch_ha.master import LogView
@@ -51,8 +52,10 @@ class AckGate:
         policy: AckPolicy,
         slave_timeout_ms: int,
         read_refusal: Callable[[], str | None] | None = None,
+        release: EligibleRelease | None = None,
     ) -> None:
         self._store = store
+        self.release = release if release is not None else EligibleRelease(None)
         self._slave_read_refusal = read_refusal  # the HA client's (lineage.slave_read_refusal)
         self._role = role
         self._keeper = keeper
@@ -128,7 +131,13 @@ class AckGate:
         return self._slave_read_refusal()
 
     async def wait_for_replicas(self, next_offset: int) -> AckStatus:
-        """Wait until the policy's replicas hold everything below ``next_offset``, or ``slaveTimeout``."""
+        """Wait until the policy's replicas hold everything below ``next_offset``, or ``slaveTimeout``;
+        before the first answer past the eligible replicas' credits, until the controller released them
+        (``eligible_release``)."""
+        if self.release.needed and (
+            not self._role.is_master or not await self.release.wait(self._slave_timeout_s)
+        ):
+            return AckStatus.FLUSH_SLAVE_TIMEOUT
         if not self.policy.needs_replica_wait:
             return AckStatus.OK
         if not self._role.is_master:

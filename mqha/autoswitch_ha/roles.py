@@ -64,14 +64,20 @@ class HARoleSwitch:
             await self._client.stop()
             self._links.close_all("this broker becomes master")
         epochs = store.epochs
-        if epochs.last_epoch() >= epoch:
-            # The epoch file may hold this epoch from a previous attempt: start it again here.
-            truncated = epochs.truncate_suffix_by_epoch(epoch)
-            if truncated.pairs() != epochs.pairs():
-                store.apply_truncation(store.max_offset, truncated)
-        store.append_epoch(epoch, store.max_offset)
+        # Master of this very epoch already (a restart the controller did not notice): the entry keeps its
+        # start. Re-starting it at the log end would leave what this broker wrote in the epoch outside
+        # every epoch entry, and its slaves would find no common point.
+        if epochs.last_epoch() != epoch:
+            if epochs.last_epoch() > epoch:
+                truncated = epochs.truncate_suffix_by_epoch(epoch)
+                if truncated.pairs() != epochs.pairs():
+                    store.apply_truncation(store.max_offset, truncated)
+            store.append_epoch(epoch, store.max_offset)
         self._keeper.start_master(local_id, sync_state_set, was_master=was_master)
         commit()
+        # The election credited the other former members (ELR): ask for their release now, so that the
+        # first put after the failover rarely waits for it (docs/architecture.md §3.2).
+        self._gate.release.arm(epoch, self._role.sync_state_set_epoch, ask_now=True)
         self._gate.recompute_confirm_offset()
         log.info(
             "now MASTER for epoch %d at offset %d (SyncStateSet %s)",
@@ -90,6 +96,7 @@ class HARoleSwitch:
         was_slave = self._role.role is Role.SLAVE
         commit()
         if not was_slave:
+            self._gate.release.disarm()
             self._gate.fail_waiters()
             self._links.close_all("this broker becomes a slave")
             self._keeper.stop_master()

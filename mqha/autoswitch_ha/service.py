@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from mqha.autoswitch_ha.checkpoint import ConfirmCheckpoint
 from mqha.autoswitch_ha.client import HAClient
 from mqha.autoswitch_ha.config import HAConfig
+from mqha.autoswitch_ha.eligible_release import EligibleRelease, ReleaseRequester
 from mqha.autoswitch_ha.events import CaughtUp, ConnectionClosed, HandshakeRequest, SlaveAck
 from mqha.autoswitch_ha.gate import AckGate
 from mqha.autoswitch_ha.keeper import Reporter, SyncStateSetKeeper
@@ -97,6 +98,7 @@ class AutoSwitchHAService:
             policy=config.ack_policy,
             slave_timeout_ms=config.slave_timeout_ms,
             read_refusal=self.client.read_refusal,
+            release=EligibleRelease(reporter if isinstance(reporter, ReleaseRequester) else None),
         )
         self.server = HAServer(
             self,
@@ -138,9 +140,13 @@ class AutoSwitchHAService:
     # -- SyncStateSet (docs/reference-behaviour.md §10.4) ----------------------------------------------
 
     def apply_sync_state_set(self, sync_state_set: frozenset[int]) -> None:
-        """A set confirmed by the controller (``setSyncStateSet``)."""
+        """A set confirmed by the controller (``setSyncStateSet``). One that lost members made them
+        eligible replicas: acks past their credit wait for their release (``eligible_release``)."""
+        before = self.keeper.local_set()
         if not self.keeper.confirmed(sync_state_set):
             return
+        if before - frozenset(sync_state_set):
+            self.gate.release.arm(self.role.master_epoch, self.role.sync_state_set_epoch, ask_now=False)
         self.gate.recompute_confirm_offset()
         self.gate.log_changed()
         self.gate.check_waiters()

@@ -161,6 +161,10 @@ class Broker:
         """The HA layer's SyncStateSet proposals go to the ReplicasManager."""
         self.manager.report_sync_state_set(proposed)
 
+    def release_eligible_replicas(self, master_epoch: int) -> None:
+        """The HA layer's ELR releases go to the ReplicasManager."""
+        self.manager.release_eligible_replicas(master_epoch)
+
     async def start(self) -> None:
         runtime = self.runtime
         self.retention.start()

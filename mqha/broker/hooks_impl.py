@@ -119,6 +119,10 @@ class BrokerRuntime:
             return
         self.ha.apply_sync_state_set(frozenset(sync_state_set))
 
+    def eligible_release_done(self, master_epoch: int, sync_state_set_epoch: int, ok: bool) -> None:
+        """The controller's verdict on an ELR release (``mqha.autoswitch_ha.eligible_release``)."""
+        self.ha.gate.release.done(master_epoch, sync_state_set_epoch, ok)
+
     def maybe_shrink_sync_state_set(self) -> frozenset[int]:
         return self.ha.maybe_shrink()
 

@@ -222,10 +222,15 @@ def _apply_alter_sync_state_set(state: ControllerState, record: AlterSyncStateSe
     if credit >= 0:
         for removed in group.sync_state_set - new_set:
             eligible[removed] = credit
+    if record.release_eligible:
+        # The master acknowledges beyond every credit next: a replica outside the set would no longer
+        # hold everything acknowledged, so none stays eligible (docs/architecture.md §3.2).
+        eligible = {}
+    changed = new_set != group.sync_state_set
     group = replace(
         group,
         sync_state_set=new_set,
-        sync_state_set_epoch=group.sync_state_set_epoch + 1,
+        sync_state_set_epoch=group.sync_state_set_epoch + (1 if changed else 0),
         eligible_replicas=eligible,
         acked_watermark=watermark,
     )

@@ -285,7 +285,8 @@ def handle_alter_sync_state_set(
     group = state.group(name)
     if group is None:
         return _reject(fail, "Broker metadata is not existed")
-    if new_set == group.sync_state_set:
+    release = request.release_eligible
+    if new_set == group.sync_state_set and not release:
         return _reject(
             fail, "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet"
         )
@@ -327,6 +328,8 @@ def handle_alter_sync_state_set(
     stale = _stale_incarnation(group, new_set, request.member_incarnations, liveness)
     if stale is not None:
         return _reject(Code.CONTROLLER_INVALID_REPLICAS, f"Rejecting alter syncStateSet of {name}: {stale}")
+    if release and new_set == group.sync_state_set and not group.eligible_replicas:
+        return ControllerResult((), Reply(SUCCESS, "", alter_payload(group)))  # nothing to release: no write
     record = AlterSyncStateSetRecord(
         broker_name=name,
         master_broker_id=group.master_broker_id,
@@ -334,6 +337,7 @@ def handle_alter_sync_state_set(
         expected_master_epoch=group.master_epoch,
         expected_sync_state_set_epoch=group.sync_state_set_epoch,
         confirm_offset=request.confirm_offset,
+        release_eligible=release,
     )
     return _write(state, record, Reply(SUCCESS))
 

@@ -172,6 +172,16 @@ class ProposeSyncStateSet(ControllerCall, kind="alterSyncStateSet"):
     request: AlterSyncStateSetRequest
 
 
+class ReleaseEligibleReplicas(ControllerCall, kind="releaseEligible"):
+    """Empty the group's ELR before this master acknowledges beyond its credits.
+
+    An alterSyncStateSet of the current set with ``releaseEligible`` (docs/architecture.md §3.2); the
+    verdict goes to the HA layer as ``EligibleReleaseDone``.
+    """
+
+    request: AlterSyncStateSetRequest
+
+
 class SendHeartbeat(Action, phase=Phase.SEND):
     """Heartbeat to every controller (docs/reference-behaviour.md §9.7).
 
@@ -228,6 +238,17 @@ class ApplySyncStateSet(Action, phase=Phase.APPLY):
 
 class CheckSyncStateSet(Action, phase=Phase.APPLY):
     """Ask ``hooks.maybe_shrink_sync_state_set()``; the answer goes to ``on_sync_state_set_check``."""
+
+
+class EligibleReleaseDone(Action, phase=Phase.APPLY):
+    """Tell the HA layer whether the controller emptied the ELR.
+
+    Through ``hooks.eligible_release_done``, as of ``master_epoch`` / ``sync_state_set_epoch``.
+    """
+
+    master_epoch: int
+    sync_state_set_epoch: int
+    ok: bool
 
 
 RoleChange = BecomeMaster | BecomeSlave

@@ -131,6 +131,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._sss_pending: frozenset[int] | None = None
         self._sss_pending_from_check = False  # the pending wish is a periodic check's answer
         self._check_in_flight = False
+        self._release_pending: int | None = None  # a master epoch whose ELR release waits for its role
         self._slave_incarnations: dict[int, str] | None = None  # the HA layer's, with its last report
         # Start sequence bookkeeping.
         self._retry_at: int | None = None
@@ -308,6 +309,8 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
                 out = self._on_elect(reply, now_ms)
             case act.ProposeSyncStateSet():
                 out = self._on_alter_sync_state_set(call, reply)
+            case act.ReleaseEligibleReplicas():
+                out = self._on_release_eligible(call, reply)
             case _:
                 raise LocalProtocolError(f"no handler for controller call {call!r}")
         return out + self._drive_start(now_ms)

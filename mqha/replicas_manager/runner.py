@@ -140,6 +140,11 @@ class ReplicasManager(SyncStateSetReporter):
         incarnations = self._slave_incarnations()
         self._put(lambda now: self.planner.on_sync_state_set_proposal(proposal, now, incarnations))
 
+    def release_eligible_replicas(self, master_epoch: int) -> None:
+        """The HA layer acknowledges beyond the eligible replicas' credits next: release them first;
+        the verdict comes back through ``hooks.eligible_release_done``."""
+        self._put(lambda now: self.planner.on_release_eligible_request(master_epoch, now))
+
     def _slave_incarnations(self) -> dict[int, str] | None:
         """The HA layer's live slave connections by incarnation, or None when it cannot tell (an older
         HA layer, or none)."""
@@ -277,7 +282,7 @@ class ReplicasManager(SyncStateSetReporter):
                 return await client.call("GET", group + "/replica-info")
             case act.ElectMaster(request=request):
                 return await client.call("POST", group + "/elect", body=request.to_json())
-            case act.ProposeSyncStateSet(request=request):
+            case act.ProposeSyncStateSet(request=request) | act.ReleaseEligibleReplicas(request=request):
                 return await client.call("POST", group + "/sync-state-set", body=request.to_json())
         raise TypeError(f"unknown controller call {call!r}")
 
@@ -320,6 +325,10 @@ class ReplicasManager(SyncStateSetReporter):
                 hooks.set_broker_controller_id(broker_id)
             case act.ApplySyncStateSet(sync_state_set=sss, sync_state_set_epoch=epoch):
                 hooks.apply_sync_state_set(sss, epoch)
+            case act.EligibleReleaseDone(master_epoch=epoch, sync_state_set_epoch=sss_epoch, ok=ok):
+                done = getattr(hooks, "eligible_release_done", None)  # hooks without an HA layer: none
+                if done is not None:
+                    done(epoch, sss_epoch, ok)
             case act.CheckSyncStateSet():
                 try:
                     wanted = frozenset(hooks.maybe_shrink_sync_state_set())

@@ -12,6 +12,11 @@ what every acknowledged put reached; none when puts do not wait for replicas), a
 but the master the incarnation of the HA connection the master saw catch up (the HA layer's report,
 given with the check answer or the proposal; absent when the HA layer cannot tell), so the
 controller admits no replica process that restarted since.
+
+Before the master acknowledges beyond the credits of the group's eligible replicas (after it became
+master, and after a shrink) the HA layer asks for their *release* (docs/architecture.md §3.2): an
+alterSyncStateSet of the current set with ``releaseEligible``, whose verdict goes back to the HA layer.
+A release asked for while this broker is still becoming master for that epoch goes out when it is.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from mqha.replicas_manager.actions import Action, ApplySyncStateSet, CheckSyncStateSet, ProposeSyncStateSet
+from mqha.replicas_manager.actions import (
+    Action,
+    ApplySyncStateSet,
+    CheckSyncStateSet,
+    EligibleReleaseDone,
+    ProposeSyncStateSet,
+    ReleaseEligibleReplicas,
+)
 from mqha.replicas_manager.planner_states import State, _describe, _parse
 from mqha.wire.controller_api import AlterSyncStateSetPayload, AlterSyncStateSetRequest, Reply
 
@@ -103,6 +115,41 @@ class SyncStateSetUpkeep:
         if out:
             self._sss_in_flight = proposed
         return out
+
+    def on_release_eligible_request(self, master_epoch: int, now_ms: int) -> list[Action]:
+        """The HA layer is about to acknowledge beyond the eligible replicas' credits as master of
+        ``master_epoch``: release them first (ignored when this broker is not that master)."""
+        if self.state is State.SHUTDOWN:
+            return []
+        if self.is_master and master_epoch == self.master_epoch:
+            return self._send_release()
+        in_flight = self._role_in_flight
+        if in_flight is not None and in_flight.epoch == master_epoch:
+            self._release_pending = master_epoch  # sent once the role change is accepted
+        return []
+
+    def _send_release(self) -> list[Action]:
+        assert self.broker_id is not None
+        ack_point = self.progress.ack_point
+        request = AlterSyncStateSetRequest(
+            broker_name=self.config.broker_name,
+            master_broker_id=self.broker_id,
+            master_epoch=self.master_epoch,
+            sync_state_set=self.sync_state_set,
+            sync_state_set_epoch=self.sync_state_set_epoch,
+            confirm_offset=ack_point if ack_point is not None and ack_point >= 0 else None,
+            release_eligible=True,
+        )
+        return self._call_once(lambda seq: ReleaseEligibleReplicas(seq, request))
+
+    def _on_release_eligible(self, call: ReleaseEligibleReplicas, reply: Reply | None) -> list[Action]:
+        request = call.request
+        payload = _parse(AlterSyncStateSetPayload, reply) if reply is not None and reply.ok else None
+        if payload is None:
+            log.info("releasing the eligible replicas failed: %s", _describe(reply))
+            return [EligibleReleaseDone(request.master_epoch, request.sync_state_set_epoch, False)]
+        out = self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
+        return [*out, EligibleReleaseDone(request.master_epoch, payload.sync_state_set_epoch, True)]
 
     def _on_alter_sync_state_set(self, call: ProposeSyncStateSet, reply: Reply | None) -> list[Action]:
         self._sss_in_flight = None

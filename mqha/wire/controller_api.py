@@ -186,8 +186,10 @@ class ElectMasterRequest(Request, frozen=True, kw_only=True):
 class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of alterSyncStateSet: a new set, the master's epochs (docs/reference-behaviour.md §5.5).
 
-    Ours (docs/architecture.md §3.2): ``confirmOffset``, the master's ack point when it proposes, and
-    ``memberIncarnations``, per member but the master the incarnation the master saw catch up."""
+    Ours (docs/architecture.md §3.2): ``confirmOffset``, the master's ack point when it proposes,
+    ``memberIncarnations``, per member but the master the incarnation the master saw catch up, and
+    ``releaseEligible``: the master is about to acknowledge beyond every eligible replica's credit, so
+    the ELR is emptied first (the set may then equal the current one)."""
 
     broker_name: OptionalName = ""
     master_broker_id: BrokerId
@@ -196,6 +198,7 @@ class AlterSyncStateSetRequest(Request, frozen=True, kw_only=True, omit_defaults
     sync_state_set_epoch: Epoch
     confirm_offset: Offset | None = None
     member_incarnations: IncarnationMap | None = None
+    release_eligible: bool = False
 
     def __post_init__(self) -> None:
         if self.member_incarnations is not None and not isinstance(self.member_incarnations, IntKeyMap):

@@ -136,10 +136,12 @@ class AlterSyncStateSetRecord(_Record, frozen=True, tag="AlterSyncStateSet"):
 
     Version 2 adds ``confirmOffset``, the master's confirm offset when it proposed (the credit of the
     members it removes, docs/architecture.md §3.2); version 1 reads as None (not reported).
+    Version 3 adds ``releaseEligible``, which empties the ELR (the master acknowledges past its credits
+    next); versions 1 and 2 read as false.
     """
 
     TYPE: ClassVar[str] = "AlterSyncStateSet"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
 
     broker_name: StoredName
     master_broker_id: StoredBrokerId
@@ -147,7 +149,8 @@ class AlterSyncStateSetRecord(_Record, frozen=True, tag="AlterSyncStateSet"):
     expected_master_epoch: Epoch
     expected_sync_state_set_epoch: Epoch
     confirm_offset: Offset | None = None
-    version: int = 2
+    release_eligible: bool = False
+    version: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.new_sync_state_set, frozenset):

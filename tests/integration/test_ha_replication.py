@@ -381,3 +381,23 @@ async def test_membership_follows_the_controller_leader_and_gates_handshakes(tmp
         await members.stop()
         for runner in runners:
             await runner.cleanup()
+
+
+@run_async()
+async def test_a_master_restarted_into_its_own_epoch_keeps_the_epoch_start(tmp_path: Path) -> None:
+    # The controller had not noticed the restart and names the broker master of the same epoch again:
+    # what it wrote in that epoch stays inside the epoch's entry (re-starting the entry at the log end
+    # left [0, end) outside every entry, and no slave could find a common point with it).
+    a = await Node.start(tmp_path / "a", 1)
+    try:
+        assert await a.become_master(2)
+        assert (await a.put(5)).status is PutStatus.PUT_OK
+        end = a.store.max_offset
+    finally:
+        await a.stop()
+    again = await Node.start(tmp_path / "a", 1)
+    try:
+        assert await again.become_master(2)
+        assert again.store.max_offset == end and again.store.epochs.pairs() == [(2, 0)]
+    finally:
+        await again.stop()

@@ -196,3 +196,26 @@ def test_a_version_1_snapshot_reads_as_no_elr_and_an_unknown_watermark() -> None
     group = state.group("g1")
     assert group is not None and (group.eligible_replicas, group.acked_watermark) == ({}, -1)
     assert json.loads(encode_state(S))["version"] == 2
+
+
+def test_a_release_empties_the_elr_and_keeps_the_set_and_its_epoch() -> None:
+    group = replace(G, sync_state_set=frozenset({1, 2}), eligible_replicas={3: 90})
+    state = ControllerState({"g1": group}, 20)
+    record = AlterSyncStateSetRecord(
+        "g1", 1, frozenset({1, 2}), 4, 7, confirm_offset=130, release_eligible=True
+    )
+    group = after(state, record)
+    assert group.eligible_replicas == {} and group.sync_state_set == {1, 2}
+    assert (group.sync_state_set_epoch, group.acked_watermark) == (7, 130)
+
+
+def test_a_release_with_a_shrink_credits_nobody() -> None:
+    record = AlterSyncStateSetRecord("g1", 1, frozenset({1}), 4, 7, confirm_offset=150, release_eligible=True)
+    group = after(S, record)
+    assert (group.eligible_replicas, group.sync_state_set_epoch) == ({}, 8)
+
+
+def test_a_release_from_a_stale_set_epoch_is_refused() -> None:
+    record = AlterSyncStateSetRecord("g1", 1, frozenset({1, 2, 3}), 4, 6, release_eligible=True)
+    _, outcome = apply(S, record, S.applied_index + 1)
+    assert not outcome.accepted

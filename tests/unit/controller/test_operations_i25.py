@@ -178,3 +178,42 @@ def test_a_dead_master_is_cleared_only_when_the_second_attempt_still_waits() -> 
     fresh = LivenessSnapshot.of(NOW, [hb(2, 4440)])
     elected = handle_elect_master(s, controller_elect(), fresh, POLICY, waited_ms=500).records[0]
     assert elected.new_master_broker_id == 2  # type: ignore[union-attr]
+
+
+def release(new_set: set[int], sss_epoch: int = 4) -> AlterSyncStateSetRequest:
+    return AlterSyncStateSetRequest(
+        broker_name="g1",
+        master_broker_id=1,
+        master_epoch=3,
+        sync_state_set=frozenset(new_set),
+        sync_state_set_epoch=sss_epoch,
+        confirm_offset=600,
+        release_eligible=True,
+    )
+
+
+def test_a_release_of_the_same_set_is_written_while_the_elr_holds_someone() -> None:
+    s = state(master_broker_id=1, sync_state_set=frozenset({1}))
+    result = handle_alter_sync_state_set(s, release({1}), LIVE_2)
+    assert result.reply.ok and result.records == (
+        AlterSyncStateSetRecord("g1", 1, frozenset({1}), 3, 4, confirm_offset=600, release_eligible=True),
+    )
+    new_state, outcome = apply(s, result.records[0], s.applied_index + 1)
+    assert outcome.accepted and new_state.groups["g1"].eligible_replicas == {}
+
+
+def test_a_release_with_nothing_eligible_answers_without_a_write() -> None:
+    result = handle_alter_sync_state_set(MASTER_STATE, release({1}), LIVE_2)
+    assert result.reply.ok and result.records == ()
+    assert result.reply.payload is not None
+
+
+def test_a_release_is_fenced_like_any_alter() -> None:
+    s = state(master_broker_id=1, sync_state_set=frozenset({1}))
+    result = handle_alter_sync_state_set(s, release({1}, sss_epoch=3), LIVE_2)
+    assert result.records == () and result.reply.code == C.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
+
+
+def test_the_same_set_without_a_release_is_still_refused() -> None:
+    result = handle_alter_sync_state_set(MASTER_STATE, alter({1}, {}), LIVE_2)
+    assert result.records == () and not result.reply.ok

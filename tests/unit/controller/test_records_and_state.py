@@ -38,6 +38,7 @@ EVERY_RECORD = [
     ElectMasterRecord("c1", "g1", 2, 3, 4, unclean=True),
     ElectMasterRecord("c1", "g1", None, 3, 4),
     AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5),
+    AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5, confirm_offset=700, release_eligible=True),
     CleanBrokerDataRecord(None, "g1", None, 0, 0),
     CleanBrokerDataRecord("c1", "g1", frozenset({2}), 1, 1),
 ]
@@ -58,13 +59,14 @@ def test_record_encoding_is_readable_versioned_json() -> None:
     data = encode_record(AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5))
     assert json.loads(data) == {
         "record": "AlterSyncStateSet",
-        "version": 2,
+        "version": 3,
         "brokerName": "g1",
         "masterBrokerId": 1,
         "newSyncStateSet": [1, 3],
         "expectedMasterEpoch": 2,
         "expectedSyncStateSetEpoch": 5,
         "confirmOffset": None,
+        "releaseEligible": False,
     }
 
 

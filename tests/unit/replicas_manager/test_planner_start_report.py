@@ -62,3 +62,40 @@ def test_an_ha_layer_that_cannot_tell_sends_no_incarnations() -> None:
         master(all_ack=True).on_sync_state_set_proposal(frozenset({2, 3}), 10), act.ProposeSyncStateSet
     ).request
     assert request.member_incarnations is None and "memberIncarnations" not in request.to_json()
+
+
+def test_a_release_asked_as_master_goes_out_with_the_current_set_and_its_verdict_comes_back() -> None:
+    p = master(all_ack=True)
+    release = one(p.on_release_eligible_request(1, 10), act.ReleaseEligibleReplicas)
+    request = release.request
+    assert request.release_eligible and request.sync_state_set == {2}
+    assert (request.master_epoch, request.sync_state_set_epoch, request.confirm_offset) == (1, 1, 800)
+    assert p.on_release_eligible_request(1, 11) == []  # one in flight
+    payload = {"newSyncStateSetEpoch": 1, "syncStateSet": [2], "syncStateSetEpoch": 1}
+    done = one(p.on_controller_reply(release, ok(**payload), 12), act.EligibleReleaseDone)
+    assert done == act.EligibleReleaseDone(1, 1, True)
+
+
+def test_a_failed_release_says_so() -> None:
+    p = master(all_ack=True)
+    release = one(p.on_release_eligible_request(1, 10), act.ReleaseEligibleReplicas)
+    assert one(p.on_controller_reply(release, None, 12), act.EligibleReleaseDone) == act.EligibleReleaseDone(
+        1, 1, False
+    )
+
+
+def test_a_release_for_another_master_epoch_is_ignored() -> None:
+    assert master(all_ack=True).on_release_eligible_request(7, 10) == []
+
+
+def test_a_release_asked_while_becoming_master_goes_out_once_the_role_is_taken() -> None:
+    p = ReplicasPlanner(replace(CFG, start=START), seed=1)
+    p.on_identity_loaded(act.BrokerIdentity("c1", "b1", 2), None)
+    out = to_first_time_sync(p)
+    out = p.on_controller_reply(one(out, act.RegisterBroker), registered_reply(), 0)
+    out = p.on_heartbeat_sent(one(out, act.SendHeartbeat), 1, 0)
+    out = p.on_controller_reply(one(out, act.ElectMaster), ok(**master_info(2, 1, {2}, 1)), 0)
+    become = one(out, act.BecomeMaster)
+    assert p.on_release_eligible_request(1, 1) == []  # the hook asked before its verdict
+    release = one(p.on_role_change_result(become, True, 2), act.ReleaseEligibleReplicas)
+    assert release.request.master_epoch == 1 and release.request.release_eligible
