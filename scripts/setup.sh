@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+: gcc and the Python
-# headers (the commit log's compiled fast path), Java 17 for Spark, promtool (Debian package prometheus)
-# and headless Chromium with its driver (the console's browser test) when missing, a virtualenv in
-# .venv, mqha installed with its test extras.
+# headers (the commit log's compiled fast path), Java 17 for Spark, promtool (Debian package prometheus),
+# headless Chromium with its driver (the console's browser test) and nftables (chaos network faults)
+# when missing, a virtualenv in .venv, mqha installed with its test extras.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +30,10 @@ fi
 if ! command -v promtool >/dev/null 2>&1; then
     echo "setup: installing promtool (Debian package prometheus; metrics and alert-rule tests use it)"
     apt_install prometheus
+fi
+if ! command -v nft >/dev/null 2>&1; then
+    echo "setup: installing nftables (chaos network faults drop real packets with it)"
+    apt_install nftables
 fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     echo "setup: installing chromium and chromium-driver (the web console's browser test drives them)"

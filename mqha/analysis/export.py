@@ -238,24 +238,26 @@ def _parquet_rows(directory: Path) -> Iterator[dict[str, Any]]:
             yield from batch.to_pylist()
 
 
+def table_rows(in_dir: str | os.PathLike[str], table: str) -> Iterator[dict[str, Any]]:
+    """One table of an export directory as stored: its JSON Lines, or its ``<table>/`` Parquet (the
+    export writes a large table as Parquet, ``--format auto``); nothing when the table is absent."""
+    base = Path(in_dir)
+    for path in _jsonl_files(table_file(base, table)):
+        with open(path, encoding="utf-8") as handle:
+            yield from (json.loads(line) for line in handle if line.strip())
+    if not table_file(base, table).exists() and (base / table).is_dir():
+        yield from _parquet_rows(base / table)
+
+
 def read_tables(in_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
     """An export directory's tables (JSON Lines, or ``<table>/`` Parquet) back as typed rows (the pure
     checker's input; small data)."""
     base = Path(in_dir)
     if not base.is_dir():
         raise FileNotFoundError(f"not a directory: {base}")
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for table in TABLES:
-        rows: list[dict[str, Any]] = []
-        for path in _jsonl_files(table_file(base, table)):
-            with open(path, encoding="utf-8") as handle:
-                rows.extend(
-                    typed_row(table, json.loads(line), with_seq=True) for line in handle if line.strip()
-                )
-        if not table_file(base, table).exists() and (base / table).is_dir():
-            rows.extend(typed_row(table, row, with_seq=True) for row in _parquet_rows(base / table))
-        tables[table] = rows
-    return tables
+    return {
+        table: [typed_row(table, row, with_seq=True) for row in table_rows(base, table)] for table in TABLES
+    }
 
 
 def export_problems(in_dir: str | os.PathLike[str]) -> list[str]:

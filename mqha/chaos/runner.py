@@ -23,7 +23,6 @@ thread of this process.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from mqha.analysis.export import table_rows
 from mqha.chaos import links as chaos_links
 from mqha.chaos.controller_stores import ControllerStores
 from mqha.chaos.disk_fill import DiskFill, disk_full_problem
@@ -423,7 +423,7 @@ class ChaosRun:
         self.say(f"checking the history ({engine or 'no invariant check'}) ...")
         check = export_and_analyze(self.run_dir, engine, self.child)
         problem = None
-        declared = declared_ranges(_rows(check.export_dir / "controller_events.jsonl"))
+        declared = declared_ranges(_rows(check.export_dir, "controller_events"))
         if engine is not None and check.invariants is None:
             problem = (
                 f"export failed (exit {check.export_code}): {check.export_line}"
@@ -446,7 +446,7 @@ class ChaosRun:
             power_cuts=tuple(self.power.cuts),
             declared=declared,
             reads_seen=tuple(
-                (r["brokerName"], r["offset"], r["msgId"]) for r in _rows(check.export_dir / "reads.jsonl")
+                (r["brokerName"], r["offset"], r["msgId"]) for r in _rows(check.export_dir, "reads")
             )
             if self.power.cuts
             else (),
@@ -472,13 +472,12 @@ class ChaosRun:
             self.cluster.unmount_stores()  # their files stay in the run directory
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of an exported ``<table>.jsonl`` (none when the export did not run)."""
+def _rows(export_dir: Path, table: str) -> list[dict[str, Any]]:
+    """The rows of an exported table, JSON Lines or Parquet (none when the export did not run)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return list(table_rows(export_dir, table))
     except OSError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> Verdict:
