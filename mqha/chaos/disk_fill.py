@@ -17,6 +17,19 @@ from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import ClusterError
 from mqha.cluster.tmpfs import DiskFiller, cannot_mount
 
+DISK_FULL_SETTINGS = {
+    "mappedFileSizeCommitLog": str(1 << 20),
+    "maxMessageSize": str(256 << 10),
+    "cleanResourceInterval": "1000",
+    "cleanFileForciblyEnable": "false",
+}
+"""Brokers on small tmpfs stores: 1 MiB segments, so a filled replica runs out of preallocated room
+within a few seconds of traffic, and the full-disk state measured every second. Forcible cleaning is
+off: a filled store is freed by the fault's own heal, and forcible cleaning would delete the oldest
+acknowledged messages by design (RocketMQ's semantics), so the no-loss check would cover less of the
+run. Size the tmpfs so that the run's traffic alone stays under ``diskMaxUsedSpaceRatio``."""
+
+
 MIN_STORE_TMPFS_MIB = 32
 """Smallest store file system a ``disk-full`` run accepts: a few segments (4 MiB in a local cluster)
 and the store's other files must fit with room to spare before it is filled."""

@@ -33,11 +33,14 @@ from typing import Any, TextIO
 
 from mqha.analysis.export import table_rows
 from mqha.chaos import links as chaos_links
+from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
-from mqha.chaos.disk_fill import DiskFill, disk_full_problem
+from mqha.chaos.disk_fill import DISK_FULL_SETTINGS, DiskFill, disk_full_problem
 from mqha.chaos.power_cuts import PowerCuts
 from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
 from mqha.chaos.schedule import (
+    ALL_CONTROLLERS,
+    ASYM_PARTITION,
     BROKER,
     CONTROLLER_LEADER,
     DISK_FULL,
@@ -46,9 +49,11 @@ from mqha.chaos.schedule import (
     KILL,
     MASTER,
     MASTER_AND_LEADER,
+    PACKET_FILTER_KINDS,
     PARTITION,
     PAUSE,
     POWER_LOSS,
+    RAFT_PARTITION,
     FaultStep,
     Topology,
     plan,
@@ -70,18 +75,6 @@ from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
 
 TOPIC = "chaos"
-DISK_FULL_SETTINGS = {
-    "mappedFileSizeCommitLog": str(1 << 20),
-    "maxMessageSize": str(256 << 10),
-    "cleanResourceInterval": "1000",
-    "cleanFileForciblyEnable": "false",
-}
-"""Brokers on small tmpfs stores: 1 MiB segments, so a filled replica runs out of preallocated room
-within a few seconds of traffic, and the full-disk state measured every second. Forcible cleaning is
-off: a filled store is freed by the fault's own heal, and forcible cleaning would delete the oldest
-acknowledged messages by design (RocketMQ's semantics), so the no-loss check would cover less of the
-run. Size the tmpfs so that the run's traffic alone stays under ``diskMaxUsedSpaceRatio``."""
-
 FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 MIXED_FLUSH = "mixed"  # the groups take the flush disk types in turn
 
@@ -186,6 +179,8 @@ class ChaosRun:
         self.stores = ControllerStores(self.cluster)
         self.disks = DiskFill(self.cluster)
         self.power = PowerCuts(self.cluster, self.say)
+        # Raft and asym partitions: the controllers' own traffic through the kernel's packet filter.
+        self.network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
         self.child = ToolChild()
         self.started = time.monotonic()
 
@@ -339,9 +334,16 @@ class ChaosRun:
         elif step.kind == KILL:
             for node in nodes:
                 self.cluster.kill(node)
-        elif step.kind == PAUSE:
+        elif step.kind == PAUSE or (step.kind == ALL_CONTROLLERS and step.links == PAUSE):
             for node in nodes:
                 self.cluster.pause(node)
+        elif step.kind == ALL_CONTROLLERS:
+            for node in nodes:
+                self.cluster.kill(node)
+        elif step.kind in (RAFT_PARTITION, ASYM_PARTITION):
+            assert self.network is not None
+            drops = self.network.hit(step, nodes)
+            self.say(f"    dropped: {', '.join(f'{d.sender}->{d.receiver}' for d in drops) or 'nothing'}")
         else:
             self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
         return None
@@ -357,11 +359,14 @@ class ChaosRun:
         if step.kind == DISK_FULL:
             for seen in self.disks.heal(nodes):
                 self.say(f"    before freeing: {seen}")
-        elif step.kind == KILL:
+        elif step.kind == KILL or (step.kind == ALL_CONTROLLERS and step.links == KILL):
             self._start_stopped(nodes)
+        elif step.kind in (RAFT_PARTITION, ASYM_PARTITION):
+            assert self.network is not None
+            self.network.heal()
         elif step.kind == POWER_LOSS:
             self.power.heal(step, self.power.restart_order(step, nodes, master), self._start_stopped)
-        elif step.kind == PAUSE:
+        elif step.kind in (PAUSE, ALL_CONTROLLERS):
             for node in nodes:
                 self.cluster.resume(node)
         else:
@@ -383,6 +388,8 @@ class ChaosRun:
         """Every link open, every node resumed and running, every controller a voter; True when every
         group is whole again."""
         self.proxy.heal()
+        if self.network is not None:
+            self.network.heal()
         self.disks.heal_all()
         for node in self.cluster.nodes.values():
             self.cluster.resume(node)
@@ -465,6 +472,9 @@ class ChaosRun:
             with contextlib.suppress(Exception):
                 consumer.stop(timeout=5)
         self.child.stop()
+        if self.network is not None:
+            with contextlib.suppress(RuntimeError):
+                self.network.clear()
         self.disks.heal_all()
         self.cluster.stop()
         self.proxy.stop()

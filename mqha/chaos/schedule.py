@@ -17,6 +17,14 @@ A ``disk-full`` step fills the file system of one broker's store (a random repli
 with a filler file until ``ENOSPC`` and, after ``hold``, deletes it (``mqha.chaos.disk_fill``); the
 stores must be on their own small file systems (``--store-tmpfs-mib``).
 
+A ``raft-partition`` step splits the controllers with the kernel's packet filter (``mqha.chaos.netfilter``):
+the leader of the moment, or one controller chosen here, against the others; or, as a *bridge*, two
+controllers cut from each other while a third (chosen here) still talks to both. An
+``asym-partition`` step drops one direction only between the leader of the moment (or a chosen
+controller) and the other controllers: what it sends (``out``) or what it receives (``in``). The
+brokers keep reaching every controller. An ``all-controllers`` step kills (``kill``) or pauses
+(``pause``) every controller at once: the data plane must keep serving without them.
+
 A ``power-loss`` step cuts the power of one broker (a random replica, or the master) or of every
 replica of a group at once: SIGKILL, then each store loses exactly its un-fsynced commit-log writes
 (``mqha.chaos.power_loss``), then after ``hold`` the nodes come back one by one, ``stagger`` seconds
@@ -37,7 +45,23 @@ LOSS = "loss"
 DISK_WIPE = "disk-wipe"
 DISK_FULL = "disk-full"
 POWER_LOSS = "power-loss"
-FAULT_KINDS = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE, DISK_FULL, POWER_LOSS)
+RAFT_PARTITION = "raft-partition"
+ASYM_PARTITION = "asym-partition"
+ALL_CONTROLLERS = "all-controllers"
+FAULT_KINDS = (
+    KILL,
+    PAUSE,
+    PARTITION,
+    LOSS,
+    DISK_WIPE,
+    DISK_FULL,
+    POWER_LOSS,
+    RAFT_PARTITION,
+    ASYM_PARTITION,
+    ALL_CONTROLLERS,
+)
+PACKET_FILTER_KINDS = frozenset({RAFT_PARTITION, ASYM_PARTITION})
+"""Kinds that need the kernel's packet filter (root and nft)."""
 DISK_WIPE_MIN_CONTROLLERS = 3  # the others must keep the cluster (and a quorum to change voters)
 WIPE_OVERLAPS = ("", "", KILL, PAUSE)  # what hits one other controller meanwhile ("": nothing)
 
@@ -47,6 +71,8 @@ MASTER = "master"  # the master of ``group`` when the step starts
 CONTROLLER = "controller"  # a controller chosen here
 CONTROLLER_LEADER = "controller-leader"  # the Raft leader when the step starts
 CONTROLLER_MAJORITY = "controller-majority"  # a majority of the controllers, chosen here
+CONTROLLERS = "controllers"  # every controller at once
+CONTROLLER_BRIDGE = "controller-bridge"  # raft-partition: the others cut from each other, this one between
 MASTER_AND_LEADER = "master+controller-leader"  # brokers and controllers together
 GROUP = "group"  # every replica of a group chosen here (power-loss)
 
@@ -60,11 +86,16 @@ STAGGER_RANGE = (0.5, 3.0)  # seconds between two restarts after a whole-group p
 ALL_LINKS = "all"
 CONTROLLER_LINKS = "controller"  # broker <-> controllers
 REPLICATION_LINKS = "replication"  # master <-> slaves
+# Directions of an asym-partition, seen from its target controller.
+OUT = "out"  # what it sends is dropped
+IN = "in"  # what it receives is dropped
 
-CONTROLLER_TARGETS = frozenset({CONTROLLER, CONTROLLER_LEADER, CONTROLLER_MAJORITY})
+CONTROLLER_TARGETS = frozenset(
+    {CONTROLLER, CONTROLLER_LEADER, CONTROLLER_MAJORITY, CONTROLLERS, CONTROLLER_BRIDGE}
+)
 
-# What each kind may hit. Partitions and loss act on the per-broker link proxies only: the Raft
-# traffic between controllers is not proxied (its peer list is each node's identity).
+# What each kind may hit. Partitions and loss act on the per-broker link proxies; raft and asym
+# partitions on the controllers' own traffic, through the kernel's packet filter.
 _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     KILL: (
         (MASTER, ""),
@@ -98,6 +129,14 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     DISK_WIPE: ((CONTROLLER, ""),),
     DISK_FULL: ((BROKER, ""), (BROKER, ""), (MASTER, "")),
     POWER_LOSS: ((GROUP, ""), (GROUP, ""), (MASTER, ""), (BROKER, "")),
+    RAFT_PARTITION: (
+        (CONTROLLER_LEADER, ""),
+        (CONTROLLER_LEADER, ""),
+        (CONTROLLER, ""),
+        (CONTROLLER_BRIDGE, ""),
+    ),
+    ASYM_PARTITION: ((CONTROLLER_LEADER, OUT), (CONTROLLER_LEADER, IN), (CONTROLLER, OUT), (CONTROLLER, IN)),
+    ALL_CONTROLLERS: ((CONTROLLERS, KILL), (CONTROLLERS, PAUSE)),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -109,6 +148,9 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     DISK_WIPE: (0.5, 3.0),  # down with an empty store before the restart
     DISK_FULL: (4.0, 10.0),  # long enough for a full slave to run out of room and leave the SyncStateSet
     POWER_LOSS: (0.5, 3.0),  # dark before the first restart
+    RAFT_PARTITION: (2.0, 6.0),
+    ASYM_PARTITION: (2.0, 6.0),
+    ALL_CONTROLLERS: (1.0, 5.0),
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
@@ -120,6 +162,9 @@ SETTLE_ESTIMATE = {
     DISK_WIPE: 6.0,
     DISK_FULL: 5.0,
     POWER_LOSS: 8.0,  # plus the staggered restarts
+    RAFT_PARTITION: 2.0,
+    ASYM_PARTITION: 2.0,
+    ALL_CONTROLLERS: 3.0,
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -165,7 +210,8 @@ class FaultStep:
     gap: float
     nodes: tuple[str, ...] = ()
     group: str | None = None
-    links: str = ""  # partition / loss: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS
+    links: str = ""  # partition / loss: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS; asym: OUT | IN;
+    # all-controllers: KILL | PAUSE
     fraction: float = 0.0  # loss: the share of chunks dropped
     overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
     order: str = ""  # power-loss of a group: SHUFFLED (``nodes`` in order) or MASTER_FIRST
@@ -199,6 +245,11 @@ class FaultStep:
             DISK_WIPE: self._describe_wipe(),
             DISK_FULL: f"fill the disk of {who} until ENOSPC, free it after {self.hold:.1f} s",
             POWER_LOSS: self._describe_power(who),
+            RAFT_PARTITION: self._describe_raft(who),
+            ASYM_PARTITION: f"drop what {who} {'sends to' if self.links == OUT else 'receives from'} the "
+            f"other controllers for {self.hold:.1f} s",
+            ALL_CONTROLLERS: f"{'kill -9' if self.links == KILL else 'SIGSTOP'} every controller, "
+            f"{'restart' if self.links == KILL else 'SIGCONT'} after {self.hold:.1f} s",
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
 
@@ -208,6 +259,11 @@ class FaultStep:
             first = "the master first, then " if self.order == MASTER_FIRST else ""
             what += f", {first}in order {','.join(self.nodes)} every {self.stagger:.1f} s"
         return what
+
+    def _describe_raft(self, who: str) -> str:
+        if self.target == CONTROLLER_BRIDGE:
+            return f"cut the other controllers from each other ({who} reaches them all) for {self.hold:.1f} s"
+        return f"partition {who} from the other controllers for {self.hold:.1f} s"
 
     def _describe_wipe(self) -> str:
         wiped, others = (self.nodes[0], self.nodes[1:]) if self.nodes else ("?", ())
@@ -244,6 +300,9 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         raise ValueError("a topology needs controllers and brokers")
     if DISK_WIPE in kinds and len(topology.controllers) < DISK_WIPE_MIN_CONTROLLERS:
         raise ValueError(f"{DISK_WIPE} needs at least {DISK_WIPE_MIN_CONTROLLERS} controllers")
+    for kind in PACKET_FILTER_KINDS & set(kinds):
+        if len(topology.controllers) < 3:
+            raise ValueError(f"{kind} needs at least 3 controllers")
     rng = random.Random(seed)
     majority = len(topology.controllers) // 2 + 1
     steps: list[FaultStep] = []
@@ -264,10 +323,12 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
             nodes = tuple(rng.sample(members, len(members)))  # the restart order
         elif target in (MASTER, MASTER_AND_LEADER):
             group = rng.choice(topology.groups)[0]
-        elif target == CONTROLLER:
+        elif target in (CONTROLLER, CONTROLLER_BRIDGE):
             nodes = (rng.choice(topology.controllers),)
         elif target == CONTROLLER_MAJORITY:
             nodes = tuple(sorted(rng.sample(topology.controllers, majority)))
+        elif target == CONTROLLERS:
+            nodes = tuple(topology.controllers)
         fraction = rng.choice(LOSS_FRACTIONS) if kind == LOSS else 0.0
         overlap = ""
         if kind == DISK_WIPE:

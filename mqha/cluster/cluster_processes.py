@@ -46,9 +46,9 @@ class ClusterProcesses:
             else command_of("mqbroker", "mqha.broker")
         )
         args = [*program, "-c", str(node.conf), "--log-level", self.layout.log_level]
-        self.procs[node.name] = NodeProcess.spawn(
-            args, node.log, env=self.layout.env, die_with_parent=self.die_with_parent
-        )
+        env = {**self.layout.env, **self.layout.node_env.get(node.name, {})}
+        proc = NodeProcess.spawn(args, node.log, env=env, die_with_parent=self.die_with_parent)
+        self.procs[node.name] = proc
         self.layout.save(self.procs)
 
     def stop_all(self, timeout: float = 5.0) -> None:

@@ -57,6 +57,7 @@ class ClusterLayout:
         nodes: dict[str, Node],
         node_settings: dict[str, dict[str, str]] | None = None,
         env: dict[str, str] | None = None,
+        node_env: dict[str, dict[str, str]] | None = None,
         log_level: str = "INFO",
         store_tmpfs_mib: int = 0,
     ) -> None:
@@ -68,6 +69,8 @@ class ClusterLayout:
         # chaos gives each broker a controllerAddr through its own links.
         self.node_settings: dict[str, dict[str, str]] = node_settings if node_settings is not None else {}
         self.env: dict[str, str] = env if env is not None else {}  # extra environment of every node process
+        # Per node over ``env``: chaos runs give each process its own loopback source address.
+        self.node_env: dict[str, dict[str, str]] = node_env if node_env is not None else {}
         self.log_level = log_level
         self.replicas = replicas
         self.nodes = nodes
@@ -135,6 +138,7 @@ class ClusterLayout:
             nodes={n["name"]: Node(**n) for n in data["nodes"]},
             node_settings=data.get("nodeSettings", {}),
             env=data.get("env", {}),
+            node_env=data.get("nodeEnv", {}),
             log_level=data.get("logLevel", "INFO"),
             store_tmpfs_mib=data.get("storeTmpfsMib", 0),
         )
@@ -152,6 +156,7 @@ class ClusterLayout:
             "brokerSettings": self.broker_settings,
             "nodeSettings": self.node_settings,
             "env": self.env,
+            "nodeEnv": self.node_env,
             "logLevel": self.log_level,
             "storeTmpfsMib": self.store_tmpfs_mib,
             "nodes": [asdict(n) for n in self.nodes.values()],

@@ -126,6 +126,11 @@ class LocalCluster:
         return self.layout.env
 
     @property
+    def node_env(self) -> dict[str, dict[str, str]]:
+        """Extra environment per node process (over ``env``), set before its start."""
+        return self.layout.node_env
+
+    @property
     def log_level(self) -> str:
         return self.layout.log_level
 

@@ -5,22 +5,30 @@ from __future__ import annotations
 import pytest
 
 from mqha.chaos.schedule import (
+    ALL_CONTROLLERS,
+    ASYM_PARTITION,
     BROKER,
     CONTROLLER,
+    CONTROLLER_BRIDGE,
+    CONTROLLER_LEADER,
     CONTROLLER_MAJORITY,
+    CONTROLLERS,
     DISK_WIPE,
     FAULT_KINDS,
     GROUP,
     HOLD_RANGES,
+    IN,
     KILL,
     LOSS,
     MASTER,
     MASTER_AND_LEADER,
     MASTER_FIRST,
+    OUT,
     PARTITION,
     PAUSE,
     PLAN_HEADROOM,
     POWER_LOSS,
+    RAFT_PARTITION,
     SETTLE_ESTIMATE,
     SHUFFLED,
     FaultStep,
@@ -80,7 +88,7 @@ def test_steps_are_well_formed() -> None:
     for s in steps:
         low, high = HOLD_RANGES[s.kind]
         assert low <= s.hold <= high
-        assert (s.links != "") == (s.kind in (PARTITION, LOSS))
+        assert (s.links != "") == (s.kind in (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS))
         assert (s.fraction > 0) == (s.kind == LOSS)
         if s.target == BROKER:
             assert len(s.nodes) == 1 and s.group == TOPO.group_of(s.nodes[0])
@@ -99,7 +107,18 @@ def test_steps_are_well_formed() -> None:
         (PARTITION, MASTER, "replication"),
         (PARTITION, BROKER, "all"),
         (LOSS, BROKER, "controller"),
+        (RAFT_PARTITION, CONTROLLER_LEADER, ""),
+        (RAFT_PARTITION, CONTROLLER_BRIDGE, ""),
+        (ASYM_PARTITION, CONTROLLER_LEADER, OUT),
+        (ASYM_PARTITION, CONTROLLER, IN),
+        (ALL_CONTROLLERS, CONTROLLERS, KILL),
+        (ALL_CONTROLLERS, CONTROLLERS, PAUSE),
     }
+    for s in steps:
+        if s.target in (CONTROLLER_BRIDGE, CONTROLLER) and s.kind in (RAFT_PARTITION, ASYM_PARTITION):
+            assert len(s.nodes) == 1
+        if s.target == CONTROLLERS:
+            assert s.nodes == TOPO.controllers
 
 
 def test_majority_of_one_controller_is_that_controller() -> None:
