@@ -20,9 +20,16 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--faults",
         default="kill,pause,partition",
-        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe,disk-full,power-loss "
-        "(disk-wipe: 3+ controllers; disk-full: --store-tmpfs-mib; power-loss: one broker or a whole "
-        "group loses its un-fsynced writes)",
+        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe,disk-full,power-loss,"
+        "raft-partition,asym-partition,all-controllers (disk-wipe: 3+ controllers; disk-full: "
+        "--store-tmpfs-mib; power-loss: one broker or a whole group loses its un-fsynced writes; "
+        "raft-/asym-partition: root and nftables)",
+    )
+    chaos.add_argument(
+        "--config",
+        default=None,
+        help="a named broker configuration, dash-separated parts: sync|async, allack|isrN, minN, rN "
+        "(e.g. sync-isr2-min2-r3); sets the flush disk type, the ack mode and the replicas",
     )
     chaos.add_argument(
         "--flush-disk-type",
@@ -94,19 +101,30 @@ def dispatch(args: argparse.Namespace) -> int | None:
     from mqha.chaos.runner import ChaosOptions, run_chaos
     from mqha.cluster.nodes import ClusterError
 
+    config = None
+    if args.config is not None:
+        from mqha.chaos.configs import parse_config
+
+        try:
+            config = parse_config(args.config)
+        except ValueError as exc:
+            print(f"mqha chaos: --config: {exc}", file=sys.stderr)
+            return 2
     options = ChaosOptions(
         duration=args.duration,
         kinds=kinds,
         seed=args.seed,
         controllers=args.controllers,
         groups=args.groups,
-        replicas=args.replicas,
+        replicas=config.replicas if config is not None else args.replicas,
         run_dir=Path(args.dir) if args.dir else None,
         check=args.check,
         concurrency=max(1, args.concurrency),
         plant_ack_before_replication=args.plant_ack_before_replication,
         store_tmpfs_mib=max(0, args.store_tmpfs_mib),
-        flush_disk_type=args.flush_disk_type,
+        flush_disk_type=config.flush_disk_type if config is not None else args.flush_disk_type,
+        broker_settings=config.broker_settings if config is not None else {},
+        config_name=config.name if config is not None else "",
     )
     try:
         return run_chaos(options).exit_code

@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from mqha.analysis.export import table_rows
 from mqha.chaos import links as chaos_links
+from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
 from mqha.chaos.disk_fill import DISK_FULL_SETTINGS, DiskFill, disk_full_problem
@@ -75,19 +76,6 @@ from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
 
 TOPIC = "chaos"
-FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
-MIXED_FLUSH = "mixed"  # the groups take the flush disk types in turn
-
-
-def group_flush_types(choice: str, groups: Sequence[str]) -> dict[str, str]:
-    """``flushDiskType`` of each group: ``choice`` for all, or with ``mixed`` the types in turn."""
-    if choice == MIXED_FLUSH:
-        return {g: FLUSH_DISK_TYPES[i % len(FLUSH_DISK_TYPES)] for i, g in enumerate(groups)}
-    if choice not in FLUSH_DISK_TYPES:
-        raise ValueError(f"flush disk type {choice!r}: choose {', '.join(FLUSH_DISK_TYPES)} or {MIXED_FLUSH}")
-    return dict.fromkeys(groups, choice)
-
-
 @dataclass
 class ChaosOptions:
     """The settings of one ``mqha chaos`` run (faults, seed, sizes, output)."""
@@ -108,6 +96,7 @@ class ChaosOptions:
     broker_settings: dict[str, str] = field(default_factory=dict)
     store_tmpfs_mib: int = 0  # > 0: each broker's store on its own tmpfs (root; needed by disk-full)
     flush_disk_type: str = "ASYNC_FLUSH"  # or SYNC_FLUSH, or MIXED_FLUSH (per group in turn)
+    config_name: str = ""  # ``--config`` (mqha.chaos.configs), shown in the title
 
 
 def topology_of(cluster: LocalCluster) -> Topology:
@@ -193,11 +182,19 @@ class ChaosRun:
         o = self.options
         return (
             f"mqha chaos: seed {o.seed}, faults {','.join(o.kinds)}, {o.duration:g} s, {o.controllers} "
-            f"controllers, {o.groups} group(s) x {o.replicas} replicas, allAckInSyncStateSet=true, "
+            f"controllers, {o.groups} group(s) x {o.replicas} replicas, {self._ack_text()}, "
             f"flushDiskType={self._flush_text()}"
+            + (f", config {o.config_name}" if o.config_name else "")
             + (", PLANTED BUG: ack before replication" if o.plant_ack_before_replication else "")
             + (f", broker stores on {o.store_tmpfs_mib} MiB tmpfs" if o.store_tmpfs_mib else "")
         )
+
+    def _ack_text(self) -> str:
+        settings = self.cluster.broker_settings
+        text = f"allAckInSyncStateSet={settings.get('allAckInSyncStateSet', 'false')}"
+        if settings.get("allAckInSyncStateSet") != "true":
+            text += f", inSyncReplicas={settings.get('inSyncReplicas', '1')}"
+        return text + f", minInSyncReplicas={settings.get('minInSyncReplicas', '1')}"
 
     def _flush_text(self) -> str:
         kinds = set(self.flush_types.values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.chaos.runner import group_flush_types
+from mqha.chaos.configs import group_flush_types
 
 GROUPS = ["broker-a", "broker-b", "broker-c"]
 
