@@ -68,13 +68,29 @@ def dispatch(args: argparse.Namespace) -> int | None:
     """Run ``args`` if it is one of ours; None otherwise."""
     if args.command != "chaos":
         return None
-    from mqha.chaos.schedule import DISK_FULL, DISK_WIPE, DISK_WIPE_MIN_CONTROLLERS, parse_kinds
+    from mqha.chaos.schedule import (
+        DISK_FULL,
+        DISK_WIPE,
+        DISK_WIPE_MIN_CONTROLLERS,
+        PACKET_FILTER_KINDS,
+        parse_kinds,
+    )
 
     try:
         kinds = parse_kinds(args.faults)
     except ValueError as exc:
         print(f"mqha chaos: --faults: {exc}", file=sys.stderr)
         return 2
+    config = None
+    if args.config is not None:
+        from mqha.chaos.configs import parse_config
+
+        try:
+            config = parse_config(args.config)
+        except ValueError as exc:
+            print(f"mqha chaos: --config: {exc}", file=sys.stderr)
+            return 2
+        args.replicas = config.replicas
     if min(args.groups, args.replicas, args.controllers) < 1 or args.duration <= 0:
         print("mqha chaos: --groups, --replicas, --controllers, --duration must be positive", file=sys.stderr)
         return 2
@@ -84,6 +100,17 @@ def dispatch(args: argparse.Namespace) -> int | None:
             file=sys.stderr,
         )
         return 2
+    network = sorted(PACKET_FILTER_KINDS & set(kinds))
+    if network and args.controllers < 3:
+        print(f"mqha chaos: {','.join(network)} needs --controllers 3 or more", file=sys.stderr)
+        return 2
+    if network and not args.plan:
+        from mqha.chaos.packet_filter import problem as packet_filter_problem
+
+        problem = packet_filter_problem()
+        if problem is not None:
+            print(f"mqha chaos: {problem}", file=sys.stderr)
+            return 2
     if DISK_FULL in kinds and not args.plan:
         from mqha.chaos.disk_fill import disk_full_problem
 
@@ -101,22 +128,13 @@ def dispatch(args: argparse.Namespace) -> int | None:
     from mqha.chaos.runner import ChaosOptions, run_chaos
     from mqha.cluster.nodes import ClusterError
 
-    config = None
-    if args.config is not None:
-        from mqha.chaos.configs import parse_config
-
-        try:
-            config = parse_config(args.config)
-        except ValueError as exc:
-            print(f"mqha chaos: --config: {exc}", file=sys.stderr)
-            return 2
     options = ChaosOptions(
         duration=args.duration,
         kinds=kinds,
         seed=args.seed,
         controllers=args.controllers,
         groups=args.groups,
-        replicas=config.replicas if config is not None else args.replicas,
+        replicas=args.replicas,
         run_dir=Path(args.dir) if args.dir else None,
         check=args.check,
         concurrency=max(1, args.concurrency),
