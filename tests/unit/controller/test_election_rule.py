@@ -46,6 +46,8 @@ def run(
     waited_ms: int | None = None,
     timeout_ms: int = 300_000,
     joined: dict[int, str] | None = None,
+    registered: set[int] | None = None,
+    last: dict[int, int] | None = None,
 ) -> ElectionResult:
     return elect(
         sss,
@@ -59,6 +61,8 @@ def run(
         waited_ms=waited_ms,
         wait_timeout_ms=timeout_ms,
         joined_as=(joined or {}).get,
+        registered=registered or (),
+        last_max_offset=(last or {}).get,
     )
 
 
@@ -297,3 +301,24 @@ def test_policy_waits_for_the_sss_member_and_elects_it_when_back() -> None:
     back = LivenessSnapshot.of(0, [lossy, info(2, offset=100)])
     assert policy.elect(group, back, waited_ms=10) == ElectionResult(2, watermark=100)
     assert policy.elect(group, LivenessSnapshot.of(0, [lossy]), waited_ms=1000).lost == (50, 100)
+
+
+def test_a_declared_loss_takes_the_longest_alive_log_even_outside_the_pools() -> None:
+    # The lossy master is the only member; replica 2 left the set (its credit released) but has more.
+    live = {1: lossy(1, 80), 2: info(2, offset=95)}
+    result = run({1}, live, old=1, watermark=100, registered={1, 2, 3}, timeout_ms=0)
+    assert result == ElectionResult(2, unclean=True, watermark=100, lost=(95, 100))
+
+
+def test_the_election_waits_for_a_dead_replica_that_last_reported_a_longer_log() -> None:
+    live = {1: lossy(1, 80)}
+    known = {"registered": {1, 2, 3}, "last": {2: 95, 3: 60}, "timeout_ms": 10}
+    result = run({1}, live, old=1, watermark=100, **known)  # type: ignore[arg-type]
+    assert result.waiting_for == (2,) and result.broker_id is None
+    after = run({1}, live, old=1, watermark=100, waited_ms=10, **known)  # type: ignore[arg-type]
+    assert after == ElectionResult(1, watermark=100, lost=(80, 100))
+
+
+def test_without_a_member_alive_an_outsider_is_never_elected_unless_unclean() -> None:
+    live = {2: info(2, offset=95)}
+    assert run({1}, live, old=1, watermark=100, registered={1, 2}, timeout_ms=0).broker_id is None
