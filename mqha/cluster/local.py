@@ -174,10 +174,18 @@ class LocalCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self, *, wait: bool = True, timeout: float = 60.0, rewrite_configs: bool = True) -> None:
+    def start(
+        self,
+        *,
+        wait: bool = True,
+        timeout: float = 60.0,
+        rewrite_configs: bool = True,
+        later: Iterable[str] = (),
+    ) -> None:
         """Write the configs (unless ``rewrite_configs`` is False: a reused cluster keeps its files and
-        the changes saved into them), start the controllers, then the brokers; with ``wait``, return
-        once every group has a master and a full SyncStateSet (``wait_ready``)."""
+        the changes saved into them), start the controllers, then the brokers but those named in
+        ``later`` (``start_node`` them); with ``wait``, return once every group has a master and a full
+        SyncStateSet (``wait_ready``)."""
         layout, processes, probe = self.layout, self.processes, self.probe
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         for node in layout.nodes.values():
@@ -190,7 +198,8 @@ class LocalCluster:
             for node in layout.controllers:
                 probe.wait_healthy(node, deadline - time.monotonic())
             for node in layout.brokers:
-                processes.start(node)
+                if node.name not in later:
+                    processes.start(node)
             if wait:
                 probe.wait_ready(max(1.0, deadline - time.monotonic()))
         except BaseException:

@@ -22,11 +22,11 @@ No complete candidate in any pool, but someone alive who could be elected: if a 
 or an ELR member credited with at least ``W``, is not alive it might be complete, and the set *waits*
 for it (no election) until
 ``uncleanRecoveryTimeoutMills`` have passed since the first attempt that had to wait (-1: until an
-operator forces one); it also waits for a dead replica that last reported a longer log than every
-alive candidate. After that, or when there is nobody to wait for, the most advanced log (the same
-total order) among the alive SyncStateSet and ELR members and, when one of them is alive, every
-other alive replica (with unclean election: every alive replica) is elected, and ``[its maxOffset,
-W)`` is declared lost: gone from every replica.
+operator forces one); it also waits for every other replica that is down (it may hold more on its
+disk than all alive candidates, and a declared loss is final). After that, or when there is nobody to
+wait for, the most advanced log (the same total order) among the alive SyncStateSet and ELR members
+and, when one of them is alive, every other alive replica (with unclean election: every alive
+replica) is elected, and ``[its maxOffset, W)`` is declared lost: gone from every replica.
 
 A designated election (admin ``electMaster -b``) is obeyed at once: the designated broker, if alive in
 one of the pools (there is no fallback to another broker), whatever it holds; any loss is declared the
@@ -119,13 +119,11 @@ def elect(
     wait_timeout_ms: int = 0,
     joined_as: Callable[[int], str | None] | None = None,
     registered: Iterable[int] = (),
-    last_max_offset: Callable[[int], int | None] | None = None,
 ) -> ElectionResult:
     """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect`` with the rule of docs/architecture.md
     §3.2; ``all_replicas`` is None unless unclean election is on, ``eligible`` is the ELR (id -> credit),
     ``waited_ms`` how long the set has been waiting (None: it was not); ``registered`` every replica of
-    the set and ``last_max_offset`` the log end each last reported (also when it is not alive now):
-    a loss that must be declared is made as small as the replicas allow."""
+    the set: a loss that must be declared is made as small as the replicas allow."""
     in_sync = frozenset(sync_state_set)
     elr = dict(eligible or {})
     pools: list[list[int]] = [sorted(in_sync), sorted(set(elr) - in_sync)]
@@ -176,19 +174,15 @@ def elect(
     candidates = [b for b in eligible_ids if is_alive(b)]
     if not candidates and all_replicas is None:
         return ElectionResult(None, watermark=watermark)
-    # A loss will be declared: any alive replica with a longer log (one that left the set, or whose
-    # credit was released) makes it smaller, and one that is down but last reported a longer log than
-    # every candidate is worth waiting for too.
-    outside = sorted(set(registered) | set(all_replicas or ()) - set(eligible_ids))
+    # A loss will be declared, and a declared loss is final: any alive replica with a longer log (one
+    # that left the set, or whose credit was released) makes it smaller, and every replica that is
+    # down may have more on its disk than all of them -- the set waits to hear from it first.
+    outside = sorted((set(registered) | set(all_replicas or ())) - set(eligible_ids))
     candidates += [b for b in outside if is_alive(b)]
     if not candidates:
         return ElectionResult(None, watermark=watermark)
-    longest = max(_max_offset(live_info(b)) for b in candidates)
     waitable = tuple(b for b in eligible_ids if not is_alive(b) and (b in in_sync or elr[b] >= watermark))
-    if last_max_offset is not None:
-        waitable += tuple(
-            b for b in outside if not is_alive(b) and (last_max_offset(b) or -1) > longest
-        )
+    waitable += tuple(b for b in outside if not is_alive(b))
     if waitable and _should_wait(waited_ms, wait_timeout_ms):
         return ElectionResult(None, watermark=watermark, waiting_for=waitable, incomplete=tuple(candidates))
     chosen = min(candidates, key=lambda b: rank_key(b, live_info(b)))
@@ -241,5 +235,4 @@ class ElectionPolicy:
             wait_timeout_ms=self.unclean_recovery_timeout_ms,
             joined_as=lambda broker_id: liveness.member_incarnation(name, broker_id),
             registered=group.replicas.keys(),
-            last_max_offset=lambda broker_id: liveness.last_max_offset(name, broker_id),
         )

@@ -87,12 +87,6 @@ class LivenessView(Protocol):
         this node heard of, alive or not (soft; docs/architecture.md §3.2)."""
         ...
 
-    def last_max_offset(self, broker_name: str, broker_id: int) -> int | None:
-        """The log end the replica last heartbeated, kept after its entry is gone (soft; None: never
-        heard): an election that must declare a loss waits for a dead replica that had more
-        (docs/architecture.md §3.2)."""
-        ...
-
 
 @dataclass(frozen=True)
 class LivenessSnapshot:
@@ -103,7 +97,6 @@ class LivenessSnapshot:
     master_confirms: Mapping[str, tuple[int, int]] = field(default_factory=FrozenMap)
     member_incarnations: Mapping[LiveKey, str] = field(default_factory=FrozenMap)
     recoveries: Mapping[LiveKey, tuple[int, int]] = field(default_factory=FrozenMap)
-    last_max_offsets: Mapping[LiveKey, int] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, FrozenMap):
@@ -114,8 +107,6 @@ class LivenessSnapshot:
             object.__setattr__(self, "member_incarnations", FrozenMap(self.member_incarnations))
         if not isinstance(self.recoveries, FrozenMap):
             object.__setattr__(self, "recoveries", FrozenMap(self.recoveries))
-        if not isinstance(self.last_max_offsets, FrozenMap):
-            object.__setattr__(self, "last_max_offsets", FrozenMap(self.last_max_offsets))
 
     def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
         return self.master_confirms.get(broker_name)
@@ -125,12 +116,6 @@ class LivenessSnapshot:
 
     def recovery_confirms(self, broker_name: str) -> list[tuple[int, int]]:
         return [value for key, value in sorted(self.recoveries.items()) if key[0] == broker_name]
-
-    def last_max_offset(self, broker_name: str, broker_id: int) -> int | None:
-        info = self.entries.get((broker_name, broker_id))
-        if info is not None:
-            return info.max_offset
-        return self.last_max_offsets.get((broker_name, broker_id))
 
     @classmethod
     def of(cls, now_ms: int, infos: list[BrokerLiveInfo] | tuple[BrokerLiveInfo, ...]) -> LivenessSnapshot:
@@ -154,7 +139,6 @@ class HeartbeatTable:
         self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
         # -> (incarnation, masterEpoch first seen in, confirm offset before recovery)
         self._first_seen: dict[LiveKey, tuple[str | None, int, int]] = {}
-        self._last_max_offsets: dict[LiveKey, int] = {}  # kept after the entry goes (an expiry, a close)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -208,7 +192,6 @@ class HeartbeatTable:
             first_seen_master_epoch=first_seen,
         )
         self._entries[info.key] = info
-        self._last_max_offsets[info.key] = info.max_offset
         return info
 
     def mark_acking_master(self, broker_name: str, master_epoch: int) -> None:
@@ -300,8 +283,6 @@ class HeartbeatTable:
         self.note_members(broker_name, {})
         for key in [key for key in self._first_seen if key[0] == broker_name]:
             del self._first_seen[key]
-        for key in [key for key in self._last_max_offsets if key[0] == broker_name]:
-            del self._last_max_offsets[key]
 
     def entries(self) -> list[BrokerLiveInfo]:
         return [info for _, info in sorted(self._entries.items())]
@@ -314,5 +295,4 @@ class HeartbeatTable:
             FrozenMap(self._master_confirms),
             FrozenMap(self._member_incarnations),
             FrozenMap({key: (known[1], known[2]) for key, known in self._first_seen.items()}),
-            FrozenMap(self._last_max_offsets),
         )

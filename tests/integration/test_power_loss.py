@@ -178,8 +178,10 @@ def test_learner_acks_never_count(tmp_path: Path) -> None:
     )
     cluster.node_settings[learner] = {"asyncLearner": "true"}
     try:
-        cluster.start(wait=False, timeout=60)
+        # The learner starts once a master exists: the first election goes to whoever asks first.
+        cluster.start(wait=False, timeout=60, later=[learner])
         wait_for(lambda: cluster.group_ready(GROUP, 2), 60, "a master and a SyncStateSet of 2")
+        cluster.start_node(learner)
         master = cluster.master(GROUP, timeout=10)
         assert master is not None and master.name != learner
         in_sync = next(b for b in cluster.group_brokers(GROUP) if b.name not in (master.name, learner))

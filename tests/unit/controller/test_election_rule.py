@@ -47,7 +47,6 @@ def run(
     timeout_ms: int = 300_000,
     joined: dict[int, str] | None = None,
     registered: set[int] | None = None,
-    last: dict[int, int] | None = None,
 ) -> ElectionResult:
     return elect(
         sss,
@@ -62,7 +61,6 @@ def run(
         wait_timeout_ms=timeout_ms,
         joined_as=(joined or {}).get,
         registered=registered or (),
-        last_max_offset=(last or {}).get,
     )
 
 
@@ -218,8 +216,9 @@ def test_waits_only_for_an_eligible_replica_that_is_not_alive(s: dict[str, objec
     assert result.broker_id is None and s["timeout_ms"] != 0
     assert not any(_complete(s)(b) for b in _pools(s))
     assert result.incomplete  # someone alive could have been elected by declaring a loss
+    every = s["all_replicas"] or set()
     for b in result.waiting_for:
-        assert b not in live and (b in sss or elr[b] >= w)  # type: ignore[operator]
+        assert b not in live and (b in sss or b in every or elr[b] >= w)  # type: ignore[operator]
 
 
 @settings(max_examples=300, deadline=None)
@@ -297,7 +296,7 @@ def test_policy_waits_for_the_sss_member_and_elects_it_when_back() -> None:
         master_broker_id=None, master_epoch=5, sync_state_set=frozenset({1, 2}), acked_watermark=100
     )
     waiting = policy.elect(group, LivenessSnapshot.of(0, [lossy]))
-    assert waiting.waiting_for == (2,) and waiting.watermark == 100
+    assert waiting.waiting_for == (2, 3) and waiting.watermark == 100  # 3 is down: it may have more
     back = LivenessSnapshot.of(0, [lossy, info(2, offset=100)])
     assert policy.elect(group, back, waited_ms=10) == ElectionResult(2, watermark=100)
     assert policy.elect(group, LivenessSnapshot.of(0, [lossy]), waited_ms=1000).lost == (50, 100)
@@ -310,12 +309,11 @@ def test_a_declared_loss_takes_the_longest_alive_log_even_outside_the_pools() ->
     assert result == ElectionResult(2, unclean=True, watermark=100, lost=(95, 100))
 
 
-def test_the_election_waits_for_a_dead_replica_that_last_reported_a_longer_log() -> None:
-    live = {1: lossy(1, 80)}
-    known = {"registered": {1, 2, 3}, "last": {2: 95, 3: 60}, "timeout_ms": 10}
-    result = run({1}, live, old=1, watermark=100, **known)  # type: ignore[arg-type]
-    assert result.waiting_for == (2,) and result.broker_id is None
-    after = run({1}, live, old=1, watermark=100, waited_ms=10, **known)  # type: ignore[arg-type]
+def test_before_declaring_a_loss_the_election_waits_for_every_replica_that_is_down() -> None:
+    live = {1: lossy(1, 80), 3: info(3, offset=60)}
+    result = run({1}, live, old=1, watermark=100, registered={1, 2, 3}, timeout_ms=10)
+    assert result.waiting_for == (2,) and result.broker_id is None and result.incomplete == (1, 3)
+    after = run({1}, live, old=1, watermark=100, registered={1, 2, 3}, waited_ms=10, timeout_ms=10)
     assert after == ElectionResult(1, watermark=100, lost=(80, 100))
 
 

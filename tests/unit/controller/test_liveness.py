@@ -155,16 +155,3 @@ def test_members_are_remembered_with_the_process_they_joined_with() -> None:
     table.note_members("g", {1: "a", 3: None})  # 2 left; 3 joined with an unknown process
     assert (table.member_incarnation("g", 2), table.member_incarnation("g", 3)) == (None, None)
     assert table.member_incarnation("g", 1) == "a"
-
-
-def test_the_last_reported_log_end_outlives_the_entry_and_goes_with_the_group() -> None:
-    table = HeartbeatTable()
-    table.record(0, beat(1, max_offset=500), session="s")
-    table.remove_session("s")
-    view = table.view(10)
-    assert not view.is_alive("g1", 1) and view.last_max_offset("g1", 1) == 500
-    assert view.last_max_offset("g1", 2) is None
-    table.record(20, beat(1, max_offset=80))  # the process came back with less: the live report wins
-    assert table.view(20).last_max_offset("g1", 1) == 80
-    table.remove_group("g1")
-    assert table.view(30).last_max_offset("g1", 1) is None

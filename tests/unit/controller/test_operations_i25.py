@@ -172,7 +172,7 @@ def test_a_dead_master_is_cleared_only_when_the_second_attempt_still_waits() -> 
     s = state(master_broker_id=1, sync_state_set=frozenset({1}), eligible_replicas={2: 4440})
     stale = LivenessSnapshot.of(NOW, [hb(2, 4000)])  # 2's last heartbeat predates its credit
     first = handle_elect_master(s, controller_elect(), stale, POLICY)
-    assert first.records == () and first.election is not None and first.election.waiting_for == (1,)
+    assert first.records == () and first.election is not None and first.election.waiting_for == (1, 3)
     again = handle_elect_master(s, controller_elect(), stale, POLICY, waited_ms=500)
     assert again.records == (ElectMasterRecord("c1", "g1", None, 3, 4, acked_watermark=4440),)
     fresh = LivenessSnapshot.of(NOW, [hb(2, 4440)])
