@@ -132,12 +132,16 @@ class AckGate:
 
     async def wait_for_replicas(self, next_offset: int) -> AckStatus:
         """Wait until the policy's replicas hold everything below ``next_offset``, or ``slaveTimeout``;
-        before the first answer past the eligible replicas' credits, until the controller released them
-        (``eligible_release``)."""
-        if self.release.needed and (
-            not self._role.is_master or not await self.release.wait(self._slave_timeout_s)
-        ):
-            return AckStatus.FLUSH_SLAVE_TIMEOUT
+        then, before the first answer past the eligible replicas' credits, until the controller released
+        them (``eligible_release``). Checked after the replica wait: a put that waited across a shrink
+        is answered under the shrunk set, whose removed members the controller just credited."""
+        status = await self._replicas_hold(next_offset)
+        if status is AckStatus.OK and self.release.needed:
+            released = self._role.is_master and await self.release.wait(self._slave_timeout_s)
+            return AckStatus.OK if released else AckStatus.FLUSH_SLAVE_TIMEOUT
+        return status
+
+    async def _replicas_hold(self, next_offset: int) -> AckStatus:
         if not self.policy.needs_replica_wait:
             return AckStatus.OK
         if not self._role.is_master:

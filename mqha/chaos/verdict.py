@@ -178,6 +178,16 @@ def never_fsynced(send: SendResult, cuts: Iterable[PowerCut]) -> bool:
     )
 
 
+def declared_read(key: tuple[str, int, str], cuts: Sequence[PowerCut], declared: Ranges) -> bool:
+    """A read (group, offset, msgId) of a message that no replica had fsynced when its whole group lost
+    power, in a range the controller declared lost: it may have been read while it was confirmed
+    (acknowledged or not: its producer may have died waiting for the answer) and be gone since."""
+    group, offset, _ = key
+    return any(c.whole_group and c.group == group and offset >= c.fsynced_up_to for c in cuts) and any(
+        low <= offset < high for low, high in declared.get(group, ())
+    )
+
+
 def declared_lost(lost: Iterable[SendResult], cuts: Sequence[PowerCut], declared: Ranges) -> list[SendResult]:
     """The lost sends no replica had fsynced (``never_fsynced``) that lie in a range the controller
     declared lost."""
@@ -329,12 +339,16 @@ def judge(facts: RunFacts) -> Verdict:
     gone = declared_lost(every_lost, facts.power_cuts, facts.declared)
     declared = len(gone)
     lost = len(every_lost) - declared
-    gone_keys = {(s.broker_name, s.offset, s.msg_id) for s in gone}
     # The checker sees a declared-lost message once per ack row: the client's and the master's own
     # (``historyRecordPutAcks``), so up to ACK_RECORDERS rows each.
     explained = {
         LOST_ACK: declared * ACK_RECORDERS,
-        READ_UNCOMMITTED: sum(1 for r in facts.reads_seen if r in gone_keys),
+        READ_UNCOMMITTED: sum(
+            1
+            for r in set(facts.reads_seen)
+            if facts.final_logs.get(r[0], {}).get(r[1]) != r[2]  # a read the checker flags
+            and declared_read(r, facts.power_cuts, facts.declared)
+        ),
     }
     expired = expired_messages(facts.sends, facts.final_logs)
     dups = duplicated(facts.final_logs)

@@ -298,3 +298,10 @@ def test_declared_ranges_come_from_the_controller_events() -> None:
         {"type": "AlterSyncStateSet", "brokerName": G},
     ]
     assert declared_ranges(rows) == {G: [(300, 500)], "broker-b": [(7, 9)]}
+
+
+def test_a_read_of_a_declared_lost_message_nobody_was_told_was_stored_is_explained_too() -> None:
+    # m6 was confirmed and read, but its producer never got the answer (the master lost power first).
+    run = _power_run({G: [(300, 500)]}, lost_ack=2, read_uncommitted=2)
+    run = replace(run, reads_seen=(*run.reads_seen, (G, 400, "m6")))
+    assert judge(run).ok
