@@ -32,11 +32,16 @@ from mqha.cluster.local import LocalCluster
 from mqha.cluster.workload import ProduceWorkload
 
 SIDES = ("before", "after")
+AFTER_SETTINGS: dict[str, str] = {}
+"""``--after-setting KEY=VALUE``: broker keys for the "after" side only (keys the "before" code does not
+know, e.g. ``historyRecordPutAcks=false`` to leave out a later issue's cost)."""
 
 
 def _cluster(
     stack: contextlib.ExitStack, run_dir: Path, before: Path, side: str, **kwargs: Any
 ) -> LocalCluster:
+    if side == "after" and AFTER_SETTINGS:
+        kwargs["broker_settings"] = {**kwargs.get("broker_settings", {}), **AFTER_SETTINGS}
     cluster = LocalCluster(run_dir, log_level="WARNING", **kwargs)
     if side == "before":
         cluster.env["PYTHONPATH"] = str(before)
@@ -156,7 +161,11 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=12)
     parser.add_argument("--modes", default=",".join(MODES), help="put: ack modes, comma-separated")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--after-setting", action="append", default=[], metavar="KEY=VALUE", help="a broker key, after side"
+    )
     args = parser.parse_args()
+    AFTER_SETTINGS.update(item.split("=", 1) for item in args.after_setting)
     before = args.before.resolve()
     if args.bench == "put":
         data = run_put(before, args.rounds, args.window, args.clients, args.modes.split(","))

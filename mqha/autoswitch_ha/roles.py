@@ -75,9 +75,6 @@ class HARoleSwitch:
             store.append_epoch(epoch, store.max_offset)
         self._keeper.start_master(local_id, sync_state_set, was_master=was_master)
         commit()
-        # The election credited the other former members (ELR): ask for their release now, so that the
-        # first put after the failover rarely waits for it (docs/architecture.md §3.2).
-        self._gate.release.arm(epoch, self._role.sync_state_set_epoch, ask_now=True)
         self._gate.recompute_confirm_offset()
         log.info(
             "now MASTER for epoch %d at offset %d (SyncStateSet %s)",

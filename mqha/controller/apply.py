@@ -169,24 +169,17 @@ def _apply_elect_master(state: ControllerState, record: ElectMasterRecord) -> Co
             ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
             f"Failed to elect a new master: broker {new_master} is no longer registered in {name}",
         )
-    if lost is not None:
-        # What is gone is declared; the watermark restarts at what survives, and no credit exceeds it.
-        watermark = lost.from_offset
-        eligible = {b: min(c, watermark) for b, c in group.eligible_replicas.items()}
-    else:
-        watermark = max(group.acked_watermark, record.acked_watermark)
-        eligible = dict(group.eligible_replicas)
-    if watermark >= 0:  # with nothing known acknowledged, nobody is credited (no ELR, as the reference)
-        for member in group.sync_state_set - {new_master}:
-            eligible[member] = watermark
-    eligible.pop(new_master, None)
+    # What is gone is declared: the watermark restarts at what survives.
+    watermark = lost.from_offset if lost is not None else max(group.acked_watermark, record.acked_watermark)
+    # The new master acknowledges past every credit as soon as it serves: the election releases the
+    # ELR at once (docs/architecture.md §3.2), so the first put after a failover waits for nothing.
     group = replace(
         group,
         master_broker_id=new_master,
         master_epoch=group.master_epoch + 1,
         sync_state_set=frozenset({new_master}),
         sync_state_set_epoch=group.sync_state_set_epoch + 1,
-        eligible_replicas=eligible,
+        eligible_replicas={},
         acked_watermark=watermark,
     )
     return state.with_group(group)

@@ -64,24 +64,21 @@ def test_the_watermark_never_goes_down_without_a_declared_loss() -> None:
     assert group.acked_watermark == 100 and group.eligible_replicas == {2: 50, 3: 50}
 
 
-def test_an_election_moves_the_old_members_into_the_elr_and_the_new_master_out() -> None:
-    state = ControllerState({"g1": replace(G, eligible_replicas={})}, 20)
+def test_an_election_releases_the_elr_the_new_master_acknowledges_past_every_credit() -> None:
+    # The new master answers puts past every credit as soon as it serves: no member stays eligible
+    # (a credit would outlive the acks it stood for), and the first put after a failover waits for no
+    # release.
+    state = ControllerState({"g1": replace(G, eligible_replicas={4: 90})}, 20)
     group = after(state, ElectMasterRecord("c1", "g1", 2, 4, 7, acked_watermark=130))
     assert (group.master_broker_id, group.sync_state_set) == (2, frozenset({2}))
-    assert (group.eligible_replicas, group.acked_watermark) == ({1: 130, 3: 130}, 130)
+    assert (group.eligible_replicas, group.acked_watermark) == ({}, 130)
 
 
-def test_an_elr_member_elected_leaves_the_elr() -> None:
-    state = ControllerState({"g1": replace(G, sync_state_set=frozenset({1}), eligible_replicas={3: 100})}, 20)
-    group = after(state, ElectMasterRecord("c1", "g1", 3, 4, 7, acked_watermark=100))
-    assert group.eligible_replicas == {1: 100}
-
-
-def test_a_declared_loss_resets_the_watermark_and_clamps_the_credits() -> None:
+def test_a_declared_loss_resets_the_watermark() -> None:
     state = ControllerState({"g1": replace(G, sync_state_set=frozenset({1}), eligible_replicas={2: 100})}, 20)
     lost = AckedDataLost(60, 100)
     group = after(state, ElectMasterRecord("c1", "g1", 3, 4, 7, acked_watermark=100, acked_data_lost=lost))
-    assert (group.master_broker_id, group.acked_watermark, group.eligible_replicas) == (3, 60, {1: 60, 2: 60})
+    assert (group.master_broker_id, group.acked_watermark, group.eligible_replicas) == (3, 60, {})
 
 
 def test_clearing_the_master_folds_the_decision_watermark_and_keeps_the_elr() -> None:
