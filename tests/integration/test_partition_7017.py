@@ -104,6 +104,14 @@ def run_7017(tmp_path: Path, plant: bool) -> tuple[int, int, int]:
             producer.wait(timeout=30)
             final = cluster.master(GROUP, timeout=10)
             assert final is not None
+            # The read API serves up to the confirm offset, which may trail the last answer for a moment:
+            # wait until it covers what the final master acknowledged (the acks of the newest epoch).
+            newest = max(int(r["epoch"]) for r in acked(results))  # type: ignore[call-overload]
+            end = 1 + max(int(r["offset"]) for r in acked(results) if r["epoch"] == newest)  # type: ignore[call-overload]
+            deadline = time.monotonic() + 10
+            while int((cluster.broker_status(final) or {}).get("confirmOffset") or 0) < end:
+                assert time.monotonic() < deadline, "the final master's confirm offset stays short"
+                time.sleep(0.1)
             log = {row["offset"]: row["msgId"] for row in read_replica_log(final)}
     finally:
         packets.clear()
