@@ -141,11 +141,13 @@ def test_retention_keeps_two_replicas_on_small_disks_serving(
                 if ahead > 0:
                     time.sleep(ahead)
             put_s = time.monotonic() - t0
-            wait_until(
-                lambda: slave.status()["maxOffset"] == master.status()["maxOffset"],
-                10,
-                message="slave caught up",
-            )
+            # Caught up and told so: a slave serves reads up to the confirm offset the master sends it,
+            # which follows its log by a heartbeat.
+            def caught_up() -> bool:
+                mine = slave.status()
+                return mine["confirmOffset"] == mine["maxOffset"] == master.status()["maxOffset"]
+
+            wait_until(caught_up, 10, message="slave caught up")
         finally:
             sampler.stop_event.set()
             sampler.join(2)
