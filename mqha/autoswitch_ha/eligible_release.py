@@ -8,9 +8,9 @@ after it became master, and the first after each confirmed shrink -- the control
 (an alterSyncStateSet with ``releaseEligible``) and the put waits for that verdict. While the group is
 idle the credits stay, and a replica that stopped cleanly stays electable when the master is lost.
 
-``arm`` marks a release needed (at promotion it is asked for at once: by the time a client's first
-put arrives it is usually done); ``wait`` is the put path's check (one attribute read when nothing is
-needed); ``done`` is the controller's verdict, which counts only for this master term and for a
+``arm`` marks a release needed after a confirmed shrink (an election empties the ELR itself);
+``wait`` is the put path's check (it asks when a put needs the release; one attribute read when
+nothing is needed); ``done`` is the controller's verdict, which counts only for this master term and for a
 SyncStateSet epoch at or after the one that armed it (a release answered for an older set does not
 cover a later shrink).
 """
@@ -51,7 +51,7 @@ class EligibleRelease:
         self._next_ask = 0.0  # monotonic seconds: when a waiter may ask (again)
         self._changed = asyncio.Event()
 
-    def arm(self, master_epoch: int, sync_state_set_epoch: int, *, ask_now: bool) -> None:
+    def arm(self, master_epoch: int, sync_state_set_epoch: int) -> None:
         """Acks beyond the credits need a release as of this master term and set epoch."""
         if self._requester is None:
             return  # no controller agent (tests of the HA layer alone): nothing to release
@@ -59,8 +59,6 @@ class EligibleRelease:
         self._master_epoch = master_epoch
         self._sync_state_set_epoch = max(sync_state_set_epoch, self._sync_state_set_epoch)
         self._next_ask = 0.0
-        if ask_now:
-            self._ask()
 
     def disarm(self) -> None:
         """No longer master: nothing to release; waiting puts fail on the role check."""

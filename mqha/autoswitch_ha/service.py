@@ -146,7 +146,7 @@ class AutoSwitchHAService:
         if not self.keeper.confirmed(sync_state_set):
             return
         if before - frozenset(sync_state_set):
-            self.gate.release.arm(self.role.master_epoch, self.role.sync_state_set_epoch, ask_now=False)
+            self.gate.release.arm(self.role.master_epoch, self.role.sync_state_set_epoch)
         self.gate.recompute_confirm_offset()
         self.gate.log_changed()
         self.gate.check_waiters()

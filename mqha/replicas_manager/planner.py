@@ -131,7 +131,6 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._sss_pending: frozenset[int] | None = None
         self._sss_pending_from_check = False  # the pending wish is a periodic check's answer
         self._check_in_flight = False
-        self._release_pending: int | None = None  # a master epoch whose ELR release waits for its role
         self._slave_incarnations: dict[int, str] | None = None  # the HA layer's, with its last report
         # Start sequence bookkeeping.
         self._retry_at: int | None = None

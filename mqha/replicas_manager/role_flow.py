@@ -82,8 +82,6 @@ class RoleFlow:
                     self._sss_check_due = now_ms + self.config.check_sync_state_set_period_ms
                     # "run the SSS check once" (docs/reference-behaviour.md §9.6)
                     out += self._check_sync_state_set()
-                    if self._release_pending == action.epoch:
-                        out += self._send_release()
                 case BecomeSlave():
                     self.master_broker_id = action.master.broker_id
                     self.master_address = action.master.address
@@ -94,7 +92,6 @@ class RoleFlow:
             log.info(
                 "role %s at masterEpoch %d (master %s)", self.role, self.master_epoch, self.master_address
             )
-        self._release_pending = None
         pending, self._role_pending = self._role_pending, None
         if pending is not None:
             out += self._request_role(pending)

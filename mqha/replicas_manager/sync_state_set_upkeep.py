@@ -16,7 +16,6 @@ controller admits no replica process that restarted since.
 Before the master acknowledges beyond the credits of the group's eligible replicas (after it became
 master, and after a shrink) the HA layer asks for their *release* (docs/architecture.md §3.2): an
 alterSyncStateSet of the current set with ``releaseEligible``, whose verdict goes back to the HA layer.
-A release asked for while this broker is still becoming master for that epoch goes out when it is.
 """
 
 from __future__ import annotations
@@ -123,9 +122,6 @@ class SyncStateSetUpkeep:
             return []
         if self.is_master and master_epoch == self.master_epoch:
             return self._send_release()
-        in_flight = self._role_in_flight
-        if in_flight is not None and in_flight.epoch == master_epoch:
-            self._release_pending = master_epoch  # sent once the role change is accepted
         return []
 
     def _send_release(self) -> list[Action]:

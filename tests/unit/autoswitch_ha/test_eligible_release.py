@@ -28,15 +28,15 @@ def test_nothing_armed_waits_for_nothing() -> None:
 
 def test_without_a_controller_agent_arming_does_nothing() -> None:
     release = EligibleRelease(None)
-    release.arm(3, 5, ask_now=True)
+    release.arm(3, 5)
     assert not release.needed
 
 
-def test_a_promotion_asks_at_once_and_the_verdict_lets_the_put_go() -> None:
+def test_the_waiting_put_asks_and_the_verdict_lets_it_go() -> None:
     async def scenario() -> tuple[bool, list[int]]:
         requester = Requester()
         release = EligibleRelease(requester)
-        release.arm(3, 5, ask_now=True)
+        release.arm(3, 5)
         asyncio.get_running_loop().call_later(0.02, release.done, 3, 5, True)
         return await release.wait(2.0), requester.asked
 
@@ -47,7 +47,7 @@ def test_a_shrink_asks_only_when_a_put_needs_it() -> None:
     async def scenario() -> list[int]:
         requester = Requester()
         release = EligibleRelease(requester)
-        release.arm(3, 6, ask_now=False)
+        release.arm(3, 6)
         before = list(requester.asked)
         asyncio.get_running_loop().call_later(0.02, release.done, 3, 6, True)
         assert await release.wait(2.0)
@@ -59,7 +59,7 @@ def test_a_shrink_asks_only_when_a_put_needs_it() -> None:
 def test_a_verdict_for_an_older_set_or_another_term_does_not_count() -> None:
     async def scenario() -> tuple[bool, bool]:
         release = EligibleRelease(Requester())
-        release.arm(3, 6, ask_now=False)
+        release.arm(3, 6)
         release.done(3, 5, True)  # answered for the set before the shrink
         release.done(2, 9, True)  # another master term
         still = release.needed
@@ -72,7 +72,7 @@ def test_a_refused_release_is_asked_again() -> None:
     async def scenario() -> list[int]:
         requester = Requester()
         release = EligibleRelease(requester)
-        release.arm(3, 6, ask_now=True)
+        release.arm(3, 6)
         loop = asyncio.get_running_loop()
         loop.call_later(0.01, release.done, 3, 6, False)
         loop.call_later(0.2, release.done, 3, 6, True)
@@ -85,7 +85,7 @@ def test_a_refused_release_is_asked_again() -> None:
 def test_losing_the_master_role_ends_the_wait() -> None:
     async def scenario() -> bool:
         release = EligibleRelease(Requester())
-        release.arm(3, 6, ask_now=True)
+        release.arm(3, 6)
         asyncio.get_running_loop().call_later(0.02, release.disarm)
         return await release.wait(2.0)
 

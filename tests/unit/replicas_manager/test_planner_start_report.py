@@ -86,16 +86,3 @@ def test_a_failed_release_says_so() -> None:
 
 def test_a_release_for_another_master_epoch_is_ignored() -> None:
     assert master(all_ack=True).on_release_eligible_request(7, 10) == []
-
-
-def test_a_release_asked_while_becoming_master_goes_out_once_the_role_is_taken() -> None:
-    p = ReplicasPlanner(replace(CFG, start=START), seed=1)
-    p.on_identity_loaded(act.BrokerIdentity("c1", "b1", 2), None)
-    out = to_first_time_sync(p)
-    out = p.on_controller_reply(one(out, act.RegisterBroker), registered_reply(), 0)
-    out = p.on_heartbeat_sent(one(out, act.SendHeartbeat), 1, 0)
-    out = p.on_controller_reply(one(out, act.ElectMaster), ok(**master_info(2, 1, {2}, 1)), 0)
-    become = one(out, act.BecomeMaster)
-    assert p.on_release_eligible_request(1, 1) == []  # the hook asked before its verdict
-    release = one(p.on_role_change_result(become, True, 2), act.ReleaseEligibleReplicas)
-    assert release.request.master_epoch == 1 and release.request.release_eligible
