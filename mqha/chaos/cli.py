@@ -20,10 +20,10 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--faults",
         default="kill,pause,partition",
-        help="kinds, comma-separated: kill,pause,partition,loss,disk-wipe,disk-full,power-loss,"
-        "raft-partition,asym-partition,all-controllers (disk-wipe: 3+ controllers; disk-full: "
-        "--store-tmpfs-mib; power-loss: one broker or a whole group loses its un-fsynced writes; "
-        "raft-/asym-partition: root and nftables)",
+        help="kinds, comma-separated: kill,pause,partition,loss,delay,disk-wipe,disk-full,power-loss,"
+        "raft-partition,asym-partition,raft-loss,client-partition,all-controllers (disk-wipe: 3+ "
+        "controllers; disk-full: --store-tmpfs-mib; power-loss: one broker or a whole group loses its "
+        "un-fsynced writes; raft-partition, asym-partition, raft-loss, client-partition: root and nftables)",
     )
     chaos.add_argument(
         "--config",

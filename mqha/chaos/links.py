@@ -90,6 +90,20 @@ def links_touching(links: Sequence[Link], node: str, scope: str) -> list[Link]:
     return out
 
 
+def client_partition_links(links: Sequence[Link], master: str, controller: str) -> list[Link]:
+    """The broker links a client-partition cuts (the #7017 shape): the old ``master`` keeps only its
+    link to ``controller`` -- not to the other controllers, not to its replicas -- and no other broker
+    reaches ``controller``."""
+    out = []
+    for link in links:
+        if link.scope == CONTROLLER_LINKS:
+            if (link.source == master) != (link.target == controller):
+                out.append(link)
+        elif master in (link.source, link.target):
+            out.append(link)
+    return out
+
+
 class Translator:
     """Replaces byte strings in a stream by others of the same length (sans-IO).
 
@@ -136,3 +150,10 @@ def retransmit_delay(consecutive_losses: int) -> float:
     """How late a chunk arrives after ``consecutive_losses`` losses in a row: TCP resends a lost
     segment after its retransmission timeout, doubling while losses repeat."""
     return min(RTO_MAX, RTO_MIN * 2 ** max(0, consecutive_losses - 1)) if consecutive_losses else 0.0
+
+
+def delivery_time(arrival: float, delay: float, jitter: float, previous: float) -> float:
+    """When a chunk read at ``arrival`` is forwarded on a delayed link: ``delay`` plus this chunk's
+    ``jitter`` (a draw in [-j, +j]) later, never before the chunk ahead of it (``previous``): a TCP
+    stream stays in order, so jitter shows as bunching, not reordering."""
+    return max(previous, arrival + max(0.0, delay + jitter))

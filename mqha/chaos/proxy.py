@@ -1,4 +1,4 @@
-"""Per-link TCP fault proxy on 127.0.0.1 (shell): pass, block, or lose a fraction of chunks.
+"""Per-link TCP fault proxy on 127.0.0.1 (shell): pass, block, delay, or lose a fraction of chunks.
 
 One asyncio loop on its own thread serves every link of ``mqha.chaos.links`` (one listening socket each).
 A link's mode changes at once for its existing connections too:
@@ -10,7 +10,10 @@ A link's mode changes at once for its existing connections too:
   frozen streams; whatever the endpoints gave up on in between they have closed themselves;
 - ``loss``: each chunk is lost with the given probability. On a TCP link a lost segment is resent
   after the retransmission timeout (200 ms on Linux, doubling while losses repeat), so a lost chunk
-  is delivered late and in order -- never dropped from the stream, which TCP cannot do.
+  is delivered late and in order -- never dropped from the stream, which TCP cannot do;
+- ``delay``: each chunk is forwarded ``delay`` seconds (plus a jitter draw in ``[-jitter, +jitter]``)
+  after it was read, in order (``mqha.chaos.links.delivery_time``); reading goes on meanwhile, so the
+  link is late, not slow.
 
 Loss draws come from a ``random.Random`` seeded per link; which chunk is hit still depends on how
 the kernel cut the stream, so a seed replays the schedule, not the exact chunks.
@@ -27,11 +30,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqha.chaos.links import Link, Translator, retransmit_delay
+from mqha.chaos.links import Link, Translator, delivery_time, retransmit_delay
 
 PASS = "pass"
 BLOCK = "block"
 LOSS = "loss"
+DELAY = "delay"
+QUEUED_CHUNKS = 256  # per direction of a connection: what a delayed link holds in flight
 
 CHUNK = 64 * 1024
 FLUSH_AFTER = 0.02  # forward a held-back partial address once the stream is quiet this long
@@ -46,6 +51,8 @@ class _LinkState:
     rng: random.Random
     mode: str = PASS
     fraction: float = 0.0
+    delay: float = 0.0
+    jitter: float = 0.0
     open: asyncio.Event = field(default_factory=asyncio.Event)
     server: asyncio.Server | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -150,18 +157,29 @@ class FaultProxy:
         loop.call_soon_threadsafe(run)
         return done.result(5.0)
 
-    def set_mode(self, names: Iterable[str], mode: str, fraction: float = 0.0) -> None:
-        """Put the named links in ``mode`` (PASS, BLOCK, LOSS with ``fraction``)."""
-        if mode not in (PASS, BLOCK, LOSS):
+    def set_mode(
+        self,
+        names: Iterable[str],
+        mode: str,
+        fraction: float = 0.0,
+        *,
+        delay: float = 0.0,
+        jitter: float = 0.0,
+    ) -> None:
+        """Put the named links in ``mode`` (PASS, BLOCK, LOSS with ``fraction``, DELAY with ``delay``
+        and ``jitter`` seconds)."""
+        if mode not in (PASS, BLOCK, LOSS, DELAY):
             raise ValueError(f"unknown link mode {mode!r}")
         if not 0.0 <= fraction < 1.0:
             raise ValueError(f"loss fraction {fraction} outside [0, 1)")
-        self._call(self._set_mode, list(names), mode, fraction)
+        if delay < 0 or not 0 <= jitter <= max(delay, 0.0):
+            raise ValueError(f"delay {delay} s with jitter {jitter} s: need 0 <= jitter <= delay")
+        self._call(self._set_mode, list(names), mode, fraction, delay, jitter)
 
-    def _set_mode(self, names: list[str], mode: str, fraction: float) -> None:
+    def _set_mode(self, names: list[str], mode: str, fraction: float, delay: float, jitter: float) -> None:
         for name in names:
             state = self._states[name]
-            state.mode, state.fraction = mode, fraction
+            state.mode, state.fraction, state.delay, state.jitter = mode, fraction, delay, jitter
             if mode == BLOCK:
                 state.open.clear()
             else:
@@ -213,32 +231,78 @@ class FaultProxy:
         writer: asyncio.StreamWriter,
         translator: Translator | None,
     ) -> None:
+        """One direction of a connection: a reading side stamps each chunk with the time it may be
+        forwarded (now, or later on a delayed link) and a writing side forwards it then."""
+        queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue(QUEUED_CHUNKS)
+        reading = asyncio.ensure_future(self._read_side(state, reader, translator, queue))
+        forwarding = asyncio.ensure_future(self._forward(state, queue, writer))
+        try:
+            await asyncio.wait((reading, forwarding), return_when=asyncio.FIRST_COMPLETED)
+            if reading.done() and reading.exception() is None:
+                await forwarding  # the end of stream is queued: forward up to it
+            elif reading.done():
+                writer.close()
+        finally:
+            reading.cancel()
+            forwarding.cancel()
+
+    async def _read_side(
+        self,
+        state: _LinkState,
+        reader: asyncio.StreamReader,
+        translator: Translator | None,
+        queue: asyncio.Queue[tuple[float, bytes | None]],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        due = 0.0
+        while True:
+            if translator is not None and translator.held:
+                try:
+                    data = await asyncio.wait_for(reader.read(CHUNK), FLUSH_AFTER)
+                except TimeoutError:
+                    data = None
+            else:
+                data = await reader.read(CHUNK)
+            if not data:  # quiet (None) or end of stream (b""): forward what is held back
+                out = translator.flush() if translator is not None else b""
+            else:
+                out = translator.feed(data) if translator is not None else data
+            now = loop.time()
+            if state.mode == DELAY:
+                due = delivery_time(now, state.delay, state.rng.uniform(-state.jitter, state.jitter), due)
+            else:
+                due = max(due, now)
+            if out:
+                await queue.put((due, out))
+            if data is not None and not data:
+                await queue.put((due, None))  # end of stream, after everything before it
+                return
+
+    async def _forward(
+        self,
+        state: _LinkState,
+        queue: asyncio.Queue[tuple[float, bytes | None]],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        loop = asyncio.get_running_loop()
         losses = 0
         try:
             while True:
-                if translator is not None and translator.held:
-                    try:
-                        data = await asyncio.wait_for(reader.read(CHUNK), FLUSH_AFTER)
-                    except TimeoutError:
-                        data = None
-                else:
-                    data = await reader.read(CHUNK)
-                if not data:  # quiet (None) or end of stream (b""): forward what is held back
-                    out = translator.flush() if translator is not None else b""
-                else:
-                    out = translator.feed(data) if translator is not None else data
+                due, out = await queue.get()
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 await state.open.wait()  # frozen while the link is blocked
-                if state.mode == LOSS and out:
+                if out is None:
+                    if writer.can_write_eof():
+                        writer.write_eof()
+                    return
+                if state.mode == LOSS:
                     while state.rng.random() < state.fraction:
                         losses += 1
                         await asyncio.sleep(retransmit_delay(losses))
                     losses = 0
-                if out:
-                    writer.write(out)
-                    await writer.drain()
-                if data is not None and not data:
-                    if writer.can_write_eof():
-                        writer.write_eof()
-                    return
+                writer.write(out)
+                await writer.drain()
         except (ConnectionError, OSError):
             writer.close()

@@ -37,12 +37,13 @@ from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
 from mqha.chaos.disk_fill import DISK_FULL_SETTINGS, DiskFill, disk_full_problem
+from mqha.chaos.network_faults import NETWORK_KINDS, NetworkFaults
 from mqha.chaos.power_cuts import PowerCuts
-from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
+from mqha.chaos.proxy import FaultProxy
 from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
-    ASYM_PARTITION,
     BROKER,
+    CLIENT_PARTITION,
     CONTROLLER_LEADER,
     DISK_FULL,
     DISK_WIPE,
@@ -54,7 +55,6 @@ from mqha.chaos.schedule import (
     PARTITION,
     PAUSE,
     POWER_LOSS,
-    RAFT_PARTITION,
     FaultStep,
     Topology,
     plan,
@@ -76,6 +76,8 @@ from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
 
 TOPIC = "chaos"
+
+
 @dataclass
 class ChaosOptions:
     """The settings of one ``mqha chaos`` run (faults, seed, sizes, output)."""
@@ -165,11 +167,15 @@ class ChaosRun:
         self.producers: dict[str, ProduceWorkload] = {}
         self.consumers: dict[str, ConsumeWorkload] = {}
         self.outcomes: list[FaultOutcome] = []
+        self.reached: list[str] = []  # the kind of every step reached, injected or skipped
         self.stores = ControllerStores(self.cluster)
         self.disks = DiskFill(self.cluster)
         self.power = PowerCuts(self.cluster, self.say)
-        # Raft and asym partitions: the controllers' own traffic through the kernel's packet filter.
-        self.network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
+        # Controller-network and client faults: the kernel's packet filter.
+        network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
+        self.client_source = network.client_source if network is not None else None
+        heartbeat_timeout = int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000
+        self.net = NetworkFaults(self.proxy, self.links, network, heartbeat_timeout, self.say)
         self.child = ToolChild()
         self.started = time.monotonic()
 
@@ -238,6 +244,7 @@ class ChaosRun:
                 record_to=clients / f"producer-{group}",
                 client_id=f"chaos-producer-{group}",
                 user=user,
+                local_address=self.client_source,
             ).start()
             self.consumers[group] = ConsumeWorkload(
                 controllers,
@@ -245,6 +252,7 @@ class ChaosRun:
                 record_to=clients / f"consumer-{group}",
                 client_id=f"chaos-consumer-{group}",
                 user=user,
+                local_address=self.client_source,
             ).start()
         for workload in self.producers.values():
             workload.wait_acked(workload.concurrency * 10, timeout=30)
@@ -256,6 +264,7 @@ class ChaosRun:
                 self.say(f"duration reached: {len(self.outcomes)} of {len(self.steps)} steps injected")
                 return
             self._start_stopped(list(self.cluster.nodes))  # a restart that failed before
+            self.reached.append(step.kind)
             outcome = self.inject(step)
             if outcome is not None:
                 self.outcomes.append(outcome)
@@ -266,40 +275,44 @@ class ChaosRun:
         nodes = list(step.nodes)
         if step.target == GROUP:
             return tuple(nodes)
+        if step.kind == CLIENT_PARTITION:  # (the old master, the controller on the clients' side)
+            master = self.cluster.master(step.group, timeout=10)
+            controller = nodes[0] if nodes else self._leader_name()
+            return (master.name, controller) if master is not None and controller is not None else ()
         if step.target in (MASTER, MASTER_AND_LEADER):
             master = self.cluster.master(step.group, timeout=10)
             if master is None:
                 return ()
             nodes.append(master.name)
         if step.target in (CONTROLLER_LEADER, MASTER_AND_LEADER):
-            deadline = time.monotonic() + 10
-            leader = self.cluster.controller_leader()
-            while leader is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-                leader = self.cluster.controller_leader()
+            leader = self._leader_name()
             if leader is None:
                 return ()
-            nodes.append(leader.name)
+            nodes.append(leader)
         return tuple(nodes)
 
-    def _link_names(self, step: FaultStep, nodes: Sequence[str]) -> list[str]:
-        touched = (chaos_links.links_touching(self.links, n, step.links) for n in nodes)
-        return sorted({link.name for links in touched for link in links})
+    def _leader_name(self) -> str | None:
+        """The controller leader of the moment (looked up for at most 10 s)."""
+        deadline = time.monotonic() + 10
+        leader = self.cluster.controller_leader()
+        while leader is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            leader = self.cluster.controller_leader()
+        return leader.name if leader is not None else None
 
     def inject(self, step: FaultStep) -> FaultOutcome | None:
         nodes = self._resolve(step)
         if not nodes:
             self.say(f"{step.describe()}: skipped, no {step.target} found")
             return None
-        own = step.target in (MASTER, BROKER, GROUP) and step.group
+        own = step.target in (MASTER, BROKER, GROUP) and step.group and step.kind != CLIENT_PARTITION
         groups = (step.group,) if own and step.group else tuple(self.cluster.groups)
-        names = self._link_names(step, nodes) if step.kind in (PARTITION, LOSS) else []
         marks = {g: len(self.producers[g].results) for g in groups}
         master = self.cluster.master(step.group, timeout=1) if step.target == GROUP else None
         injected_at = time.monotonic()
-        injected_at = self._hit(step, nodes, names) or injected_at
+        injected_at = self._hit(step, nodes) or injected_at
         time.sleep(max(0.0, injected_at + step.hold - time.monotonic()))
-        healed_at = self._heal(step, nodes, names, master.name if master is not None else None)
+        healed_at = self._heal(step, nodes, master.name if master is not None else None)
         whole_at: float | None = None
         try:
             self.cluster.wait_ready(self.options.settle_timeout)
@@ -319,9 +332,10 @@ class ChaosRun:
         )
         return outcome
 
-    def _hit(self, step: FaultStep, nodes: Sequence[str], names: list[str]) -> float | None:
+    def _hit(self, step: FaultStep, nodes: Sequence[str]) -> float | None:
         """Inject ``step``; a power cut returns the instant every node was dead (recovery counts from
-        there: the master may answer puts until its own kill), other kinds None."""
+        there: the master may answer puts until its own kill), a network fault the instant it was in
+        place, other kinds None."""
         if step.kind == POWER_LOSS:
             return self.power.hit(step, nodes).cut_at
         if step.kind == DISK_WIPE:
@@ -337,15 +351,14 @@ class ChaosRun:
         elif step.kind == ALL_CONTROLLERS:
             for node in nodes:
                 self.cluster.kill(node)
-        elif step.kind in (RAFT_PARTITION, ASYM_PARTITION):
-            assert self.network is not None
-            drops = self.network.hit(step, nodes)
-            self.say(f"    dropped: {', '.join(f'{d.sender}->{d.receiver}' for d in drops) or 'nothing'}")
+        elif step.kind in NETWORK_KINDS:
+            self.net.hit(step, nodes)
+            return time.monotonic()  # in place now (nft takes a moment): what is acked before proves nothing
         else:
-            self.proxy.set_mode(names, BLOCK if step.kind == PARTITION else LOSS, step.fraction)
+            raise ValueError(f"no injection for {step.kind}")
         return None
 
-    def _heal(self, step: FaultStep, nodes: Sequence[str], names: list[str], master: str | None) -> float:
+    def _heal(self, step: FaultStep, nodes: Sequence[str], master: str | None) -> float:
         """Undo ``step``; returns when it counts as healed (``master``: a power-cut group's master)."""
         heal_started = time.monotonic()
         if step.kind == DISK_WIPE:
@@ -358,16 +371,13 @@ class ChaosRun:
                 self.say(f"    before freeing: {seen}")
         elif step.kind == KILL or (step.kind == ALL_CONTROLLERS and step.links == KILL):
             self._start_stopped(nodes)
-        elif step.kind in (RAFT_PARTITION, ASYM_PARTITION):
-            assert self.network is not None
-            self.network.heal()
+        elif step.kind in NETWORK_KINDS:
+            self.net.heal(step, nodes)
         elif step.kind == POWER_LOSS:
             self.power.heal(step, self.power.restart_order(step, nodes, master), self._start_stopped)
         elif step.kind in (PAUSE, ALL_CONTROLLERS):
             for node in nodes:
                 self.cluster.resume(node)
-        else:
-            self.proxy.set_mode(names, PASS)
         return time.monotonic()
 
     def _start_stopped(self, nodes: Sequence[str]) -> None:
@@ -384,9 +394,7 @@ class ChaosRun:
     def heal_all(self) -> bool:
         """Every link open, every node resumed and running, every controller a voter; True when every
         group is whole again."""
-        self.proxy.heal()
-        if self.network is not None:
-            self.network.heal()
+        self.net.heal_all()
         self.disks.heal_all()
         for node in self.cluster.nodes.values():
             self.cluster.resume(node)
@@ -434,6 +442,7 @@ class ChaosRun:
                 if check.analyze_code is None
                 else f"analysis gave no verdict (exit {check.analyze_code})"
             )
+        reads_seen = _rows(check.export_dir, "reads")
         facts = RunFacts(
             title=self.title,
             planned=len(self.steps),
@@ -449,11 +458,11 @@ class ChaosRun:
             controllers=controllers,
             power_cuts=tuple(self.power.cuts),
             declared=declared,
-            reads_seen=tuple(
-                (r["brokerName"], r["offset"], r["msgId"]) for r in _rows(check.export_dir, "reads")
-            )
-            if self.power.cuts
-            else (),
+            reads_seen=tuple((r["brokerName"], r["offset"], r["msgId"]) for r in reads_seen),
+            reads_recorded=bool(reads_seen) or check.invariants is not None,
+            sequences=tuple(tuple(q) for w in self.producers.values() for q in w.sequence_snapshot()),
+            asked=self.options.kinds,
+            reached=tuple(self.reached),
         )
         verdict = judge(facts)
         self.say()
@@ -469,9 +478,8 @@ class ChaosRun:
             with contextlib.suppress(Exception):
                 consumer.stop(timeout=5)
         self.child.stop()
-        if self.network is not None:
-            with contextlib.suppress(RuntimeError):
-                self.network.clear()
+        with contextlib.suppress(RuntimeError):
+            self.net.clear()
         self.disks.heal_all()
         self.cluster.stop()
         self.proxy.stop()

@@ -48,6 +48,9 @@ POWER_LOSS = "power-loss"
 RAFT_PARTITION = "raft-partition"
 ASYM_PARTITION = "asym-partition"
 ALL_CONTROLLERS = "all-controllers"
+DELAY = "delay"
+RAFT_LOSS = "raft-loss"
+CLIENT_PARTITION = "client-partition"
 FAULT_KINDS = (
     KILL,
     PAUSE,
@@ -59,8 +62,11 @@ FAULT_KINDS = (
     RAFT_PARTITION,
     ASYM_PARTITION,
     ALL_CONTROLLERS,
+    DELAY,
+    RAFT_LOSS,
+    CLIENT_PARTITION,
 )
-PACKET_FILTER_KINDS = frozenset({RAFT_PARTITION, ASYM_PARTITION})
+PACKET_FILTER_KINDS = frozenset({RAFT_PARTITION, ASYM_PARTITION, RAFT_LOSS, CLIENT_PARTITION})
 """Kinds that need the kernel's packet filter (root and nft)."""
 DISK_WIPE_MIN_CONTROLLERS = 3  # the others must keep the cluster (and a quorum to change voters)
 WIPE_OVERLAPS = ("", "", KILL, PAUSE)  # what hits one other controller meanwhile ("": nothing)
@@ -86,6 +92,9 @@ STAGGER_RANGE = (0.5, 3.0)  # seconds between two restarts after a whole-group p
 ALL_LINKS = "all"
 CONTROLLER_LINKS = "controller"  # broker <-> controllers
 REPLICATION_LINKS = "replication"  # master <-> slaves
+# The controller on the clients' side of a client-partition: the leader of the moment, or one chosen here.
+WITH_LEADER = "with-leader"
+WITH_CONTROLLER = "with-controller"
 # Directions of an asym-partition, seen from its target controller.
 OUT = "out"  # what it sends is dropped
 IN = "in"  # what it receives is dropped
@@ -137,6 +146,15 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     ASYM_PARTITION: ((CONTROLLER_LEADER, OUT), (CONTROLLER_LEADER, IN), (CONTROLLER, OUT), (CONTROLLER, IN)),
     ALL_CONTROLLERS: ((CONTROLLERS, KILL), (CONTROLLERS, PAUSE)),
+    DELAY: (
+        (MASTER, CONTROLLER_LINKS),
+        (MASTER, CONTROLLER_LINKS),
+        (BROKER, CONTROLLER_LINKS),
+        (MASTER, REPLICATION_LINKS),
+        (MASTER, ALL_LINKS),
+    ),
+    RAFT_LOSS: ((CONTROLLER_LEADER, ""), (CONTROLLER, ""), (CONTROLLERS, "")),
+    CLIENT_PARTITION: ((MASTER, WITH_LEADER), (MASTER, WITH_CONTROLLER)),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -151,9 +169,16 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     RAFT_PARTITION: (2.0, 6.0),
     ASYM_PARTITION: (2.0, 6.0),
     ALL_CONTROLLERS: (1.0, 5.0),
+    DELAY: (3.0, 8.0),
+    RAFT_LOSS: (3.0, 8.0),
+    CLIENT_PARTITION: (2.0, 6.0),
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
+RAFT_LOSS_FRACTION = 0.8  # of the packets between controllers, as the reference's own tests
+DELAY_FACTORS = (0.5, 0.9, 1.1, 1.5)
+"""A ``delay`` step's latency, in units of ``controllerHeartBeatTimeoutMills``: below and above it."""
+DELAY_JITTER = 0.2  # of the delay: each chunk is late by delay +- this share
 SETTLE_ESTIMATE = {
     KILL: 4.0,
     PAUSE: 3.0,
@@ -165,6 +190,9 @@ SETTLE_ESTIMATE = {
     RAFT_PARTITION: 2.0,
     ASYM_PARTITION: 2.0,
     ALL_CONTROLLERS: 3.0,
+    DELAY: 3.0,
+    RAFT_LOSS: 2.0,
+    CLIENT_PARTITION: 4.0,
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -210,9 +238,9 @@ class FaultStep:
     gap: float
     nodes: tuple[str, ...] = ()
     group: str | None = None
-    links: str = ""  # partition / loss: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS; asym: OUT | IN;
-    # all-controllers: KILL | PAUSE
-    fraction: float = 0.0  # loss: the share of chunks dropped
+    links: str = ""  # partition / loss / delay: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS; asym: OUT |
+    # IN; all-controllers: KILL | PAUSE; client-partition: WITH_LEADER | WITH_CONTROLLER (``nodes``)
+    fraction: float = 0.0  # loss, raft-loss: the share of chunks / packets dropped; delay: DELAY_FACTORS
     overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
     order: str = ""  # power-loss of a group: SHUFFLED (``nodes`` in order) or MASTER_FIRST
     stagger: float = 0.0  # power-loss of a group: seconds between two restarts
@@ -223,7 +251,8 @@ class FaultStep:
         scope = f"[{self.links}]" if self.links else ""
         also = f"+{self.overlap}" if self.overlap else ""
         order = "[master first]" if self.order == MASTER_FIRST else ""
-        return f"{self.kind} {self.target}{scope}{order}{also}"
+        late = f" x{self.fraction:g}" if self.kind == DELAY else ""  # below or above the heartbeat timeout
+        return f"{self.kind} {self.target}{scope}{order}{also}{late}"
 
     @property
     def hits_controllers(self) -> bool:
@@ -250,6 +279,11 @@ class FaultStep:
             f"other controllers for {self.hold:.1f} s",
             ALL_CONTROLLERS: f"{'kill -9' if self.links == KILL else 'SIGSTOP'} every controller, "
             f"{'restart' if self.links == KILL else 'SIGCONT'} after {self.hold:.1f} s",
+            DELAY: f"delay {who} [{self.links} links] by {self.fraction:g} x the heartbeat timeout "
+            f"(+-{DELAY_JITTER:.0%}) for {self.hold:.1f} s",
+            RAFT_LOSS: f"drop {self.fraction:.0%} of the packets between {who} and the other controllers "
+            f"for {self.hold:.1f} s",
+            CLIENT_PARTITION: self._describe_client_partition(),
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
 
@@ -264,6 +298,13 @@ class FaultStep:
         if self.target == CONTROLLER_BRIDGE:
             return f"cut the other controllers from each other ({who} reaches them all) for {self.hold:.1f} s"
         return f"partition {who} from the other controllers for {self.hold:.1f} s"
+
+    def _describe_client_partition(self) -> str:
+        side = "the controller leader" if self.links == WITH_LEADER else f"controller {','.join(self.nodes)}"
+        return (
+            f"cut master({self.group}), {side} and every client off from the rest of the cluster "
+            f"for {self.hold:.1f} s"
+        )
 
     def _describe_wipe(self) -> str:
         wiped, others = (self.nodes[0], self.nodes[1:]) if self.nodes else ("?", ())
@@ -290,6 +331,39 @@ def _round(value: float) -> float:
     return round(value, 1)
 
 
+def _targets(
+    rng: random.Random, kind: str, target: str, links: str, topology: Topology
+) -> tuple[tuple[str, ...], str | None]:
+    """The nodes chosen here for a step, and the group it refers to."""
+    if target == BROKER:
+        broker = rng.choice(topology.brokers)
+        return (broker,), topology.group_of(broker)
+    if target == GROUP:
+        group, members = rng.choice(topology.groups)
+        return tuple(rng.sample(members, len(members))), group  # the restart order
+    if target in (MASTER, MASTER_AND_LEADER):
+        group = rng.choice(topology.groups)[0]
+        if kind == CLIENT_PARTITION and links == WITH_CONTROLLER:
+            return (rng.choice(topology.controllers),), group
+        return (), group
+    if target in (CONTROLLER, CONTROLLER_BRIDGE):
+        return (rng.choice(topology.controllers),), None
+    if target == CONTROLLER_MAJORITY:
+        majority = len(topology.controllers) // 2 + 1
+        return tuple(sorted(rng.sample(topology.controllers, majority))), None
+    if target == CONTROLLERS:
+        return tuple(topology.controllers), None
+    return (), None
+
+
+def _fraction(rng: random.Random, kind: str) -> float:
+    if kind == LOSS:
+        return rng.choice(LOSS_FRACTIONS)
+    if kind == DELAY:
+        return rng.choice(DELAY_FACTORS)
+    return RAFT_LOSS_FRACTION if kind == RAFT_LOSS else 0.0
+
+
 def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -> list[FaultStep]:
     """The steps that fit in ``PLAN_HEADROOM`` x ``duration`` seconds (by each step's hold, gap and an
     estimate of the settling time), kinds taken in turn so every listed kind is exercised, everything
@@ -304,7 +378,6 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         if len(topology.controllers) < 3:
             raise ValueError(f"{kind} needs at least 3 controllers")
     rng = random.Random(seed)
-    majority = len(topology.controllers) // 2 + 1
     steps: list[FaultStep] = []
     spent = 0.0
     budget = duration * PLAN_HEADROOM
@@ -313,23 +386,8 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         target, links = rng.choice(_MENU[kind])
         hold = _round(rng.uniform(*HOLD_RANGES[kind]))
         gap = _round(rng.uniform(*GAP_RANGE))
-        nodes: tuple[str, ...] = ()
-        group: str | None = None
-        if target == BROKER:
-            nodes = (rng.choice(topology.brokers),)
-            group = topology.group_of(nodes[0])
-        elif target == GROUP:
-            group, members = rng.choice(topology.groups)
-            nodes = tuple(rng.sample(members, len(members)))  # the restart order
-        elif target in (MASTER, MASTER_AND_LEADER):
-            group = rng.choice(topology.groups)[0]
-        elif target in (CONTROLLER, CONTROLLER_BRIDGE):
-            nodes = (rng.choice(topology.controllers),)
-        elif target == CONTROLLER_MAJORITY:
-            nodes = tuple(sorted(rng.sample(topology.controllers, majority)))
-        elif target == CONTROLLERS:
-            nodes = tuple(topology.controllers)
-        fraction = rng.choice(LOSS_FRACTIONS) if kind == LOSS else 0.0
+        nodes, group = _targets(rng, kind, target, links, topology)
+        fraction = _fraction(rng, kind)
         overlap = ""
         if kind == DISK_WIPE:
             overlap = rng.choice(WIPE_OVERLAPS)

@@ -38,6 +38,7 @@ from typing import Any
 
 from mqha.analysis.invariants import DUPLICATE, LOST_ACK, READ_UNCOMMITTED
 from mqha.chaos.agreement import Agreement
+from mqha.chaos.client_checks import not_injected, out_of_order, unavailable_outside_faults, unread_acks
 from mqha.chaos.schedule import (
     KILL,
     MASTER,
@@ -109,6 +110,10 @@ class RunFacts:
     power_cuts: tuple[PowerCut, ...] = ()
     declared: Ranges = field(default_factory=dict)  # from the controllers' ElectMaster records
     reads_seen: tuple[tuple[str, int, str], ...] = ()  # (group, offset, msgId) of every recorded read
+    reads_recorded: bool = False  # reads_seen holds the export's reads (consumer completeness checked)
+    sequences: tuple[tuple[SendResult, ...], ...] = ()  # each producer's sends in the order it sent them
+    asked: tuple[str, ...] = ()  # the fault kinds asked for
+    reached: tuple[str, ...] = ()  # the kinds of every step the run reached (injected or skipped)
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -371,6 +376,8 @@ def judge(facts: RunFacts) -> Verdict:
         reasons.append("no final master log could be read")
     if facts.controllers is not None and not facts.controllers.ok:
         reasons.append(f"the controllers disagree: {facts.controllers.text}")
+    client_lines, client_reasons = _client_lines(facts)
+    reasons += client_reasons
 
     lines = [facts.title]
     lines.append(
@@ -391,6 +398,7 @@ def judge(facts: RunFacts) -> Verdict:
         f"reads: {facts.reads:,} delivered to consumers; read-uncommitted "
         + ("-" if read_uncommitted is None else str(read_uncommitted))
     )
+    lines += client_lines
     if facts.controllers is not None:
         agree = "agree" if facts.controllers.ok else "DISAGREE"
         lines.append(f"controllers: {agree}: {facts.controllers.text}")
@@ -413,6 +421,50 @@ def judge(facts: RunFacts) -> Verdict:
     ok = not reasons
     lines.append("verdict: " + ("PASS" if ok else "FAIL -- " + "; ".join(reasons)))
     return Verdict(ok, tuple(reasons), lost, dups, "\n".join(lines) + "\n", declared)
+
+
+def _client_lines(facts: RunFacts) -> tuple[list[str], list[str]]:
+    """Consumer completeness, per-producer order, unavailability outside faults, kinds not injected:
+    the lines, and the reasons to fail."""
+    lines, reasons = [], []
+    if facts.reads_recorded:
+        read_ids: dict[str, set[str]] = {}
+        for group, _, msg_id in facts.reads_seen:
+            read_ids.setdefault(group, set()).add(msg_id)
+        unread = unread_acks(facts.sends, facts.final_logs, read_ids)
+        if unread:
+            first = unread[0]
+            reasons.append(f"{len(unread)} acknowledged message(s) never delivered to the consumer")
+            lines.append(
+                f"consumers: {len(unread):,} acknowledged message(s) never delivered, e.g. "
+                f"{first.msg_id} at {first.broker_name}@{first.offset}"
+            )
+        else:
+            lines.append("consumers: every acknowledged message in the final logs was delivered")
+    else:
+        lines.append("consumers: completeness not checked (no recorded reads)")
+    if facts.sequences:
+        disorder = out_of_order(facts.sequences)
+        if disorder:
+            reasons.append(f"{disorder} acknowledged send(s) out of their producer's order")
+        lines.append(
+            f"order: {len(facts.sequences)} producers, "
+            + (f"{disorder} acknowledged send(s) OUT OF ORDER" if disorder else "every ack in send order")
+        )
+    spans = [(f.groups, f.injected_at, f.whole_at or f.healed_at) for f in facts.faults]
+    windows = unavailable_outside_faults(facts.sends, spans)
+    longest = max(windows, key=lambda w: w.length, default=None)
+    lines.append(
+        "unavailability outside fault windows: "
+        + (
+            f"{len(windows)} stretch(es) without acks, longest {longest.length:.2f} s ({longest.group})"
+            if longest is not None
+            else "none"
+        )
+    )
+    missing = not_injected(facts.asked, facts.reached, (f.step.kind for f in facts.faults))
+    lines += [f"not injected: {kind}: {why}" for kind, why in missing.items()]
+    return lines, reasons
 
 
 def _invariant_lines(facts: RunFacts, explained: Mapping[str, int]) -> list[str]:

@@ -56,6 +56,7 @@ class Consumer(RoutedClient):
             with ``tlsEnable=true``: every call goes over https.
         user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
             every read; needed when the brokers run with ``authenticationEnabled=true``.
+        local_address: the local IP address its connections come from (as the producer's).
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class Consumer(RoutedClient):
         session: aiohttp.ClientSession | None = None,
         user: User | None = None,
         ssl: SSLContext | None = None,
+        local_address: str | None = None,
     ) -> None:
         self._set_up(
             "consumer",
@@ -82,6 +84,7 @@ class Consumer(RoutedClient):
             ssl=ssl,
             client_id=client_id,
             record_to=record_to,
+            local_address=local_address,
         )
         self.max_messages = max_messages
         self.request_timeout = request_timeout

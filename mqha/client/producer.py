@@ -175,6 +175,8 @@ class Producer(RoutedClient):
             with ``tlsEnable=true``: every call goes over https.
         user: the broker API user (``initAuthenticationUser``) sent as HTTP Basic credentials with
             every put; needed when the brokers run with ``authenticationEnabled=true``.
+        local_address: the local IP address its connections come from (RocketMQ's ``clientIP``; e.g.
+            one loopback address per client, so a packet filter can tell clients apart).
     """
 
     def __init__(
@@ -193,6 +195,7 @@ class Producer(RoutedClient):
         session: aiohttp.ClientSession | None = None,
         user: User | None = None,
         ssl: SSLContext | None = None,
+        local_address: str | None = None,
     ) -> None:
         self._set_up(
             "producer",
@@ -203,6 +206,7 @@ class Producer(RoutedClient):
             ssl=ssl,
             client_id=client_id,
             record_to=record_to,
+            local_address=local_address,
         )
         self.send_timeout = send_timeout
         self.request_timeout = request_timeout
@@ -223,7 +227,7 @@ class Producer(RoutedClient):
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(_headers_sent)
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=64, force_close=False), trace_configs=[trace]
+            connector=self._connector(limit=64, force_close=False), trace_configs=[trace]
         )
 
     @property

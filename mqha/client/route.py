@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from ssl import SSLContext
-from typing import Self
+from typing import Any, Self
 from urllib.parse import quote
 
 import aiohttp
@@ -99,6 +99,7 @@ class RoutedClient:
     _recorder: ClientRecorder | None
     _route_timeout: float = 1.0
     _ssl: SSLContext | None = None  # https to controllers and brokers, verified by it (§12.5)
+    _local_address: str | None = None  # connect from this local address (a client's ``clientIP``)
     _auth: dict[str, str]
 
     def _set_up(
@@ -112,9 +113,11 @@ class RoutedClient:
         ssl: SSLContext | None,
         client_id: str | None,
         record_to: RecordTarget | None,
+        local_address: str | None = None,
     ) -> None:
         """The state the producer and the consumer share, set by their constructors."""
         self.broker_name = broker_name
+        self._local_address = local_address
         self.client_id = client_id or f"{kind}-{os.getpid()}-{os.urandom(3).hex()}"
         self._controllers = controllers
         self._given_session = session
@@ -130,8 +133,14 @@ class RoutedClient:
         """The ``Authorization: Basic`` header of the broker API user, if one was given (puts, reads)."""
         return self._auth
 
+    def _connector(self, **options: Any) -> aiohttp.TCPConnector:
+        """A connector whose connections come from ``local_address`` when one was given."""
+        if self._local_address is not None:
+            options["local_addr"] = (self._local_address, 0)
+        return aiohttp.TCPConnector(**options)
+
     def _new_session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession()
+        return aiohttp.ClientSession(connector=self._connector())
 
     async def start(self) -> Self:
         if self._session is None:

@@ -38,9 +38,11 @@ class ProduceWorkload:
         send_timeout: float = 10.0,
         pause: float = 0.0,
         user: User | None = None,
+        local_address: str | None = None,
     ) -> None:
         self.controllers = controllers
         self.user = user  # the brokers' API user, when they run with authenticationEnabled
+        self.local_address = local_address  # the clients' own source address (chaos: client-partition)
         self.broker_name = broker_name
         self.concurrency = concurrency
         self.topic = topic
@@ -51,6 +53,7 @@ class ProduceWorkload:
         self.send_timeout = send_timeout
         self.pause = pause
         self.results: list[SendResult] = []
+        self.sequences: list[list[SendResult]] = [[] for _ in range(concurrency)]  # per send loop, in order
         self.counts: Counter[SendStatus] = Counter()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -104,6 +107,7 @@ class ProduceWorkload:
             record_to=self.record_to,
             client_id=self.client_id,
             user=self.user,
+            local_address=self.local_address,
         )
         async with producer:
             loops = [asyncio.create_task(self._send_loop(producer, i)) for i in range(self.concurrency)]
@@ -127,6 +131,7 @@ class ProduceWorkload:
                 results = await producer.send_batch(self.topic, bodies)
             with self._lock:
                 self.results.extend(results)
+                self.sequences[index].extend(results)
                 self.counts.update(r.status for r in results)
             if self.pause:
                 await asyncio.sleep(self.pause)
@@ -144,6 +149,11 @@ class ProduceWorkload:
     def snapshot(self) -> list[SendResult]:
         with self._lock:
             return list(self.results)
+
+    def sequence_snapshot(self) -> list[list[SendResult]]:
+        """Each send loop's results in the order it sent them (one producer, one send at a time)."""
+        with self._lock:
+            return [list(sequence) for sequence in self.sequences]
 
     def last_ack(self) -> SendResult | None:
         with self._lock:
@@ -179,9 +189,11 @@ class ConsumeWorkload:
         client_id: str | None = None,
         batch: int = 256,
         user: User | None = None,
+        local_address: str | None = None,
     ) -> None:
         self.controllers = controllers
         self.user = user
+        self.local_address = local_address
         self.broker_name = broker_name
         self.record_to = record_to
         self.client_id = client_id
@@ -228,6 +240,7 @@ class ConsumeWorkload:
             record_to=self.record_to,
             client_id=self.client_id,
             user=self.user,
+            local_address=self.local_address,
         ) as consumer:
             while not self._stop.is_set():
                 try:

@@ -18,7 +18,7 @@ import pytest
 
 from mqha.chaos.links import Link
 from mqha.chaos.packet_filter import problem as packet_filter_problem
-from mqha.chaos.proxy import BLOCK, LOSS, PASS, FaultProxy
+from mqha.chaos.proxy import BLOCK, DELAY, LOSS, PASS, FaultProxy
 from mqha.chaos.runner import topology_of
 from mqha.chaos.schedule import Topology
 from mqha.cluster.checking import mqha_command
@@ -99,6 +99,14 @@ def test_proxy_passes_freezes_heals_and_delays(echo: int) -> None:
         assert time.monotonic() - t0 >= 0.2
         with pytest.raises(ValueError):
             proxy.set_mode([link.name], LOSS, 1.0)
+
+        proxy.set_mode([link.name], DELAY, delay=0.4, jitter=0.1)
+        t0 = time.monotonic()
+        for word in (b"one ", b"two ", b"three "):  # late both ways, in order, not one after another
+            old.sendall(word)
+            time.sleep(0.05)
+        assert _recv(old, 14, timeout=10) == b"one two three "
+        assert 0.6 <= time.monotonic() - t0 < 2.0
         proxy.heal()
         assert proxy.modes() == {link.name: PASS}
         old.close()

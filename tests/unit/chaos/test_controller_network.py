@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.chaos.controller_network import drops_for
+from mqha.chaos.controller_network import CLIENTS, drops_for
 from mqha.chaos.netfilter import Drop
 from mqha.chaos.schedule import (
     ASYM_PARTITION,
+    CLIENT_PARTITION,
     CONTROLLER,
     CONTROLLER_BRIDGE,
     CONTROLLER_LEADER,
     IN,
     KILL,
+    MASTER,
     OUT,
+    RAFT_LOSS,
     RAFT_PARTITION,
+    WITH_LEADER,
     FaultStep,
 )
+from mqha.chaos.schedule import CONTROLLERS as ALL
 
 CONTROLLERS = ("n0", "n1", "n2")
 
@@ -45,3 +50,28 @@ def test_an_asymmetric_partition_drops_one_direction() -> None:
 def test_other_kinds_are_not_network_faults() -> None:
     with pytest.raises(ValueError):
         drops_for(step(KILL, CONTROLLER), ["n0"], CONTROLLERS)
+
+
+def test_raft_loss_drops_80_percent_between_the_hit_controller_and_the_others() -> None:
+    lossy = FaultStep(1, RAFT_LOSS, CONTROLLER_LEADER, 3.0, 1.0, fraction=0.8)
+    drops = drops_for(lossy, ["n0"], CONTROLLERS)
+    assert set(drops) == {Drop(a, b, 80) for a, b in (("n0", "n1"), ("n1", "n0"), ("n0", "n2"), ("n2", "n0"))}
+    everywhere = drops_for(
+        FaultStep(1, RAFT_LOSS, ALL, 3.0, 1.0, fraction=0.8), list(CONTROLLERS), CONTROLLERS
+    )
+    assert len(everywhere) == 6 and all(d.percent == 80 for d in everywhere)
+
+
+def test_a_client_partition_keeps_the_clients_with_the_old_master_and_one_controller() -> None:
+    step_ = FaultStep(1, CLIENT_PARTITION, MASTER, 3.0, 1.0, links=WITH_LEADER, group="a")
+    drops = set(drops_for(step_, ["a-0", "n1"], CONTROLLERS, ("a-0", "a-1", "a-2", "b-0")))
+    cut = {"a-1", "a-2", "b-0", "n0", "n2"}
+    assert {d.receiver for d in drops if d.sender == CLIENTS} == cut
+    assert {d.sender for d in drops if d.receiver == CLIENTS} == cut
+    assert {(d.sender, d.receiver) for d in drops if CLIENTS not in (d.sender, d.receiver)} == {
+        ("n1", "n0"),
+        ("n0", "n1"),
+        ("n1", "n2"),
+        ("n2", "n1"),
+    }
+    assert all(d.percent == 100 for d in drops)

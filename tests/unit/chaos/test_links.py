@@ -11,7 +11,9 @@ from mqha.chaos.links import (
     RTO_MIN,
     Link,
     Translator,
+    client_partition_links,
     controller_addr,
+    delivery_time,
     links_touching,
     plan_links,
     retransmit_delay,
@@ -122,3 +124,23 @@ def test_retransmit_delay_doubles_to_a_cap() -> None:
     assert retransmit_delay(1) == RTO_MIN
     assert retransmit_delay(2) == 2 * RTO_MIN
     assert retransmit_delay(50) == RTO_MAX
+
+
+def test_a_client_partition_leaves_the_old_master_one_controller_and_the_rest_their_others() -> None:
+    cut = {link.name for link in client_partition_links(links(), "broker-a-0", "n1")}
+    assert cut == {
+        "broker-a-0->n0",  # the old master keeps only n1
+        "broker-a-0->broker-a-1",
+        "broker-a-0->broker-a-2",
+        "broker-a-1->broker-a-0",  # no replica reaches it
+        "broker-a-2->broker-a-0",
+        "broker-a-1->n1",  # nobody else reaches n1
+        "broker-a-2->n1",
+    }
+
+
+def test_a_delayed_chunk_is_late_by_delay_plus_jitter_and_never_overtakes() -> None:
+    assert delivery_time(10.0, 1.0, 0.2, 0.0) == pytest.approx(11.2)
+    assert delivery_time(10.0, 1.0, -0.2, 0.0) == pytest.approx(10.8)
+    assert delivery_time(10.1, 1.0, -0.2, 11.2) == 11.2  # behind the chunk ahead of it
+    assert delivery_time(10.0, 0.1, -0.5, 0.0) == 10.0  # never earlier than read

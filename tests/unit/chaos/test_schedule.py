@@ -8,11 +8,14 @@ from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
     ASYM_PARTITION,
     BROKER,
+    CLIENT_PARTITION,
     CONTROLLER,
     CONTROLLER_BRIDGE,
     CONTROLLER_LEADER,
     CONTROLLER_MAJORITY,
     CONTROLLERS,
+    DELAY,
+    DELAY_FACTORS,
     DISK_WIPE,
     FAULT_KINDS,
     GROUP,
@@ -28,9 +31,12 @@ from mqha.chaos.schedule import (
     PAUSE,
     PLAN_HEADROOM,
     POWER_LOSS,
+    RAFT_LOSS,
     RAFT_PARTITION,
     SETTLE_ESTIMATE,
     SHUFFLED,
+    WITH_CONTROLLER,
+    WITH_LEADER,
     FaultStep,
     Topology,
     parse_kinds,
@@ -88,11 +94,19 @@ def test_steps_are_well_formed() -> None:
     for s in steps:
         low, high = HOLD_RANGES[s.kind]
         assert low <= s.hold <= high
-        assert (s.links != "") == (s.kind in (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS))
-        assert (s.fraction > 0) == (s.kind == LOSS)
+        linked = (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS, DELAY, CLIENT_PARTITION)
+        assert (s.links != "") == (s.kind in linked)
+        assert (s.fraction > 0) == (s.kind in (LOSS, DELAY, RAFT_LOSS))
+        if s.kind == RAFT_LOSS:
+            assert s.fraction == 0.8
+        if s.kind == DELAY:
+            assert s.fraction in DELAY_FACTORS
+        if s.kind == CLIENT_PARTITION:
+            assert s.target == MASTER and s.group in ("broker-a", "broker-b")
+            assert len(s.nodes) == (1 if s.links == WITH_CONTROLLER else 0)
         if s.target == BROKER:
             assert len(s.nodes) == 1 and s.group == TOPO.group_of(s.nodes[0])
-        if s.target in (MASTER, MASTER_AND_LEADER):
+        if s.target in (MASTER, MASTER_AND_LEADER) and s.kind != CLIENT_PARTITION:
             assert s.nodes == () and s.group in ("broker-a", "broker-b")
         if s.target == CONTROLLER:
             assert len(s.nodes) == (2 if s.overlap else 1) and set(s.nodes) <= set(TOPO.controllers)
@@ -113,6 +127,12 @@ def test_steps_are_well_formed() -> None:
         (ASYM_PARTITION, CONTROLLER, IN),
         (ALL_CONTROLLERS, CONTROLLERS, KILL),
         (ALL_CONTROLLERS, CONTROLLERS, PAUSE),
+        (DELAY, MASTER, "controller"),
+        (DELAY, MASTER, "replication"),
+        (RAFT_LOSS, CONTROLLERS, ""),
+        (RAFT_LOSS, CONTROLLER_LEADER, ""),
+        (CLIENT_PARTITION, MASTER, WITH_LEADER),
+        (CLIENT_PARTITION, MASTER, WITH_CONTROLLER),
     }
     for s in steps:
         if s.target in (CONTROLLER_BRIDGE, CONTROLLER) and s.kind in (RAFT_PARTITION, ASYM_PARTITION):

@@ -1,0 +1,110 @@
+"""What the clients of a chaos run saw, checked beside the no-loss verdict (core).
+
+Pure: the runner's send results and recorded reads in, counts out (``mqha.chaos.verdict`` prints
+them and fails a run on the first two):
+
+- *unread*: an acknowledged message still in its group's final master log that the group's consumer
+  never delivered, although it read up to the end of that log (consumer completeness);
+- *out of order*: two acknowledged sends of one producer (one send loop: it waits for each answer
+  before the next send) whose offsets do not grow in the order they were sent;
+- *unavailability outside faults*: a stretch longer than ``UNAVAILABLE_AFTER`` seconds without any
+  acknowledged send on a group that no fault touched at the time (reported, not a failure: a shared
+  machine stalls too).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from mqha.client.results import SendResult
+
+UNAVAILABLE_AFTER = 1.0  # seconds without an ack that count as a window
+FAULT_MARGIN = 2.0  # seconds after a fault's end (whole again) that still belong to it
+
+
+def unread_acks(
+    sends: Iterable[SendResult],
+    final_logs: Mapping[str, Mapping[int, str]],
+    read_ids: Mapping[str, set[str]],
+) -> list[SendResult]:
+    """Acknowledged sends stored at their offset in their group's final master log whose msgId the
+    group's consumer never delivered."""
+    return [
+        s
+        for s in sends
+        if s.ok
+        and s.offset is not None
+        and final_logs.get(s.broker_name, {}).get(s.offset) == s.msg_id
+        and s.msg_id not in read_ids.get(s.broker_name, ())
+    ]
+
+
+def out_of_order(sequences: Iterable[Sequence[SendResult]]) -> int:
+    """Pairs of consecutive acknowledged sends of one producer whose offsets do not grow."""
+    bad = 0
+    for sequence in sequences:
+        last: int | None = None
+        for s in sequence:
+            if not s.ok or s.offset is None:
+                continue
+            if last is not None and s.offset <= last:
+                bad += 1
+            last = s.offset
+    return bad
+
+
+@dataclass(frozen=True)
+class Window:
+    """A stretch without acknowledged sends on one group (``time.monotonic`` seconds)."""
+
+    group: str
+    start: float
+    end: float
+
+    @property
+    def length(self) -> float:
+        return self.end - self.start
+
+
+def unavailable_outside_faults(
+    sends: Iterable[SendResult],
+    faults: Iterable[tuple[Sequence[str], float, float]],
+    after: float = UNAVAILABLE_AFTER,
+    margin: float = FAULT_MARGIN,
+) -> list[Window]:
+    """Gaps over ``after`` seconds between consecutive acks of a group that overlap no fault of that
+    group (``faults``: the groups a fault touched, its injection and its end)."""
+    acks: dict[str, list[float]] = {}
+    for s in sends:
+        if s.ok:
+            acks.setdefault(s.broker_name, []).append(s.completed_at)
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for groups, start, end in faults:
+        for group in groups:
+            spans.setdefault(group, []).append((start, end + margin))
+    out = []
+    for group, times in sorted(acks.items()):
+        times.sort()
+        for before, after_ack in itertools.pairwise(times):
+            if after_ack - before <= after:
+                continue
+            if not any(start < after_ack and before < end for start, end in spans.get(group, ())):
+                out.append(Window(group, before, after_ack))
+    return out
+
+
+def not_injected(asked: Sequence[str], reached: Iterable[str], injected: Iterable[str]) -> dict[str, str]:
+    """Each asked fault kind that was never injected, with why: the run reached steps of it and
+    skipped them all, or the duration ended before its turn."""
+    done, seen = set(injected), set(reached)
+    return {
+        kind: (
+            "every step of it was skipped (no target found)"
+            if kind in seen
+            else "the duration ended before its turn (run longer)"
+        )
+        for kind in asked
+        if kind not in done
+    }
