@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from mqha.testing.planted_bugs import PLANTED
+
 
 def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``chaos`` to the ``mqha`` subcommands."""
@@ -58,9 +60,22 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument("--concurrency", type=int, default=4, help="concurrent sends per group")
     chaos.add_argument("--plan", action="store_true", help="print the fault schedule and exit")
     chaos.add_argument(
+        "--plant",
+        action="append",
+        default=[],
+        choices=sorted(PLANTED),
+        metavar="BUG",
+        help="TEST ONLY: plant a bug the run must catch (repeatable): "
+        + "; ".join(
+            f"{name}: {bug.breaks} (caught by {', '.join(bug.caught_by)})" for name, bug in PLANTED.items()
+        ),
+    )
+    chaos.add_argument(
         "--plant-ack-before-replication",
-        action="store_true",
-        help="TEST ONLY: brokers acknowledge puts before replication (a planted bug the run must catch)",
+        action="append_const",
+        dest="plant",
+        const="ack-before-replication",
+        help="TEST ONLY: the same as --plant ack-before-replication",
     )
 
 
@@ -138,7 +153,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         run_dir=Path(args.dir) if args.dir else None,
         check=args.check,
         concurrency=max(1, args.concurrency),
-        plant_ack_before_replication=args.plant_ack_before_replication,
+        planted=tuple(dict.fromkeys(args.plant)),
         store_tmpfs_mib=max(0, args.store_tmpfs_mib),
         flush_disk_type=config.flush_disk_type if config is not None else args.flush_disk_type,
         broker_settings=config.broker_settings if config is not None else {},

@@ -73,7 +73,7 @@ from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import ClusterError
 from mqha.cluster.processes import free_port_pair
 from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
-from mqha.testing.planted_bugs import ACK_BEFORE_REPLICATION_ENV
+from mqha.testing.planted_bugs import planted_env
 
 TOPIC = "chaos"
 
@@ -94,7 +94,7 @@ class ChaosOptions:
     body_size: int = 200
     settle_timeout: float = 30.0  # per step: heal -> every group whole again
     rejoin_timeout: float = 60.0  # disk-wipe: observer -> voter again (waits out an overlapping fault)
-    plant_ack_before_replication: bool = False  # the planted bug (tests only)
+    planted: tuple[str, ...] = ()  # planted bugs (tests only; mqha.testing.planted_bugs)
     broker_settings: dict[str, str] = field(default_factory=dict)
     store_tmpfs_mib: int = 0  # > 0: each broker's store on its own tmpfs (root; needed by disk-full)
     flush_disk_type: str = "ASYNC_FLUSH"  # or SYNC_FLUSH, or MIXED_FLUSH (per group in turn)
@@ -139,8 +139,7 @@ class ChaosRun:
             secure=True,  # faults hit the cluster as operators run it: authentication on (docs §12)
             store_tmpfs_mib=options.store_tmpfs_mib,
         )
-        if options.plant_ack_before_replication:
-            self.cluster.env[ACK_BEFORE_REPLICATION_ENV] = "1"
+        self.cluster.env.update(planted_env(options.planted))
         self.topology = topology_of(self.cluster)
         self.steps = plan(options.seed, options.kinds, options.duration, self.topology)
         self.links = chaos_links.plan_links(
@@ -191,7 +190,7 @@ class ChaosRun:
             f"controllers, {o.groups} group(s) x {o.replicas} replicas, {self._ack_text()}, "
             f"flushDiskType={self._flush_text()}"
             + (f", config {o.config_name}" if o.config_name else "")
-            + (", PLANTED BUG: ack before replication" if o.plant_ack_before_replication else "")
+            + (f", PLANTED BUG: {', '.join(o.planted)}" if o.planted else "")
             + (f", broker stores on {o.store_tmpfs_mib} MiB tmpfs" if o.store_tmpfs_mib else "")
         )
 

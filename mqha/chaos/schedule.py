@@ -171,7 +171,7 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     ALL_CONTROLLERS: (1.0, 5.0),
     DELAY: (3.0, 8.0),
     RAFT_LOSS: (3.0, 8.0),
-    CLIENT_PARTITION: (2.0, 6.0),
+    CLIENT_PARTITION: (4.0, 10.0),  # long enough for the cut-off master to try a shrink (#7017)
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)

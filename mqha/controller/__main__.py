@@ -63,6 +63,12 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
         raise StartError(f"config key 'controllerStorePath': {exc}") from None
     except OSError as exc:  # e.g. controllerStorePath cannot be created
         raise StartError(f"config key 'controllerStorePath': {exc}") from None
+    from mqha.controller.apply import apply
+    from mqha.controller.operations import handle_alter_sync_state_set
+    from mqha.testing.planted_bugs import maybe_plant_controller
+
+    # TEST ONLY, and only when the environment asks (mqha chaos --plant)
+    maybe_plant_controller(service, handle_alter_sync_state_set, apply)
     runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     peer = service.self_peer

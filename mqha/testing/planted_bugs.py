@@ -1,12 +1,15 @@
-"""TEST ONLY: planted bugs that the chaos harness must catch (``mqha chaos --plant-ack-before-replication``).
+"""TEST ONLY: planted bugs that the chaos harness must catch (``mqha chaos --plant NAME``).
 
-A planted bug replaces one part of a broker at start-up; the production modules carry no switch.
+A planted bug replaces one part of a broker or a controller at start-up, when its environment names
+it; the production modules carry no switch. Each bug is one a fault kind of the chaos run exists to
+find (``PLANTED``: name -> environment variable, process, what it breaks, the kinds that catch it).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mqha.autoswitch_ha.ack import AckStatus
@@ -14,6 +17,42 @@ from mqha.autoswitch_ha.ack import AckStatus
 ACK_BEFORE_REPLICATION_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_REPLICATION"
 """``=1`` in a broker's environment: its put path answers before any replica acked, whatever the ack
 policy, so a run can show that it catches lost acknowledged messages. Never set it anywhere else."""
+STALE_LEADER_ENV = "MQHA_TEST_ONLY_STALE_LEADER"
+"""``=1`` in a controller's environment: once it has led, it goes on claiming to lead until it hears
+of another leader (no leader lease), and it grants AlterSyncStateSet from its own copy of the state
+without a Raft commit -- a leader cut off with the old master lets it shrink the SyncStateSet to
+itself and acknowledge alone (the RocketMQ #7017 shape)."""
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """One planted bug: how it is switched on, in which process, and which faults expose it."""
+
+    env: str
+    process: str  # "broker" | "controller"
+    breaks: str
+    caught_by: tuple[str, ...]
+
+
+PLANTED: dict[str, PlantedBug] = {
+    "ack-before-replication": PlantedBug(
+        ACK_BEFORE_REPLICATION_ENV,
+        "broker",
+        "the master acknowledges before any replica has the message",
+        ("partition", "client-partition"),
+    ),
+    "stale-leader": PlantedBug(
+        STALE_LEADER_ENV,
+        "controller",
+        "a leader cut off from its quorum goes on leading and grants SyncStateSet changes uncommitted",
+        ("client-partition",),
+    ),
+}
+
+
+def planted_env(names: Iterable[str]) -> dict[str, str]:
+    """The environment that plants ``names`` (KeyError for an unknown one)."""
+    return {PLANTED[name].env: "1" for name in names}
 
 
 class AckBeforeReplicationGate:
@@ -34,3 +73,58 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
     if environ.get(ACK_BEFORE_REPLICATION_ENV) == "1":
         return AckBeforeReplicationGate(gate)
     return gate
+
+
+class _EveryoneAlive:
+    """A stale leader's liveness: the table it kept while it led, in which every replica still lives."""
+
+    def __init__(self, view: Any) -> None:
+        self._view = view
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view, name)
+
+    def is_alive(self, broker_name: str, broker_id: int) -> bool:
+        return True
+
+
+def maybe_plant_controller(
+    service: Any,
+    decide_alter: Callable[..., Any],
+    apply_record: Callable[..., Any],
+    environ: Mapping[str, str] = os.environ,
+) -> None:
+    """Plant the stale leader in ``service`` when the environment asks: its leadership check answers
+    from memory, and while it leads only from memory (its quorum lost) AlterSyncStateSet is answered
+    from ``decide_alter`` (the controller's own decision, ``handle_alter_sync_state_set``) against its
+    own copy of the state, which ``apply_record`` (``apply``) moves on: never proposed."""
+    if environ.get(STALE_LEADER_ENV) != "1":
+        return
+    writes = service.writes
+    log = writes.log
+    serving = log.is_serving_leader
+    claimed = [False]
+
+    def still_leading() -> bool:
+        if serving():
+            claimed[0] = True
+        elif writes.leader()[0] not in (None, writes.node_id):
+            claimed[0] = False  # another leader is known: only then does it step down
+        return claimed[0]
+
+    committed_alter = service.alter_sync_state_set
+    own: list[Any] = [None]  # the state as the stale leader has changed it on its own
+
+    async def alter(request: Any) -> Any:
+        if serving() or not still_leading():
+            own[0] = None
+            return await committed_alter(request)
+        state = own[0] or writes.applier.state
+        result = decide_alter(state, request, _EveryoneAlive(writes.heartbeats.view(writes.clock.now_ms())))
+        for record in result.records:  # never proposed: applied to its own copy only
+            state, _ = apply_record(state, record, state.applied_index)
+        own[0] = state
+        return result.reply
+
+    log.is_serving_leader = still_leading
+    service.alter_sync_state_set = alter

@@ -141,6 +141,7 @@ def test_retention_keeps_two_replicas_on_small_disks_serving(
                 if ahead > 0:
                     time.sleep(ahead)
             put_s = time.monotonic() - t0
+
             # Caught up and told so: a slave serves reads up to the confirm offset the master sends it,
             # which follows its log by a heartbeat.
             def caught_up() -> bool:

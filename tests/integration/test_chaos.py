@@ -249,6 +249,23 @@ def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:
     assert "verdict: FAIL" in out
 
 
+@pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
+def test_a_stale_controller_leader_is_caught_by_a_client_partition(tmp_path: Path) -> None:
+    # The RocketMQ #7017 shape (seed 55: 9.9 s): the old master, the controller leader and every client
+    # cut off from the rest. The planted leader goes on leading without its quorum and grants the
+    # cut-off master's shrink to itself without a Raft commit, so the master acknowledges alone; the
+    # majority elects another master and the acks are gone. The same run without the bug passes (the
+    # master can only wait).
+    base = ("--duration", "5", "--faults", "client-partition", "--seed", "55")
+    code, out, _ = _chaos(tmp_path / "planted", *base, "--plant", "stale-leader")
+    assert code == 1, out
+    assert int(out.split(" lost ", 1)[1].split()[0]) > 0, out
+    assert "lost_ack               FAIL" in out
+    code, out, _ = _chaos(tmp_path / "clean", *base)
+    assert code == 0, out
+    assert " lost 0 " in out and "verdict: PASS" in out
+
+
 @pytest.mark.slow
 def test_the_120_second_run_passes_with_spark(tmp_path: Path) -> None:
     args = ("--duration", "120", "--faults", "kill,pause,partition", "--seed", "1", "--check", "spark")
