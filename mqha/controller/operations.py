@@ -200,6 +200,14 @@ def _decide_elect_master(
     group = state.group(name)
     if group is None:
         return None, _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+    if request.designate_elect and request.cluster_name and request.cluster_name != group.cluster_name:
+        # Deviation: the reference ignores an admin's -c and prints it back; a wrong one names another
+        # cluster's set, so it is refused (docs/architecture.md §7).
+        return None, _reject(
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+            f"Broker-set: {name} is registered in cluster {group.cluster_name}, "
+            f"not in {request.cluster_name}",
+        )
     requested = request.requested_id
     if group.is_first_election and requested is not None:
         # Reference: the requester wins the first election unchecked. Deviation: it must be registered.

@@ -296,6 +296,11 @@ def test_elect_master_errors(env: Setup) -> None:
     auth = ("--token", TOKEN)
     fails("electMaster", "-a", env.all, "-b", "1", "-bn", "nope", "-c", "c1", *auth, code=2010)
     fails("electMaster", "-a", env.all, "-b", "9", "-bn", "b1", "-c", "c1", *auth, code=2012)
+    # -c names the set's cluster: another name is refused and nothing changes (docs/architecture.md §7).
+    before = env.state()
+    wrong_cluster = ("electMaster", "-a", env.all, "-b", "2", "-bn", "b1", "-c", "c9", *auth)
+    fails(*wrong_cluster, code=2010, mentions="cluster c1")
+    assert env.state() == before
     dead = f"127.0.0.1:{free_port()}"
     fails("electMaster", "-a", dead, "-b", "1", "-bn", "b1", "-c", "c1", *auth, exit_code=3, code=10001)
     fails("electMaster", "-a", env.all, "-b", "one", "-bn", "b1", "-c", "c1", exit_code=2, mentions="integer")
