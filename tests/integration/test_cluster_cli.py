@@ -45,7 +45,7 @@ def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
         )
         assert up.returncode == 0, up.stdout + up.stderr
         table = up.stdout.splitlines()
-        assert table[0].split()[:3] == ["NODE", "ROLE", "ID"]
+        assert table[0].split()[:3] == ["NODE", "ROLE", "CTRL_ID"]  # the controller's id, as SYNC_STATE_SET
         roles = {line.split()[0]: line.split()[1] for line in table[1:6]}
         assert roles["n0"] == "LEADER"
         for group in ("broker-a", "broker-b"):  # one master and one slave per group
