@@ -450,6 +450,28 @@ def test_update_controller_config_on_every_address(env: Setup) -> None:
     fails("updateControllerConfig", "-a", env.all, "-k", key, exit_code=2, mentions="-v/--value")
 
 
+def test_update_controller_config_changes_elections_at_once(env: Setup) -> None:
+    """issue 30: ``updateControllerConfig enableElectUncleanMaster true`` changes what the next election
+    may do, with no restart: b5's replica 2 is alive but outside the SyncStateSet {1}, so a designated
+    election of it fails (2012) until the key is true on the controllers, then succeeds."""
+    leader = env.leader()
+    assert [register_broker(leader, "b5") for _ in range(2)] == [1, 2]
+    for broker_id in (1, 2):
+        env.beats.set(heartbeat("b5", broker_id, timeout_ms=600_000))
+    env.beats.send_once()
+    status, reply = leader.post("/v1/groups/b5/elect", {"clusterName": "c1", "brokerId": 1})
+    assert status == 200, reply
+    elect_2 = ("electMaster", "-a", env.all, "-b", "2", "-bn", "b5", "-c", "c1", "--token", TOKEN)
+    fails(*elect_2, code=2012)
+    key = ("-k", "enableElectUncleanMaster")
+    try:
+        ok("updateControllerConfig", "-a", env.all, *key, "-v", "true", "--token", TOKEN)
+        lines = ok(*elect_2)
+        assert lines[3:5] == ["#BrokerMasterAddr\t127.0.0.1:10902", "#MasterEpoch\t2"], lines
+    finally:
+        ok("updateControllerConfig", "-a", env.all, *key, "-v", "false", "--token", TOKEN)
+
+
 # --------------------------------------------------------------------------------- command line
 
 
