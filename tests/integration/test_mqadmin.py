@@ -353,6 +353,10 @@ def test_clean_broker_metadata_errors(env: Setup) -> None:
         exit_code=2,
         mentions="cleanLivingBroker option is false, clusterName option can not be empty.",
     )
+    before = env.state()
+    wrong_cluster = ("cleanBrokerMetadata", "-a", env.all, "-bn", "b1", "-b", "3", "-c", "c9", *auth)
+    fails(*wrong_cluster, code=2009, mentions="registered in cluster c1, not in c9")
+    assert env.state() == before  # b1's replica 3 is alive in c1: a wrong -c must not clean anything
     dead = f"127.0.0.1:{free_port()}"
     fails("cleanBrokerMetadata", "-a", dead, "-bn", "b1", "-c", "c1", *auth, exit_code=3, code=10001)
     fails(

@@ -846,6 +846,18 @@ def test_5_10_blank_ids_without_master_removes_the_whole_set(ids: tuple[int, ...
     assert state.group("g1") is None
 
 
+@pytest.mark.parametrize("living", [False, True])
+def test_5_10_deviation_a_set_of_another_cluster_is_not_cleaned(living: bool) -> None:
+    # cleanBrokerMetadata -c: the reference checks liveness under the given name, so a wrong one finds
+    # every replica dead and cleans a living set; mqha refuses the name (docs/architecture.md §7).
+    request = CleanBrokerDataRequest(
+        broker_name="g1", cluster_name="c9", broker_controller_ids_to_clean=(3,), clean_living_broker=living
+    )
+    assert handle_clean_broker_data(G1_MASTER1, request, alive(1, 2)) == reject(
+        C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "Broker-set: g1 is registered in cluster c1, not in c9"
+    )
+
+
 def test_5_10_malformed_ids_2009() -> None:
     assert handle_clean_broker_data(G1_MASTER1, clean("1;x"), NOBODY) == reject(
         C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
