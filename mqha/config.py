@@ -116,15 +116,21 @@ class Key:
             shown = _shown(value) if isinstance(value, str) else repr(value)[:80]
             raise ConfigError(self.name, f"must be {self.rule.text}, got {shown}")
 
+    @property
+    def allowed_values(self) -> tuple[Any, ...] | None:
+        """The only values a process starts with (the default, then the accepted ones) when mqha
+        refuses the others; None when every value of the type is taken."""
+        if self.support.accepted is None or callable(self.default):
+            return None
+        return (self.default, *(v for v in self.support.accepted if v != self.default))
+
     def refusal(self, value: Any) -> str | None:
         """Why mqha refuses ``value`` of this key (one line naming what to use instead), or None."""
-        support = self.support
-        if support.accepted is None or callable(self.default) or value == self.default:
-            return None
-        if value in support.accepted:
+        allowed = self.allowed_values
+        if allowed is None or value in allowed:
             return None
         shown = str(value).lower() if isinstance(value, bool) else str(value)
-        return f"mqha does not support {self.name}={shown[:80]}: {support.note}"
+        return f"mqha does not support {self.name}={shown[:80]}: {self.support.note}"
 
 
 def primary_address() -> str:

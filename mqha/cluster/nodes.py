@@ -180,7 +180,9 @@ def _cell(value: Any) -> str:
 
 
 def format_status_table(statuses: Sequence[NodeStatus]) -> str:
-    header = ("NODE", "ROLE", "ID", "EPOCH", "MAX_OFFSET", "CONFIRM", "SYNC_STATE_SET", "ADDRESS", "PID")
+    # CTRL_ID: the controller's broker id, the ids SYNC_STATE_SET lists (clusterList's #BID shows the
+    # master as 0; docs/architecture.md §6).
+    header = ("NODE", "ROLE", "CTRL_ID", "EPOCH", "MAX_OFFSET", "CONFIRM", "SYNC_STATE_SET", "ADDRESS", "PID")
     rows = [header]
     for s in statuses:
         role = s.role if s.state == "running" else s.state.upper()

@@ -95,7 +95,7 @@ class ClusterProbe:
             return list(pool.map(self.node_status, nodes))
 
     def status_table(self, statuses: Sequence[NodeStatus] | None = None) -> str:
-        """A text table: node, role, broker id, epoch, offsets, SyncStateSet, address, pid."""
+        """A text table: node, role, controller id, epoch, offsets, SyncStateSet, address, pid."""
         return format_status_table(self.status() if statuses is None else statuses)
 
     def master(self, group: str | None = None, timeout: float = 0.0) -> Node | None:

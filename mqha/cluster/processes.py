@@ -48,6 +48,8 @@ def _proc_state(pid: int) -> str | None:
 def port_free(port: int) -> bool:
     """Nothing listens on 127.0.0.1:``port`` (a bind succeeds)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the nodes bind: a port left in TIME-WAIT by a node that just stopped is free to them.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((LOCALHOST, port))
         except OSError:

@@ -104,16 +104,22 @@ def _replicas(group: BrokerGroupState, liveness: LivenessSnapshot) -> list[dict[
     name, master = group.broker_name, group.master_broker_id
     master_info = liveness.info(name, master) if master is not None else None
     master_offset = _known(master_info.max_offset if master_info is not None else None)
+    master_epoch = _known(master_info.epoch if master_info is not None else None)
     rows = []
     for broker_id, replica in sorted(group.replicas.items()):
         info = liveness.info(name, broker_id)
         max_offset = _known(info.max_offset if info is not None else None)
+        epoch = _known(info.epoch if info is not None else None)
         # Signed: a replica can run past the master (an unconfirmed tail it truncates when it connects
-        # to the new master, or heartbeats read at different moments); clamping that to 0 showed a
-        # slave above its master "with no lag". The console shows a negative lag as "ahead".
-        lag = None
+        # to the new master); clamping that to 0 showed a slave above its master "with no lag". The
+        # console shows a negative lag as "ahead". But a SyncStateSet member in the master's epoch holds
+        # a prefix of the master's log: past the master's report, its own report is only the newer one
+        # (heartbeats of different moments, under load): lag 0, and by how much it passes.
+        lag = newer_report = None
         if master_offset is not None and max_offset is not None and broker_id != master:
             lag = master_offset - max_offset
+            if lag < 0 and broker_id in group.sync_state_set and epoch is not None and epoch == master_epoch:
+                lag, newer_report = 0, -lag
         rows.append(
             {
                 "brokerId": broker_id,
@@ -122,10 +128,11 @@ def _replicas(group: BrokerGroupState, liveness: LivenessSnapshot) -> list[dict[
                 "isMaster": broker_id == master,
                 "inSync": broker_id in group.sync_state_set,
                 "alive": liveness.is_alive(name, broker_id),
-                "epoch": _known(info.epoch if info is not None else None),
+                "epoch": epoch,
                 "maxOffset": max_offset,
                 "confirmOffset": _known(info.confirm_offset if info is not None else None),
                 "lag": lag,
+                "newerReportBytes": newer_report,
                 # Election state and the start report (docs/architecture.md §3.2).
                 "eligibleCredit": group.eligible_replicas.get(broker_id),
                 "incarnation": None if info is None else info.incarnation,

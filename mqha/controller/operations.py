@@ -189,6 +189,16 @@ def handle_elect_master(
     return decided if result is None else replace(decided, election=result)
 
 
+def _other_cluster(group: BrokerGroupState, cluster_name: str | None) -> str | None:
+    """Why an admin's ``-c`` does not fit the set (None: it fits, or none was given). Deviation: the
+    reference ignores the name of electMaster and checks cleanBrokerData's liveness under it (a wrong
+    one cleans a living set); mqha refuses another cluster's set (docs/architecture.md §7)."""
+    if not cluster_name or cluster_name == group.cluster_name:
+        return None
+    name, registered = group.broker_name, group.cluster_name
+    return f"Broker-set: {name} is registered in cluster {registered}, not in {cluster_name}"
+
+
 def _decide_elect_master(
     state: ControllerState,
     request: api.ElectMasterRequest,
@@ -200,6 +210,8 @@ def _decide_elect_master(
     group = state.group(name)
     if group is None:
         return None, _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+    if request.designate_elect and (wrong := _other_cluster(group, request.cluster_name)) is not None:
+        return None, _reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, wrong)
     requested = request.requested_id
     if group.is_first_election and requested is not None:
         # Reference: the requester wins the first election unchecked. Deviation: it must be registered.
@@ -449,6 +461,8 @@ def handle_clean_broker_data(
     name = request.broker_name
     invalid = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
     group = state.group(name)
+    if group is not None and (wrong := _other_cluster(group, request.cluster_name)) is not None:
+        return _reject(invalid, wrong)
     ids: tuple[int, ...] | None = None
     if not request.clean_living_broker:
         parsed = _parse_ids(request.broker_controller_ids_to_clean)

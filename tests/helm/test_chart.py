@@ -39,7 +39,8 @@ K8S_VERSIONS = ("1.29.0", "1.37.0")
 DATA_MOUNT = "/var/lib/mqha"
 
 # Keys the chart sets itself (rendered or appended by run.sh); values.schema.json refuses them in
-# controller.config / broker.config and accepts every other key the loaders know.
+# controller.config / broker.config and accepts every other key the loaders know (of a key the processes
+# refuse at start, only the values they start with: _schema_type).
 CONTROLLER_MANAGED = frozenset(
     {
         "controllerDLegerPeers",
@@ -600,6 +601,12 @@ def test_every_accepted_config_key_renders_and_loads(tmp_path: Path) -> None:
 
 
 def _schema_type(key: Any) -> dict[str, Any]:
+    """What values.schema.json allows for ``key``: its type, and for a key mqha refuses (or maps only
+    some values of) just the values the process starts with: the default and the accepted ones."""
+    accepted = key.allowed_values
+    if accepted is not None:
+        kind = {bool: "boolean", int: "integer"}.get(key.kind, "string")
+        return {"type": kind, "enum": list(accepted), "description": f"mqha: {key.support.note}"}
     if key.choices:
         return {"type": "string", "enum": list(key.choices)}
     if key.kind is bool:
@@ -667,8 +674,29 @@ INVALID_VALUES = {
     "not-an-integer": ({"broker": {"config": {"maxMessageSize": 1.5}}}, "/broker/config/maxMessageSize'"),
     "bad-choice": ({"broker": {"config": {"flushDiskType": "NEVER"}}}, "/broker/config/flushDiskType'"),
     "multi-line-value": (
-        {"controller": {"config": {"metricsLabel": "a\nadminAuthToken="}}},
-        "/controller/config/metricsLabel'",
+        {"controller": {"config": {"metricsPromExporterHost": "a\nadminAuthToken="}}},
+        "/controller/config/metricsPromExporterHost'",
+    ),
+    # Keys the processes refuse at start (docs/config.md): the schema lets through only what they take.
+    "refused-controller-type": (
+        {"controller": {"config": {"controllerType": "jRaft"}}},
+        "/controller/config/controllerType': value must be 'DLedger'",
+    ),
+    "refused-thread-pool": (
+        {"controller": {"config": {"controllerThreadPoolNums": 32}}},
+        "/controller/config/controllerThreadPoolNums': value must be 16",
+    ),
+    "refused-metrics-exporter": (
+        {"controller": {"config": {"metricsExporterType": "LOG"}}},
+        "/controller/config/metricsExporterType': value must be one of 'DISABLE', 'PROM'",
+    ),
+    "refused-broker-role": (
+        {"broker": {"config": {"brokerRole": "SYNC_MASTER"}}},
+        "/broker/config/brokerRole': value must be one of 'ASYNC_MASTER', 'SLAVE'",
+    ),
+    "refused-resend-length": (
+        {"broker": {"config": {"maxSlaveResendLength": 1}}},
+        "/broker/config/maxSlaveResendLength'",
     ),
     "bad-group-name": ({"brokerGroups": [{"name": "Broker_A", "replicas": 2}]}, "/brokerGroups/0/name'"),
     "no-groups": ({"brokerGroups": []}, "/brokerGroups'"),

@@ -154,6 +154,7 @@ def test_console_follows_a_failover_and_guards_admin_actions(
     browser.find_element(By.LINK_TEXT, GROUP).click()
     _wait(browser, "the group page", lambda d: _value(d, f"master-{GROUP}") == old_id)
     old_epoch = int(_value(browser, f"master-epoch-{GROUP}") or 0)
+    assert "null" not in _text(browser, "main").split(), _text(browser, "main")  # issue 30's screenshots
     _shot(browser, "02-group")
     _js(browser, "window.__sameDocument = true;")
     killed = time.monotonic()

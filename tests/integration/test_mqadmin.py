@@ -296,6 +296,11 @@ def test_elect_master_errors(env: Setup) -> None:
     auth = ("--token", TOKEN)
     fails("electMaster", "-a", env.all, "-b", "1", "-bn", "nope", "-c", "c1", *auth, code=2010)
     fails("electMaster", "-a", env.all, "-b", "9", "-bn", "b1", "-c", "c1", *auth, code=2012)
+    # -c names the set's cluster: another name is refused and nothing changes (docs/architecture.md §7).
+    before = env.state()
+    wrong_cluster = ("electMaster", "-a", env.all, "-b", "2", "-bn", "b1", "-c", "c9", *auth)
+    fails(*wrong_cluster, code=2010, mentions="cluster c1")
+    assert env.state() == before
     dead = f"127.0.0.1:{free_port()}"
     fails("electMaster", "-a", dead, "-b", "1", "-bn", "b1", "-c", "c1", *auth, exit_code=3, code=10001)
     fails("electMaster", "-a", env.all, "-b", "one", "-bn", "b1", "-c", "c1", exit_code=2, mentions="integer")
@@ -348,6 +353,10 @@ def test_clean_broker_metadata_errors(env: Setup) -> None:
         exit_code=2,
         mentions="cleanLivingBroker option is false, clusterName option can not be empty.",
     )
+    before = env.state()
+    wrong_cluster = ("cleanBrokerMetadata", "-a", env.all, "-bn", "b1", "-b", "3", "-c", "c9", *auth)
+    fails(*wrong_cluster, code=2009, mentions="registered in cluster c1, not in c9")
+    assert env.state() == before  # b1's replica 3 is alive in c1: a wrong -c must not clean anything
     dead = f"127.0.0.1:{free_port()}"
     fails("cleanBrokerMetadata", "-a", dead, "-bn", "b1", "-c", "c1", *auth, exit_code=3, code=10001)
     fails(
@@ -443,6 +452,28 @@ def test_update_controller_config_on_every_address(env: Setup) -> None:
         "updateControllerConfig", "-a", dead, "-k", key, "-v", "3", "--token", TOKEN, exit_code=3, code=10001
     )
     fails("updateControllerConfig", "-a", env.all, "-k", key, exit_code=2, mentions="-v/--value")
+
+
+def test_update_controller_config_changes_elections_at_once(env: Setup) -> None:
+    """issue 30: ``updateControllerConfig enableElectUncleanMaster true`` changes what the next election
+    may do, with no restart: b5's replica 2 is alive but outside the SyncStateSet {1}, so a designated
+    election of it fails (2012) until the key is true on the controllers, then succeeds."""
+    leader = env.leader()
+    assert [register_broker(leader, "b5") for _ in range(2)] == [1, 2]
+    for broker_id in (1, 2):
+        env.beats.set(heartbeat("b5", broker_id, timeout_ms=600_000))
+    env.beats.send_once()
+    status, reply = leader.post("/v1/groups/b5/elect", {"clusterName": "c1", "brokerId": 1})
+    assert status == 200, reply
+    elect_2 = ("electMaster", "-a", env.all, "-b", "2", "-bn", "b5", "-c", "c1", "--token", TOKEN)
+    fails(*elect_2, code=2012)
+    key = ("-k", "enableElectUncleanMaster")
+    try:
+        ok("updateControllerConfig", "-a", env.all, *key, "-v", "true", "--token", TOKEN)
+        lines = ok(*elect_2)
+        assert lines[3:5] == ["#BrokerMasterAddr\t127.0.0.1:10902", "#MasterEpoch\t2"], lines
+    finally:
+        ok("updateControllerConfig", "-a", env.all, *key, "-v", "false", "--token", TOKEN)
 
 
 # --------------------------------------------------------------------------------- command line

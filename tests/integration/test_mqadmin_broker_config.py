@@ -90,6 +90,14 @@ def test_cluster_list(cluster: tuple[ProcessGroup, BrokerSet]) -> None:
     doc = json.loads(ok("clusterList", "-a", brokers.controller_addresses, "--json")[0])
     assert [b["brokerAddr"] for b in doc["brokers"]] == [master.address, slave.address]
     assert doc["brokers"][1]["controllerBrokerId"] == slave_id
+    # The master's two ids (docs/architecture.md §6): role id 0 in clusterList and brokerStatus, its
+    # controller id in getSyncStateSet, clusterList --json and brokerStatus' controllerBrokerId.
+    sync = ok("getSyncStateSet", "-a", brokers.controller_addresses, "-b", BROKER_NAME)
+    master_id = int(next(line for line in sync if line.startswith("#MasterBrokerId")).split("\t")[1])
+    assert master_id >= 1 and doc["brokers"][0]["brokerId"] == 0
+    assert doc["brokers"][0]["controllerBrokerId"] == master_id
+    status = dict(line.split(": ", 1) for line in ok("brokerStatus", "-b", master.address) if line)
+    assert (status["brokerId".ljust(32)], status["controllerBrokerId".ljust(32)]) == ("0", str(master_id))
     fails(
         "clusterList", "-a", brokers.controller_addresses, "-c", "nope", code=2008, mentions="cluster 'nope'"
     )

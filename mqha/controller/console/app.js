@@ -246,11 +246,12 @@ function groupPage(route) {
         stat("Replicas alive", `${group.replicas.filter((r) => r.alive).length} / ${group.replicas.length}`,
           "heartbeats seen by this node"),
         stat("Eligible (ELR)", `{${(group.eligibleReplicas || []).join(", ")}}`,
-          `acknowledged up to ${dash(group.ackedWatermark)}`, `elr-${name}`, (group.eligibleReplicas || []).join(","))),
+          `replicated watermark ${num(group.ackedWatermark)}`, `elr-${name}`, (group.eligibleReplicas || []).join(","))),
+      // replaceChildren writes a null as the text "null": "" when nothing waits.
       group.electionWaiting ? message("warn", "The election waits for a replica holding every acknowledged message",
         `Waiting for broker(s) ${group.electionWaiting.waitingFor.join(", ")} (acknowledged up to offset `
         + `${group.electionWaiting.watermark}) since ${time(group.electionWaiting.sinceMs)}. Start them, or force an `
-        + "election with electMaster (it declares the missing range lost).") : null,
+        + "election with electMaster (it declares the missing range lost).") : "",
       h("div", { class: "card" }, h("h2", {}, "Replicas"), replicaTable(group)));
     history.replaceChildren(h("h2", {}, "Recent master and SyncStateSet changes of this group"),
       timelineTable(snap.timeline.filter((row) => row.brokerName === name).slice(-10), false));
@@ -266,7 +267,8 @@ function stat(label, value, sub, testid, dataValue) {
 function replicaTable(group) {
   return h("table", { testid: "replica-table" },
     h("caption", { class: "muted small" }, "Offsets are each replica's last heartbeat as this node heard it "
-      + "(see Reported); lag = the master's max offset − the replica's."),
+      + "(see Reported); lag = the master's max offset − the replica's; \"ahead\": past the master, not in its "
+      + "SyncStateSet or epoch (a tail it truncates when it connects)."),
     h("thead", {}, h("tr", {}, h("th", {}, "Broker"), h("th", {}, "Address"), h("th", {}, "Role"), h("th", {}, "In sync"),
       h("th", {}, "Alive"), h("th", { class: "num" }, "Epoch"), h("th", { class: "num" }, "Max offset"),
       h("th", { class: "num" }, "Confirm offset"), h("th", { class: "num" }, "Lag (bytes)"),
@@ -288,6 +290,12 @@ function replicaTable(group) {
 
 function lagCell(r) {
   if (r.isMaster || r.lag === null) return "–";
+  if (r.newerReportBytes) {
+    // An in-sync replica of the master's epoch holds a prefix of the master's log: it only reported later.
+    return h("span", { title: "this replica's heartbeat is newer than the master's: its max offset passes "
+      + "the master's older report, but it holds nothing the master lacks" },
+      "0 ", h("span", { class: "muted small" }, `(newer report, +${num(r.newerReportBytes)})`));
+  }
   if (r.lag >= 0) return num(r.lag);
   // A replica past its master: an unconfirmed tail it truncates on connecting, or heartbeats of different moments.
   return chip("warn", `ahead ${num(-r.lag)}`, { title: "this replica's log ends past the master's: an unconfirmed "

@@ -42,7 +42,7 @@ def test_status_table_shows_roles_offsets_and_down_nodes() -> None:
     assert lines[0].split() == [
         "NODE",
         "ROLE",
-        "ID",
+        "CTRL_ID",
         "EPOCH",
         "MAX_OFFSET",
         "CONFIRM",

@@ -105,6 +105,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": 5000,
             "confirmOffset": 4990,
             "lag": None,
+            "newerReportBytes": None,
             "eligibleCredit": None,
             "incarnation": None,
             "cleanShutdown": None,
@@ -123,6 +124,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": 4900,
             "confirmOffset": 4890,
             "lag": 100,
+            "newerReportBytes": None,
             "eligibleCredit": None,
             "incarnation": None,
             "cleanShutdown": None,
@@ -141,6 +143,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": 1000,
             "confirmOffset": 990,
             "lag": 4000,
+            "newerReportBytes": None,
             "eligibleCredit": None,
             "incarnation": None,
             "cleanShutdown": None,
@@ -163,6 +166,7 @@ def test_snapshot_shows_master_epochs_sync_state_set_liveness_and_lag() -> None:
             "maxOffset": None,
             "confirmOffset": None,
             "lag": None,
+            "newerReportBytes": None,
             "eligibleCredit": None,
             "incarnation": None,
             "cleanShutdown": None,
@@ -185,12 +189,28 @@ def test_heartbeat_defaults_of_minus_one_show_as_unknown_and_give_no_lag() -> No
 
 
 def test_a_replica_past_its_master_has_a_negative_lag_not_zero() -> None:
-    """Issue 30: a slave above its master showed lag 0; the lag is signed (the console says "ahead")."""
+    """Issue 30: a slave above its master showed lag 0; the lag is signed (the console says "ahead").
+    Here 3 is outside the SyncStateSet, in an older epoch: it may hold a tail the master never had."""
+    liveness = LivenessSnapshot.of(
+        NOW, [_beat("broker-a", 1, 5000, seen=NOW - 800), _beat("broker-a", 3, 5200, epoch=3)]
+    )
+    replicas = build_snapshot(STATE, liveness, LEADER, [])["groups"][0]["replicas"]
+    assert replicas[2]["lag"] == -200 and replicas[0]["reportedMsAgo"] == 800
+    assert replicas[2]["newerReportBytes"] is None
+
+
+def test_an_in_sync_replica_past_the_masters_report_only_reported_later() -> None:
+    """Under load a SyncStateSet member of the master's epoch reports more than the master's older
+    heartbeat said; it holds a prefix of the master's log, so it is not ahead: lag 0, and by how much its
+    newer report passes the master's (issue 30's screenshots showed healthy slaves as "ahead 8,310")."""
     liveness = LivenessSnapshot.of(
         NOW, [_beat("broker-a", 1, 5000, seen=NOW - 800), _beat("broker-a", 2, 5200)]
     )
     replicas = build_snapshot(STATE, liveness, LEADER, [])["groups"][0]["replicas"]
-    assert replicas[1]["lag"] == -200 and replicas[0]["reportedMsAgo"] == 800
+    assert (replicas[1]["lag"], replicas[1]["newerReportBytes"]) == (0, 200)
+    behind = LivenessSnapshot.of(NOW, [_beat("broker-a", 1, 5000), _beat("broker-a", 2, 4900)])
+    replicas = build_snapshot(STATE, behind, LEADER, [])["groups"][0]["replicas"]
+    assert (replicas[1]["lag"], replicas[1]["newerReportBytes"]) == (100, None)
 
 
 def test_controllers_name_the_leader_and_reachability_as_this_node_sees_it() -> None:

@@ -575,6 +575,22 @@ def test_5_4_designated_outside_sss_only_with_unclean() -> None:
     assert result.records == (ElectMasterRecord("c1", "g1", 2, 1, 1, unclean=True),)
 
 
+def test_5_4_deviation_designated_election_checks_the_cluster_name() -> None:
+    # mqadmin electMaster -c: the reference ignores the name and prints it back; mqha refuses a set that
+    # is registered in another cluster (docs/architecture.md §7) and changes nothing.
+    request = ElectMasterRequest(broker_name="g1", cluster_name="c9", broker_id=3, designate_elect=True)
+    assert handle_elect_master(G1_MASTER1, request, alive(1, 2, 3), CLEAN) == reject(
+        C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker-set: g1 is registered in cluster c1, not in c9"
+    )
+    # No name (the HTTP API allows it) is no check; a broker's own trigger is never checked.
+    unnamed = ElectMasterRequest(broker_name="g1", broker_id=3, designate_elect=True)
+    assert handle_elect_master(G1_MASTER1, unnamed, alive(1, 2, 3), CLEAN).reply.code == C.SUCCESS
+    broker = ElectMasterRequest(broker_name="g1", cluster_name="c9", broker_id=2)
+    assert handle_elect_master(G1_MASTER1_ALONE, broker, alive(2, 3), CLEAN).reply.code != (
+        C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+    )
+
+
 def test_5_4_two_leaders_elect_on_the_same_state_second_apply_fenced_2000() -> None:
     first = handle_elect_master(G1_MASTER1, elect_req(None), alive(2), CLEAN)
     second = handle_elect_master(G1_MASTER1, elect_req(None), alive(3), CLEAN)
@@ -828,6 +844,18 @@ def test_5_10_blank_ids_without_master_removes_the_whole_set(ids: tuple[int, ...
     state, reply = commit(G1_NO_MASTER, result)
     assert reply == Reply(C.SUCCESS)
     assert state.group("g1") is None
+
+
+@pytest.mark.parametrize("living", [False, True])
+def test_5_10_deviation_a_set_of_another_cluster_is_not_cleaned(living: bool) -> None:
+    # cleanBrokerMetadata -c: the reference checks liveness under the given name, so a wrong one finds
+    # every replica dead and cleans a living set; mqha refuses the name (docs/architecture.md §7).
+    request = CleanBrokerDataRequest(
+        broker_name="g1", cluster_name="c9", broker_controller_ids_to_clean=(3,), clean_living_broker=living
+    )
+    assert handle_clean_broker_data(G1_MASTER1, request, alive(1, 2)) == reject(
+        C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA, "Broker-set: g1 is registered in cluster c1, not in c9"
+    )
 
 
 def test_5_10_malformed_ids_2009() -> None:
