@@ -51,6 +51,7 @@ from mqha.broker.commitlog.codec import (
     StoredMessage,
 )
 from mqha.wire.broker_api import (
+    OFFSET_DIVERGED,
     OFFSET_TOO_SMALL,
     Appended,
     BrokerCode,
@@ -127,10 +128,15 @@ class PutRequest:
 
 @dataclass(frozen=True)
 class ReadRequest:
-    """A validated read: at most ``max_messages`` messages from ``offset``."""
+    """A validated read: at most ``max_messages`` messages from ``offset``.
+
+    ``epoch``: the epoch the reader's last message was written in (None: the reader does not know),
+    checked against this log's epochs before anything is read.
+    """
 
     offset: int
     max_messages: int
+    epoch: int | None = None
 
 
 _is_valid_topic = functools.lru_cache(maxsize=4096)(is_valid_name)
@@ -264,6 +270,7 @@ def parse_read_request(query: Mapping[str, str]) -> ReadRequest:
     return ReadRequest(
         offset=_int_param(query, "offset", 0, 0, 2**63 - 1),
         max_messages=_int_param(query, "maxMessages", DEFAULT_MAX_MESSAGES, 1, MAX_READ_MESSAGES),
+        epoch=_int_param(query, "epoch", -1, -1, 2**31 - 1) if "epoch" in query else None,
     )
 
 
@@ -339,13 +346,37 @@ def message_json(message: StoredMessage) -> dict[str, Any]:
 
 
 def read_reply(
-    messages: Sequence[StoredMessage], next_offset: int, confirm_offset: int, max_offset: int
+    messages: Sequence[StoredMessage],
+    next_offset: int,
+    confirm_offset: int,
+    max_offset: int,
+    last_epoch: int | None = None,
 ) -> dict[str, Any]:
+    """``lastEpoch``: the epoch the last message was written in (the reader sends it with its next
+    read, so that a log cut back under it is noticed)."""
+    extra = {} if last_epoch is None else {"lastEpoch": last_epoch}
     return envelope(
         BrokerCode.SUCCESS,
         "",
         messages=[message_json(m) for m in messages],
         nextOffset=next_offset,
+        confirmOffset=confirm_offset,
+        maxOffset=max_offset,
+        **extra,
+    )
+
+
+def read_diverged_reply(
+    offset: int, epoch: int, end: int, confirm_offset: int, max_offset: int
+) -> dict[str, Any]:
+    """A reader past the end of its epoch in this log (``OFFSET_DIVERGED``): continue from ``end``."""
+    return envelope(
+        BrokerCode.PULL_OFFSET_MOVED,
+        f"offset {offset} lies past the end of epoch {epoch} in this log ({end}): the log was cut back "
+        "after it was read there (data declared lost); continue from nextOffset",
+        status=OFFSET_DIVERGED,
+        messages=[],
+        nextOffset=end,
         confirmOffset=confirm_offset,
         maxOffset=max_offset,
     )

@@ -43,11 +43,13 @@ from mqha.broker.protocol import (
     illegal,
     parse_read_request,
     put_reply,
+    read_diverged_reply,
     read_moved_reply,
     read_reply,
 )
 from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
+from mqha.epoch.history import reader_divergence
 from mqha.errors import RequestError
 from mqha.security.signing import Denial
 from mqha.security.tls import server_context
@@ -215,12 +217,20 @@ class BrokerHttpServer:
         if unverified is not None:  # a slave whose log may differ from its master's: serve nothing
             return _error(BrokerCode.SERVICE_NOT_AVAILABLE, unverified)
         read = parse_read_request(request.query)
+        epochs = self.store.epochs
+        if read.epoch is not None and (end := reader_divergence(epochs, read.epoch, read.offset)) is not None:
+            confirm = self.ha.gate.confirm_offset()
+            return _json(
+                200, read_diverged_reply(read.offset, read.epoch, end, confirm, self.store.max_offset)
+            )
         try:
             messages, next_offset, limit = self.access.read(read)
         except OffsetTooSmall as exc:
             confirm = self.ha.gate.confirm_offset()
             return _json(200, read_moved_reply(read.offset, exc.min_offset, confirm, self.store.max_offset))
-        return _json(200, read_reply(messages, next_offset, limit, self.store.max_offset))
+        entry = epochs.find_by_offset(messages[-1].offset) if messages else None
+        last_epoch = entry.epoch if entry is not None else None
+        return _json(200, read_reply(messages, next_offset, limit, self.store.max_offset, last_epoch))
 
     # -- admin -----------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ them and fails a run on the first two):
 - *unread*: an acknowledged message still in its group's final master log that the group's consumer
   never delivered, although it read up to the end of that log (consumer completeness);
 - *out of order*: two acknowledged sends of one producer (one send loop: it waits for each answer
-  before the next send) whose offsets do not grow in the order they were sent;
+  before the next send), both still in the final log, whose offsets do not grow in the order they
+  were sent;
 - *unavailability outside faults*: a stretch longer than ``UNAVAILABLE_AFTER`` seconds without any
   acknowledged send on a group that no fault touched at the time (reported, not a failure: a shared
   machine stalls too).
@@ -41,13 +42,17 @@ def unread_acks(
     ]
 
 
-def out_of_order(sequences: Iterable[Sequence[SendResult]]) -> int:
-    """Pairs of consecutive acknowledged sends of one producer whose offsets do not grow."""
+def out_of_order(
+    sequences: Iterable[Sequence[SendResult]], final_logs: Mapping[str, Mapping[int, str]]
+) -> int:
+    """Pairs of consecutive acknowledged sends of one producer, both in their final master log, whose
+    offsets do not grow (a lost ack is the no-loss check's business: after a declared loss, later
+    sends are stored below it)."""
     bad = 0
     for sequence in sequences:
         last: int | None = None
         for s in sequence:
-            if not s.ok or s.offset is None:
+            if not s.ok or s.offset is None or final_logs.get(s.broker_name, {}).get(s.offset) != s.msg_id:
                 continue
             if last is not None and s.offset <= last:
                 bad += 1

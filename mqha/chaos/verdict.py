@@ -444,7 +444,7 @@ def _client_lines(facts: RunFacts) -> tuple[list[str], list[str]]:
     else:
         lines.append("consumers: completeness not checked (no recorded reads)")
     if facts.sequences:
-        disorder = out_of_order(facts.sequences)
+        disorder = out_of_order(facts.sequences, facts.final_logs)
         if disorder:
             reasons.append(f"{disorder} acknowledged send(s) out of their producer's order")
         lines.append(

@@ -10,7 +10,11 @@ Usage::
 Reads go to the group's current master (route from the controllers, refreshed when the master stops
 answering or a broker refuses). A read never returns anything past the broker's ``confirmOffset``:
 the broker enforces it, and the consumer drops any message beyond the ``confirmOffset`` of the reply
-as a second guard -- so nothing it hands out can be truncated by a later failover. An offset the
+as a second guard -- so nothing it hands out can be truncated by a later failover, short of a loss
+the controller declares (every replica lost it, docs/architecture.md §3.2). For that case each read
+carries the epoch of the last message delivered; a broker whose log was cut back under that position
+answers ``OFFSET_DIVERGED`` and the consumer reads again from where the epoch ends there, so nothing
+written after the loss is skipped (``rewound_bytes`` counts what it reads twice). An offset the
 broker's retention deleted answers ``OFFSET_TOO_SMALL``: the consumer continues from the log start the
 broker names and counts the skipped bytes in ``skipped_bytes``.
 """
@@ -30,7 +34,7 @@ from mqha.client.recording import RecordTarget
 from mqha.client.results import Message, NoRouteError, ReadError, Route, describe, json_field
 from mqha.client.route import RoutedClient
 from mqha.security.credentials import User
-from mqha.wire.broker_api import OFFSET_TOO_SMALL
+from mqha.wire.broker_api import OFFSET_DIVERGED, OFFSET_TOO_SMALL
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,8 @@ class Consumer(RoutedClient):
         self.confirm_offset = -1
         self.route_refreshes = 0
         self.skipped_bytes = 0  # offsets jumped over because the broker had deleted them (retention)
+        self.rewound_bytes = 0  # offsets read again because the log was cut back under them
+        self._epoch: int | None = None  # the epoch of the last message delivered (sent with each read)
 
     @property
     def offset(self) -> int:
@@ -102,6 +108,7 @@ class Consumer(RoutedClient):
     def seek(self, offset: int) -> None:
         """Read from ``offset`` next (must be a message boundary)."""
         self._offset = offset
+        self._epoch = None
 
     @property
     def route(self) -> Route | None:
@@ -130,6 +137,8 @@ class Consumer(RoutedClient):
                     problem = str(exc)
             if route is not None:
                 query = f"/v1/messages?offset={self._offset}&maxMessages={limit}"
+                if self._epoch is not None:
+                    query += f"&epoch={self._epoch}"
                 try:
                     async with self._session.get(
                         self._url(route.master_address, query),
@@ -167,6 +176,18 @@ class Consumer(RoutedClient):
             self.skipped_bytes += moved_to - self._offset
             self._offset = moved_to
             return []
+        if body.get("status") == OFFSET_DIVERGED and isinstance(moved_to, int) and moved_to < self._offset:
+            # Read here before the log was cut back (a declared loss): what it holds from moved_to on
+            # is new to this consumer (docs/architecture.md §4).
+            log.warning(
+                "%s: the log was cut back to %d under offset %d; reading again from there",
+                self.broker_name,
+                moved_to,
+                self._offset,
+            )
+            self.rewound_bytes += self._offset - moved_to
+            self._offset = moved_to
+            return []
         if isinstance(confirm, int):
             self.confirm_offset = confirm
         out: list[Message] = []
@@ -195,6 +216,8 @@ class Consumer(RoutedClient):
                 self._recorder.read(message)
         if out:
             self._offset = out[-1].next_offset
+            last_epoch = body.get("lastEpoch")
+            self._epoch = last_epoch if isinstance(last_epoch, int) else None
         return out
 
     async def read_until(

@@ -222,6 +222,26 @@ def find_consistent_point(local: EpochHistory, remote: EpochHistory) -> int | No
     return None
 
 
+def reader_divergence(history: EpochHistory, epoch: int, offset: int) -> int | None:
+    """Where a reader positioned at ``offset``, whose last message was written in ``epoch``, must
+    rewind to, or None when its position is on this lineage (Kafka's KIP-320 for consumers).
+
+    ``epoch``'s end here is the start of the next entry after the largest epoch <= ``epoch`` (the last
+    entry never ends); with no entry that old, the first entry's start: nothing of ``epoch`` is here
+    (an epoch whose bytes were all cut is replaced by the next one at the same start; retention keeps
+    the entry of every byte it keeps). A position past that end was read from a log that has been cut
+    back since -- data declared lost (docs/architecture.md §4): what this log holds from that end on is
+    new to the reader.
+    """
+    if not history.entries:
+        return None
+    index = bisect.bisect_right(history.entries, epoch, key=_epoch_of) - 1
+    if index + 1 >= len(history.entries):
+        return None
+    end = history.entries[index + 1].start_offset
+    return end if offset > end else None
+
+
 def _epoch_of(entry: EpochEntry) -> int:
     return entry.epoch
 

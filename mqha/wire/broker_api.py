@@ -116,3 +116,7 @@ def decode_put_body(data: bytes | str) -> PutBody:
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
 """A read's ``status`` below the log start (RocketMQ's ``GetMessageStatus``): no messages, code
 ``PULL_OFFSET_MOVED``, ``nextOffset`` = the log start (docs/architecture.md §4.2)."""
+OFFSET_DIVERGED = "OFFSET_DIVERGED"
+"""A read's ``status`` when the reader's position lies past the end of its last message's epoch in
+this log (the log was cut back since it read there: a declared loss): no messages, code
+``PULL_OFFSET_MOVED``, ``nextOffset`` = where that epoch ends here (docs/architecture.md §4)."""

@@ -19,6 +19,7 @@ from mqha.broker.protocol import (
     parse_put_request,
     parse_read_request,
     put_reply,
+    read_diverged_reply,
     read_reply,
 )
 from mqha.errors import RequestError
@@ -113,6 +114,19 @@ def test_read_request_defaults_and_bounds() -> None:
     for query in ({"offset": "-1"}, {"offset": "x"}, {"maxMessages": "0"}, {"maxMessages": "5000"}):
         with pytest.raises(RequestError):
             parse_read_request(query)
+    assert parse_read_request({"offset": "100", "epoch": "3"}) == ReadRequest(100, 32, epoch=3)
+    for query in ({"epoch": "x"}, {"epoch": "-2"}, {"epoch": str(2**31)}):
+        with pytest.raises(RequestError, match="epoch"):
+            parse_read_request(query)
+
+
+def test_a_diverged_read_names_where_to_continue() -> None:
+    reply = read_diverged_reply(150, 1, 100, confirm_offset=90, max_offset=120)
+    assert reply["code"] == BrokerCode.PULL_OFFSET_MOVED and reply["status"] == "OFFSET_DIVERGED"
+    assert reply["nextOffset"] == 100 and reply["messages"] == []
+    assert "epoch 1" in reply["remark"]
+    assert "lastEpoch" not in read_reply([], 0, 0, 0)
+    assert read_reply([], 0, 0, 0, last_epoch=4)["lastEpoch"] == 4
 
 
 def test_status_codes_spec_15() -> None:

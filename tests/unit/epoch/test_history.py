@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from mqha.epoch.history import EpochEntry, EpochHistory, find_consistent_point
+from mqha.epoch.history import EpochEntry, EpochHistory, find_consistent_point, reader_divergence
 from mqha.errors import FencedError, LocalProtocolError
 from mqha.ids import MAX_OFFSET
 
@@ -377,3 +377,20 @@ def test_consistent_point_skips_a_same_epoch_with_another_start_spec_12_2() -> N
     local = history((1, 0), (2, 100), (3, 200), last_end=300)
     remote = history((1, 0), (3, 150), last_end=400)
     assert find_consistent_point(local, remote) == 100
+
+
+def test_a_reader_past_the_end_of_its_epoch_here_rewinds_to_that_end() -> None:
+    # Epoch 1 wrote [0, 100), epoch 3 [100, ...): the log was cut back to 100 when epoch 3 began.
+    history = EpochHistory.from_pairs([(1, 0), (3, 100)])
+    assert reader_divergence(history, 1, 150) == 100  # read up to 150 in epoch 1 elsewhere: gone here
+    assert reader_divergence(history, 2, 150) == 100  # epoch 2 never wrote here: epoch 1's end counts
+    assert reader_divergence(history, 1, 100) is None  # at the end: on this lineage
+    assert reader_divergence(history, 1, 40) is None
+    assert reader_divergence(history, 3, 5_000) is None  # the last epoch never ends
+    assert reader_divergence(history, 7, 5_000) is None
+    assert reader_divergence(history, 0, 50) == 0  # nothing of epoch 0 is here: from the first start
+    cut_to_zero = EpochHistory.from_pairs([(2, 0)])  # epoch 1 lost every byte: replaced at offset 0
+    assert reader_divergence(cut_to_zero, 1, 1930) == 0
+    kept_by_retention = EpochHistory.from_pairs([(4, 5_000)])  # the front is gone: below it is too small
+    assert reader_divergence(kept_by_retention, 3, 4_000) is None
+    assert reader_divergence(EpochHistory(), 1, 10) is None

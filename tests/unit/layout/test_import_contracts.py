@@ -40,7 +40,11 @@ def test_the_tree_keeps_every_contract() -> None:
         ("autoswitch_ha/frames.py", "import asyncio", "Cores never import shells"),
         ("epoch/history.py", "from mqha.epoch import file", "Cores never import shells"),
         ("codes.py", "from mqha.controller import state", "The kernel imports nothing of ours"),
-        ("client/producer.py", "from mqha.testing import planted_bugs", "Only the broker's and the controller's process wiring"),
+        (
+            "client/producer.py",
+            "from mqha.testing import planted_bugs",
+            "Only the broker's and the controller's process wiring",
+        ),
         ("epoch/codec.py", "from mqha.broker import protocol", "Layers"),
     ],
 )
