@@ -7,7 +7,7 @@ the invariants, the evidence, and per broker set a timeline: an inline SVG with 
 controller's view (a bar per master tenure in the master's colour, labelled e<masterEpoch> m<id> where
 the label fits; SyncStateSet in the tooltip), one lane per replica (MASTER periods in its colour, SLAVE
 grey, a diamond per epoch entry, a red triangle per truncation) and a time axis of round steps in
-seconds since the set's first event; a legend under each.
+seconds since the set's first event, up to its last ack or read; a legend under each.
 """
 
 from __future__ import annotations
@@ -31,13 +31,15 @@ Row = Mapping[str, Any]
 
 @dataclass
 class GroupTimeline:
-    """One broker set's rows for the HTML timeline (controller events, roles, epochs, truncations)."""
+    """One broker set's rows for the HTML timeline (controller events, roles, epochs, truncations) and
+    ``end``, the set's last recorded ack or read (the picture runs until then)."""
 
     broker_name: str
     controller: list[dict[str, Any]] = field(default_factory=list)
     roles: list[dict[str, Any]] = field(default_factory=list)
     epochs: list[dict[str, Any]] = field(default_factory=list)
     truncations: list[dict[str, Any]] = field(default_factory=list)
+    end: int | None = None
 
     def broker_ids(self) -> list[int]:
         ids = {
@@ -54,7 +56,9 @@ class GroupTimeline:
         ]
         if not stamps:
             return (0, 1)
-        low, high = min(stamps), max(stamps)
+        # The states in force at the last event lasted at least until the last ack or read: without
+        # ``end`` a rejoin or election near the end would be a sliver at the right border.
+        low, high = min(stamps), max([*stamps, self.end or 0])
         return (low, high if high > low else low + 1)
 
 
@@ -63,10 +67,15 @@ def _ts_key(row: Row) -> tuple[int, int]:
 
 
 def build_timelines(
-    controller_events: Iterable[Row], roles: Iterable[Row], epochs: Iterable[Row], truncations: Iterable[Row]
+    controller_events: Iterable[Row],
+    roles: Iterable[Row],
+    epochs: Iterable[Row],
+    truncations: Iterable[Row],
+    activity: Iterable[Row] = (),
 ) -> dict[str, GroupTimeline]:
     """Per broker set: the controller's master changes (one row per raftIndex, earliest ts), and the
-    replicas' role, epoch and truncation rows, each in time order."""
+    replicas' role, epoch and truncation rows, each in time order; ``activity`` (acks and reads, or one
+    row per set with the latest ``ts``) sets each pictured set's ``end``."""
     groups: dict[str, GroupTimeline] = {}
 
     def group(name: str) -> GroupTimeline:
@@ -88,6 +97,10 @@ def build_timelines(
     for rows, attr in ((roles, "roles"), (epochs, "epochs"), (truncations, "truncations")):
         for row in sorted((r for r in rows if r.get("brokerName") is not None), key=_ts_key):
             getattr(group(row["brokerName"]), attr).append(dict(row))
+    for row in activity:
+        timeline, ts = groups.get(row.get("brokerName")), row.get("ts")
+        if timeline is not None and ts is not None and ts > (timeline.end or 0):
+            timeline.end = ts
     return dict(sorted(groups.items()))
 
 
@@ -168,8 +181,9 @@ th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--lin
 th { font-size: 12px; text-transform: uppercase; letter-spacing: .4px; color: var(--muted);
   font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12px;
-  overflow-wrap: anywhere; }
+td.mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 11.5px;
+  padding: 6px 7px; overflow-wrap: break-word; }
+table.evidence th { text-transform: none; letter-spacing: 0; padding: 6px 7px; }
 .chip { display: inline-block; padding: 1px 9px; border-radius: 11px; font-size: 12.5px; }
 .chip.ok { background: var(--ok-bg); color: var(--ok); }
 .chip.bad { background: var(--bad-bg); color: var(--bad); }
@@ -215,7 +229,9 @@ def _rows_table(rows: Sequence[Row]) -> str:
         "<tr>" + "".join(f'<td class="mono">{esc(_cell(r.get(c)))}</td>' for c in cols) + "</tr>"
         for r in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    # Column names as recorded (camelCase, not upper case) and compact cells: a msgId or an address
+    # breaks only where the table is wider than the page, which then scrolls (.card overflow-x).
+    return f'<table class="evidence"><tr>{head}</tr>{body}</table>'
 
 
 def _verdict_box(verdict: inv.Verdict) -> str:

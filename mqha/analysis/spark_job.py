@@ -6,7 +6,7 @@ verdicts can be compared one to one. Only counts and evidence rows reach the dri
 DataFrame of violations; all of them are counted in one job, then each violated one is sorted and cut
 to ``limit`` rows before the (single) collect; no table is ever collected whole. The timeline picture
 takes at most ``TIMELINE_LIMIT`` rows of the small tables (controller events, roles, epochs,
-truncations).
+truncations) and one row per set and table with its last ack or read (where the picture ends).
 
 Cost. ``lost_ack``, ``read_uncommitted`` and ``replica_divergence`` share ONE shuffle
 (``offset_pass``: all log rows, acks and reads grouped by (brokerName, offset) with fixed-width
@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TIMELINE_LIMIT = 5000
+ACTIVITY = "activity"  # timeline_rows' key for each set's last ack or read
 
 # --------------------------------------------------------------------------------------------------
 # Verdict
@@ -276,12 +277,22 @@ def timeline_rows(
     ce = ce.withColumn("_prev", F.lag(state).over(Window.partitionBy("brokerName").orderBy("raftIndex")))
     ce = ce.where(F.col("_prev").isNull() | ~F.col("_prev").eqNullSafe(state)).drop("_prev")
     parts = {CONTROLLER_EVENTS: ce, **{table: frames[table] for table in (ROLES, EPOCHS, TRUNCATIONS)}}
-    return _collect_json(
+    # Where each set's picture ends: its last ack or read (one row per set and table).
+    last = {
+        f"{ACTIVITY}_{table}": frames[table].groupBy("brokerName").agg(F.max("ts").alias("ts"))
+        for table in (ACKS, READS)
+    }
+    rows = _collect_json(
         {
-            table: df.orderBy("ts").limit(limit).select(F.struct(*df.columns).alias("r"))
-            for table, df in parts.items()
+            **{
+                table: df.orderBy("ts").limit(limit).select(F.struct(*df.columns).alias("r"))
+                for table, df in parts.items()
+            },
+            **{key: df.select(F.struct(*df.columns).alias("r")) for key, df in last.items()},
         }
     )
+    rows[ACTIVITY] = [row for key in last for row in rows.pop(key)]
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,7 +328,9 @@ def analyze(
     finally:
         if own:
             session.stop()
-    timelines = build_timelines(rows[CONTROLLER_EVENTS], rows[ROLES], rows[EPOCHS], rows[TRUNCATIONS])
+    timelines = build_timelines(
+        rows[CONTROLLER_EVENTS], rows[ROLES], rows[EPOCHS], rows[TRUNCATIONS], rows[ACTIVITY]
+    )
     write_reports(
         verdict,
         timelines,
@@ -340,7 +353,13 @@ def analyze_python(
 
     tables = read_tables(input_dir)
     verdict = inv.check_all(tables, limit, export_problems(input_dir))
-    timelines = build_timelines(tables[CONTROLLER_EVENTS], tables[ROLES], tables[EPOCHS], tables[TRUNCATIONS])
+    timelines = build_timelines(
+        tables[CONTROLLER_EVENTS],
+        tables[ROLES],
+        tables[EPOCHS],
+        tables[TRUNCATIONS],
+        [*tables[ACKS], *tables[READS]],
+    )
     write_reports(
         verdict,
         timelines,

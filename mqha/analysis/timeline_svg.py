@@ -3,8 +3,9 @@
 Per broker set: one lane for the controller's view (a bar per master tenure in the master's colour,
 labelled e<masterEpoch> m<id> where the label fits without overlapping the next; SyncStateSet in the
 tooltip), one lane per replica (MASTER periods in its colour, SLAVE grey, a diamond per epoch entry, a
-red triangle per truncation), a time axis of 1/2/5 x 10^k steps in seconds since the set's first event,
-the first and last tick labels kept inside the picture; ``legend`` explains the colours.
+red triangle per truncation), a time axis of 1/2/5 x 10^k steps in seconds since the set's first event
+(up to its last ack or read), the first and last tick labels kept inside the picture; ``legend``
+explains the colours.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ Row = Mapping[str, Any]
 
 _PALETTE = ("#2f6fde", "#e8710a", "#1e8e3e", "#9334e6", "#b5482e", "#d01884", "#12939a", "#7b8a00")
 _WIDTH, _LEFT, _RIGHT, _LANE, _TOP, _AXIS = 1100, 132, 24, 30, 8, 40
-_CHAR_W = 6.6  # px per character of the 11 px bar labels: a label is drawn only where it fits
+_CHAR_W = 7.2  # px per character of the 11 px bar labels (DejaVu Sans: 7.0): drawn only where it fits
 _SLAVE = "#d0d5dd"
 
 
@@ -237,6 +238,6 @@ def legend(timelines: Mapping[str, GroupTimeline]) -> str:
         '<div class="legend">'
         + "".join(f"<span>{item}</span>" for item in items)
         + '<span class="muted">controller lane: the master the controllers elected, labelled '
-        "e&lt;masterEpoch&gt; m&lt;master id&gt;; broker lanes: the role each replica recorded. "
+        "e&lt;masterEpoch&gt; m&lt;master id&gt; (m- : none); broker lanes: the role each replica recorded. "
         "Hover for details.</span></div>"
     )

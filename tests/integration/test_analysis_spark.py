@@ -8,6 +8,7 @@ engines; the verdicts -- names, counts and evidence rows -- must be identical.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,24 @@ def test_cli_analyze_exit_codes_and_reports(
     assert mqha_main(args) == 1
     assert json.loads((tmp_path / "p" / VERDICT_FILE).read_text())["checks"] == doc["checks"]
     assert mqha_main(["analyze", str(tmp_path / "missing")]) == 2
+
+
+def test_both_engines_draw_the_timeline_until_the_last_ack_or_read(spark: Any, tmp_path: Path) -> None:
+    """A read 3 s after the set's last event (3010 ms): the picture, the same in both engines, runs until
+    it (axis to 5 s, not 2.5 s)."""
+    from mqha.analysis.spark_job import analyze, analyze_python
+
+    tables = h._variant()
+    tables["reads"].append({**tables["reads"][0], "ts": h.T0 + 6000})
+    export_dir = write_tables(tmp_path / "late", tables)
+    analyze(export_dir, report_dir=tmp_path / "spark", spark=spark)
+    analyze_python(export_dir, report_dir=tmp_path / "python")
+    svgs = [
+        re.findall(r"<svg xmlns.*?</svg>", (tmp_path / e / HTML_FILE).read_text(), re.S)
+        for e in ("spark", "python")
+    ]
+    assert svgs[0] == svgs[1] and len(svgs[0]) == 1
+    assert ">5 s</text>" in svgs[0][0] and ">2.5 s</text>" not in svgs[0][0]
 
 
 def _record(tables: h.Tables, run_dir: Path) -> None:
@@ -169,3 +188,16 @@ def test_parquet_exports_read_the_same_in_both_engines(
         assert read_tables(tmp_path / name) == read_tables(tmp_path / "jsonl"), name
         assert spark_verdict(spark, tmp_path / name) == expected, name
     assert max(r["offset"] for r in read_tables(tmp_path / "parquet")["final_logs"]) == h.BIG
+
+
+def test_synthetic_history_is_clean_and_counts_every_table(spark: Any, tmp_path: Path) -> None:
+    """The benchmark's generator (``mqha.analysis.synthetic``) at a tiny size: ``ok``, and the counts it
+    returns are the checker's for every table the schema has (a table added to the schema later must
+    not break ``tests/bench/test_analysis_bench.py``, which compares them)."""
+    from mqha.analysis.synthetic import write_synthetic
+    from mqha.history.schema import TABLES
+
+    counts = write_synthetic(spark, tmp_path, 400, replicas=3)
+    got = spark_verdict(spark, tmp_path)
+    assert got.status == "ok", got.judged
+    assert dict(got.table_counts) == counts and set(counts) == set(TABLES)

@@ -1,7 +1,6 @@
 """The web console in headless Chromium against a real local cluster (3 controllers, 1 group x 3).
 
-Chromium and chromedriver are Debian's (``scripts/setup.sh`` installs them); Selenium drives them by
-path with ``SE_OFFLINE`` so Selenium Manager never downloads a browser or a driver. The test checks
+Chromium and chromedriver are Debian's, driven as ``tests.helpers.browser`` says. The test checks
 what an operator sees: the master and the SyncStateSet; after the master broker is killed, the new
 master and epoch within 3 s without a reload; a designated election refused without the token (401)
 and with a wrong one (403), done with the right one; the violations page; an unknown group; a
@@ -10,15 +9,12 @@ follower's console pointing at the leader. Screenshots go to ``test-artifacts/co
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -26,6 +22,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from mqha.analysis import invariants as inv
 from mqha.analysis.report import write_reports
 from mqha.cluster.local import LocalCluster
+from tests.helpers.browser import full_page_screenshot, headless_chromium
 
 pytestmark = pytest.mark.integration
 
@@ -33,28 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "console"
 TOKEN = "console-t0ken"
 GROUP = "broker-a"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 FAILOVER_BOUND = 3.0  # s: issue 11, new master and epoch shown without a reload
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip(
-            "Debian packages chromium and chromium-driver are not installed (scripts/setup.sh does it)"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
-        options.add_argument(arg)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("SE_OFFLINE", "true")  # Selenium Manager: use the given paths, download nothing
-        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
@@ -99,15 +81,7 @@ def _wait(driver: WebDriver, what: str, predicate: Any, timeout: float = 10.0) -
 
 
 def _shot(driver: WebDriver, name: str) -> None:
-    """A full-page screenshot (the window grows to the page's height for it)."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    width, height = driver.get_window_size()["width"], driver.get_window_size()["height"]
-    page = _js(driver, "return document.documentElement.scrollHeight;")
-    driver.set_window_size(width, max(height, page + 140))  # + the browser's own frame
-    try:
-        driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
-    finally:
-        driver.set_window_size(width, height)
+    full_page_screenshot(driver, ARTIFACTS / f"{name}.png")
 
 
 def _set_token(driver: WebDriver, token: str) -> None:

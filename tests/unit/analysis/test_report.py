@@ -86,3 +86,29 @@ def test_html_says_inconclusive_with_reasons_and_what_was_checked() -> None:
     page = render_html(inv.check_all(t), {}, source="x", engine="python")
     assert "INCONCLUSIVE" in page and "no final log of replica(s) 3" in page
     assert "What was checked" in page and "missing: [3]" in page
+
+
+def test_timeline_runs_until_the_sets_last_recorded_activity() -> None:
+    """The picture ends at the set's last ack or read, not at its last role change: broker 1 rejoins as
+    SLAVE at 3000 ms, the last event (3010 ms), and without the acks after it that period is a sliver."""
+    import re
+
+    t = h.CLEAN
+    args = (t["controller_events"], t["roles"], t["epochs"], t["truncations"])
+    assert build_timelines(*args)["b1"].time_range()[1] == h.T0 + 3010
+    activity = [
+        {"brokerName": "b1", "ts": h.T0 + 6000},
+        {"brokerName": "b1", "ts": None},
+        {"brokerName": "b9", "ts": h.T0 + 9000},  # a set with acks and no events: no picture
+    ]
+    timelines = build_timelines(*args, activity)
+    assert set(timelines) == {"b1"}
+    first = min(r["ts"] for r in t["controller_events"] if r.get("brokerName") == "b1")
+    assert timelines["b1"].time_range() == (first, h.T0 + 6000)
+
+    def slave_e2_widths(svg: str) -> list[float]:
+        return [float(w) for w in re.findall(r'width="([\d.]+)"[^>]*><title>SLAVE e2 \(master 2\)<', svg)]
+
+    # Broker 1's SLAVE period from 3000 ms: half the plot (944 px) with the acks, 3 px without.
+    assert max(slave_e2_widths(render_timeline_svg(timelines["b1"]))) > 400
+    assert min(slave_e2_widths(render_timeline_svg(build_timelines(*args)["b1"]))) < 5
