@@ -39,7 +39,7 @@ PLANTED: dict[str, PlantedBug] = {
         ACK_BEFORE_REPLICATION_ENV,
         "broker",
         "the master acknowledges before any replica has the message",
-        ("partition", "client-partition"),
+        ("partition", "client-partition", "delay"),
     ),
     "stale-leader": PlantedBug(
         STALE_LEADER_ENV,

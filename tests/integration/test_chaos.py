@@ -249,6 +249,17 @@ def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:
     assert "verdict: FAIL" in out
 
 
+def test_late_controller_links_catch_a_master_that_acknowledges_alone(tmp_path: Path) -> None:
+    # Seed 19: the master's controller links 1.5 x the heartbeat timeout late for 6.9 s. The
+    # controllers give up on it and elect a slave while it goes on serving; with the planted bug it
+    # acknowledges on its own, and the new master has none of it.
+    args = ("--duration", "5", "--faults", "delay", "--seed", "19", "--plant", "ack-before-replication")
+    code, out, _ = _chaos(tmp_path, *args)
+    assert code == 1, out
+    assert int(out.split(" lost ", 1)[1].split()[0]) > 0, out
+    assert "late (+-" in out  # the proxies held the chunks back
+
+
 @pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
 def test_a_stale_controller_leader_is_caught_by_a_client_partition(tmp_path: Path) -> None:
     # The RocketMQ #7017 shape (seed 55: 9.9 s): the old master, the controller leader and every client
