@@ -31,8 +31,11 @@ Row = Mapping[str, Any]
 
 @dataclass
 class GroupTimeline:
-    """One broker set's rows for the HTML timeline (controller events, roles, epochs, truncations) and
-    ``end``, the set's last recorded ack or read (the picture runs until then)."""
+    """One broker set's rows for the HTML timeline.
+
+    Controller events, roles, epochs and truncations, and ``end``: the set's last recorded ack or read
+    (the picture runs until then).
+    """
 
     broker_name: str
     controller: list[dict[str, Any]] = field(default_factory=list)

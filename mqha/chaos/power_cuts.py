@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from mqha.chaos.declared import PowerCut
 from mqha.chaos.power_loss import CutReport, cut_unflushed
 from mqha.chaos.schedule import GROUP, MASTER_FIRST, FaultStep
-from mqha.chaos.verdict import PowerCut
 from mqha.cluster.local import LocalCluster
 
 

@@ -29,17 +29,18 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from mqha.analysis.export import table_rows
 from mqha.chaos import links as chaos_links
 from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
+from mqha.chaos.declared import declared_ranges
 from mqha.chaos.disk_fill import DISK_FULL_SETTINGS, DiskFill, disk_full_problem
 from mqha.chaos.network_faults import NETWORK_KINDS, NetworkFaults
 from mqha.chaos.power_cuts import PowerCuts
 from mqha.chaos.proxy import FaultProxy
+from mqha.chaos.run_files import exported_rows, write_fault_rows
 from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
     BROKER,
@@ -60,7 +61,14 @@ from mqha.chaos.schedule import (
     plan,
     schedule_text,
 )
-from mqha.chaos.verdict import FaultOutcome, RunFacts, Verdict, declared_ranges, judge, recovery_time
+from mqha.chaos.verdict import (
+    FaultOutcome,
+    RunFacts,
+    Verdict,
+    fault_rows,
+    judge,
+    recovery_time,
+)
 from mqha.cluster.checking import (
     ToolChild,
     adopt_final_log_dump,
@@ -434,14 +442,14 @@ class ChaosRun:
         self.say(f"checking the history ({engine or 'no invariant check'}) ...")
         check = export_and_analyze(self.run_dir, engine, self.child)
         problem = None
-        declared = declared_ranges(_rows(check.export_dir, "controller_events"))
+        declared = declared_ranges(exported_rows(check.export_dir, "controller_events"))
         if engine is not None and check.invariants is None:
             problem = (
                 f"export failed (exit {check.export_code}): {check.export_line}"
                 if check.analyze_code is None
                 else f"analysis gave no verdict (exit {check.analyze_code})"
             )
-        reads_seen = _rows(check.export_dir, "reads")
+        reads_seen = exported_rows(check.export_dir, "reads")
         facts = RunFacts(
             title=self.title,
             planned=len(self.steps),
@@ -464,6 +472,7 @@ class ChaosRun:
             reached=tuple(self.reached),
         )
         verdict = judge(facts)
+        write_fault_rows(self.run_dir, fault_rows(facts))
         self.say()
         self.out.write(verdict.text)
         self.say(f"({time.monotonic() - self.started:.0f} s in all; history and reports in {self.run_dir})")
@@ -484,14 +493,6 @@ class ChaosRun:
         self.proxy.stop()
         with contextlib.suppress(Exception):
             self.cluster.unmount_stores()  # their files stay in the run directory
-
-
-def _rows(export_dir: Path, table: str) -> list[dict[str, Any]]:
-    """The rows of an exported table, JSON Lines or Parquet (none when the export did not run)."""
-    try:
-        return list(table_rows(export_dir, table))
-    except OSError:
-        return []
 
 
 def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> Verdict:

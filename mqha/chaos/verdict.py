@@ -29,7 +29,6 @@ reported, not enforced: on a shared machine they measure the machine as much as 
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +38,7 @@ from typing import Any
 from mqha.analysis.invariants import DUPLICATE, LOST_ACK, READ_UNCOMMITTED
 from mqha.chaos.agreement import Agreement
 from mqha.chaos.client_checks import not_injected, out_of_order, unavailable_outside_faults, unread_acks
+from mqha.chaos.declared import PowerCut, Ranges, declared_lost, declared_read, never_fsynced
 from mqha.chaos.schedule import (
     KILL,
     MASTER,
@@ -69,26 +69,7 @@ class FaultOutcome:
     whole_at: float | None  # the cluster was whole again (None: not within the bound)
 
 
-@dataclass(frozen=True)
-class PowerCut:
-    """One ``power-loss`` injection: which stores lost their un-fsynced writes, and from where."""
-
-    index: int  # the step
-    group: str
-    nodes: tuple[str, ...]
-    whole_group: bool  # every replica of ``group`` at once
-    cut_at: float  # every node was dead from here (``time.monotonic``)
-    flushed: Mapping[str, int]  # node -> the flushed offset its commit log was cut back to
-    records_cut: int  # messages removed across the nodes (acknowledged or not)
-
-    @property
-    def fsynced_up_to(self) -> int:
-        """The highest offset one of the cut replicas had fsynced."""
-        return max(self.flushed.values(), default=0)
-
-
 ACK_RECORDERS = 2  # who records a PUT_OK: the producing client and the master (docs/architecture.md §5)
-Ranges = Mapping[str, Sequence[tuple[int, int]]]  # group -> [fromOffset, toOffset) declared lost
 
 
 @dataclass(frozen=True)
@@ -168,65 +149,6 @@ def lost_messages(
     ]
 
 
-def never_fsynced(send: SendResult, cuts: Iterable[PowerCut]) -> bool:
-    """Acknowledged before a power cut of its whole group and ending beyond everything any replica of
-    it had fsynced then: no disk held it when the power went."""
-    if send.offset is None:
-        return False
-    end = send.offset + (send.size or 0)
-    return any(
-        c.whole_group
-        and c.group == send.broker_name
-        and send.completed_at <= c.cut_at
-        and end > c.fsynced_up_to
-        for c in cuts
-    )
-
-
-def declared_read(key: tuple[str, int, str], cuts: Sequence[PowerCut], declared: Ranges) -> bool:
-    """A read (group, offset, msgId) of a message that no replica had fsynced when its whole group lost
-    power, in a range the controller declared lost: it may have been read while it was confirmed
-    (acknowledged or not: its producer may have died waiting for the answer) and be gone since."""
-    group, offset, _ = key
-    return any(c.whole_group and c.group == group and offset >= c.fsynced_up_to for c in cuts) and any(
-        low <= offset < high for low, high in declared.get(group, ())
-    )
-
-
-def declared_lost(lost: Iterable[SendResult], cuts: Sequence[PowerCut], declared: Ranges) -> list[SendResult]:
-    """The lost sends no replica had fsynced (``never_fsynced``) that lie in a range the controller
-    declared lost."""
-    return [
-        s
-        for s in lost
-        if s.offset is not None
-        and never_fsynced(s, cuts)
-        and any(low <= s.offset < high for low, high in declared.get(s.broker_name, ()))
-    ]
-
-
-def declared_ranges(controller_events: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, int]]]:
-    """The ranges the controllers declared lost, by group, from exported ``controller_events`` rows
-    (the history's columns ``ackedDataLostFrom``/``ackedDataLostTo``, docs/architecture.md §5; or
-    ``ackedDataLost``: ``{fromOffset, toOffset}`` or its JSON text, the ElectMaster record's field).
-    Rows without one are skipped."""
-    out: dict[str, set[tuple[int, int]]] = {}
-    for row in controller_events:
-        value = row.get("ackedDataLost")
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                value = None
-        if isinstance(value, Mapping):
-            low, high = value.get("fromOffset"), value.get("toOffset")
-        else:
-            low, high = row.get("ackedDataLostFrom"), row.get("ackedDataLostTo")
-        if isinstance(low, int) and isinstance(high, int) and high > low and row.get("brokerName"):
-            out.setdefault(str(row["brokerName"]), set()).add((low, high))
-    return {group: sorted(ranges) for group, ranges in out.items()}
-
-
 def expired_messages(sends: Iterable[SendResult], final_logs: Mapping[str, Mapping[int, str]]) -> int:
     """Acknowledged sends below their group's final master log start (deleted by retention)."""
     starts = _log_starts(final_logs)
@@ -295,6 +217,26 @@ def _met(target: str, recoveries: Sequence[float], unrecovered: int, failed: int
         p50, p99 = percentile(recoveries, 50), percentile(recoveries, 99)
         return p50 <= MASTER_CRASH_P50 and p99 <= MASTER_CRASH_P99
     return max(recoveries) <= hb + MASTER_HANG_MARGIN
+
+
+def fault_rows(facts: RunFacts) -> list[dict[str, Any]]:
+    """One row per injected fault: what it was and its final figures (recovery None: no ack after it)."""
+    rows = []
+    for f in facts.faults:
+        sends = _group_sends(facts.sends, f.groups)
+        rows.append(
+            {
+                "index": f.step.index,
+                "kind": f.step.kind,
+                "category": f.step.category,
+                "nodes": list(f.nodes),
+                "hold": f.step.hold,
+                "recovery": recovery_time(f.injected_at, sends),
+                "failedPuts": failed_during(f.injected_at, f.whole_at or f.healed_at, sends),
+                "wholeAfterHeal": None if f.whole_at is None else round(f.whole_at - f.healed_at, 3),
+            }
+        )
+    return rows
 
 
 def category_figures(facts: RunFacts) -> list[CategoryFigures]:

@@ -7,18 +7,16 @@ from dataclasses import replace
 import pytest
 
 from mqha.chaos.agreement import Agreement
+from mqha.chaos.declared import PowerCut, declared_ranges, never_fsynced
 from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
 from mqha.chaos.verdict import (
     FaultOutcome,
-    PowerCut,
     RunFacts,
-    declared_ranges,
     duplicated,
     expired_messages,
     failed_during,
     judge,
     lost_messages,
-    never_fsynced,
     percentile,
     recovery_time,
 )
