@@ -2,7 +2,8 @@
 # Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+: gcc and the Python
 # headers (the commit log's compiled fast path), Java 17 for Spark, promtool (Debian package prometheus),
 # headless Chromium with its driver (the console's browser test) and nftables (chaos network faults)
-# when missing, a virtualenv in .venv, mqha installed with its test extras.
+# when missing, a virtualenv in .venv, mqha installed with its test extras, and the official RocketMQ 5
+# Python client in .mqha/rocketmq-python-client (the mqproxy tests run it).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,3 +50,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The official RocketMQ 5 Python client in a venv of its own: the mqproxy tests drive it as a subprocess
+# (one process must not load two generated copies of its protos; it pins its own protobuf).
+CLIENT_VENV=.mqha/rocketmq-python-client
+if [ ! -x "$CLIENT_VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$CLIENT_VENV"
+fi
+"$CLIENT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'rocketmq-python-client==5.1.2'

@@ -137,6 +137,10 @@ _is_valid_topic = functools.lru_cache(maxsize=4096)(is_valid_name)
 """RocketMQ's topic rule (``TopicValidator``), the wire's name rule: cached, a put checks it per message."""
 
 
+MAX_TIMESTAMP_MS = 2**63 - 1
+"""The record's bornTimestamp field is a signed 64-bit integer (docs/architecture.md §9.1)."""
+
+
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogatepass")
 
@@ -154,6 +158,7 @@ def draft_of(item: PutItem, *, max_message_size: int, where: str = "") -> Messag
         and item.keys is UNSET
         and item.properties is UNSET
         and item.msg_id is UNSET
+        and item.born_timestamp is UNSET
         and _is_valid_topic(topic)
         and (text is UNSET) != (raw is UNSET)
     ):
@@ -188,6 +193,9 @@ def _draft_checked(item: PutItem, *, max_message_size: int, where: str) -> Messa
     msg_id = item.msg_id if isinstance(item.msg_id, str) else None
     if msg_id is not None and (not msg_id or not msg_id.isascii() or len(msg_id) > MAX_MSG_ID_BYTES):
         raise illegal(f"{where}field 'msgId' must be 1..{MAX_MSG_ID_BYTES} ASCII characters")
+    born = item.born_timestamp if isinstance(item.born_timestamp, int) else None
+    if born is not None and not 0 <= born <= MAX_TIMESTAMP_MS:
+        raise illegal(f"{where}field 'bornTimestamp' must be within [0, {MAX_TIMESTAMP_MS}]")
     # maxMessageSize bounds the stored record (commit log codec); estimate it here so an oversized
     # message is refused before anything of its batch is written.
     size = (
@@ -202,7 +210,9 @@ def _draft_checked(item: PutItem, *, max_message_size: int, where: str) -> Messa
         raise illegal(
             f"{where}message of {size} bytes (body {len(body)}) exceeds maxMessageSize {max_message_size}"
         )
-    return MessageDraft(topic=topic, body=body, msg_id=msg_id, keys=keys, properties=properties or None)
+    return MessageDraft(
+        topic=topic, body=body, msg_id=msg_id, keys=keys, properties=properties or None, born_ts=born
+    )
 
 
 def decode_put_request(
@@ -335,6 +345,7 @@ def message_json(message: StoredMessage) -> dict[str, Any]:
     if message.properties:
         out["properties"] = message.properties
     out["storeTimestamp"] = message.store_ts
+    out["bornTimestamp"] = message.born_ts
     return out
 
 

@@ -54,9 +54,16 @@ Body = bytes | str
 
 
 def _message_json(
-    topic: str, body: Body, msg_id: str, keys: str | None, properties: Mapping[str, str] | None
+    topic: str,
+    body: Body,
+    msg_id: str,
+    keys: str | None,
+    properties: Mapping[str, str] | None,
+    born_timestamp: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"topic": topic, "msgId": msg_id}
+    if born_timestamp is not None:
+        out["bornTimestamp"] = born_timestamp
     if isinstance(body, str):
         out["body"] = body
     else:
@@ -244,10 +251,16 @@ class Producer(RoutedClient):
         properties: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
+        msg_id: str | None = None,
+        born_timestamp: int | None = None,
     ) -> SendResult:
-        """Send one message; never raises for network or broker outcomes (see :class:`SendStatus`)."""
-        msg_id = self.new_msg_id()
-        payload = _message_json(topic, body, msg_id, keys, properties)
+        """Send one message; never raises for network or broker outcomes (see :class:`SendStatus`).
+
+        ``msg_id``: the caller's id for the message (mqproxy passes the v2 client's), kept across
+        retries like a generated one; ``born_timestamp`` (ms): when the message was made (default: the
+        store timestamp)."""
+        msg_id = msg_id or self.new_msg_id()
+        payload = _message_json(topic, body, msg_id, keys, properties, born_timestamp)
         return (await self._send(payload, [msg_id], timeout))[0]
 
     async def send_batch(

@@ -1,0 +1,115 @@
+"""The broker groups behind the proxy and one mqha producer per group (shell; docs/architecture.md §13).
+
+Groups come from the controllers (``GET /v1/groups`` on the leader, through ``controller_client``),
+reused for ``proxyGroupRefreshMillis``. Each group's master is followed by mqha's own
+:class:`~mqha.client.producer.Producer`: it asks the controllers for the master's address
+(replica-info) when a put is refused or a connection breaks, and retries within the deadline it is
+given with the same msgId, so a send that meets a master crash waits for the new master instead of
+failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from mqha.client.producer import Producer
+from mqha.client.results import SendResult
+from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
+from mqha.controller_client.policy import Policy
+from mqha.errors import RemoteProtocolError
+from mqha.proxy.config import controller_addresses
+from mqha.proxy.messages import PutFields
+from mqha.security.credentials import User, parse_user
+from mqha.wire.controller_api import GroupsPayload
+
+log = logging.getLogger(__name__)
+_LIST_TIMEOUT_S = 1.0
+
+
+class BrokerGroups:
+    """Every broker group registered with the controllers, with a producer for each."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._controllers = controller_addresses(config)
+        self._refresh_s = config["proxyGroupRefreshMillis"] / 1000
+        user_text = config["initAuthenticationUser"]
+        self._user: User | None = parse_user(user_text) if user_text else None
+        self._session: aiohttp.ClientSession | None = None
+        self._caller: LeaderCaller | None = None
+        self._groups: tuple[str, ...] = ()
+        self._listed_at: float | None = None
+        self._lock = asyncio.Lock()
+        self._producers: dict[str, Producer] = {}
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession()
+        policy = Policy(rounds=1, discover=False, max_redirects=max(2, len(self._controllers)))
+        self._caller = LeaderCaller(self._controllers, policy, session=self._session)
+
+    async def close(self) -> None:
+        for producer in self._producers.values():
+            await producer.close()
+        self._producers.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def names(self) -> tuple[str, ...]:
+        """The groups' names; the last list when the controllers cannot answer right now."""
+        fresh = self._listed_at is not None and time.monotonic() - self._listed_at < self._refresh_s
+        if fresh and self._groups:
+            return self._groups
+        async with self._lock:  # concurrent requests share one listing
+            fresh = self._listed_at is not None and time.monotonic() - self._listed_at < self._refresh_s
+            if not (fresh and self._groups):
+                await self._list()
+        return self._groups
+
+    async def _list(self) -> None:
+        assert self._caller is not None
+        try:
+            answer = await self._caller.call("GET", "/v1/groups", timeout_s=_LIST_TIMEOUT_S)
+            reply = answer.reply
+            if not reply.ok:
+                log.warning("listing broker groups: %s %s", reply.code.name, reply.remark)
+                return
+            payload = GroupsPayload.from_json(reply.payload)
+        except (NoLeaderAnswer, RemoteProtocolError) as exc:
+            log.warning("listing broker groups: no controller leader answered: %s", exc)
+            return
+        self._groups = tuple(sorted({name for names in payload.clusters.values() for name in names}))
+        self._listed_at = time.monotonic()
+
+    def producer(self, group: str) -> Producer:
+        """The producer that follows ``group``'s master (made at first use). It keeps its own HTTP
+        session: that one tells a request that was written (outcome unknown) from one never sent."""
+        producer = self._producers.get(group)
+        if producer is None:
+            producer = Producer(
+                self._controllers,
+                group,
+                user=self._user,
+                connect_timeout=0.25,
+                client_id=f"mqproxy-{group}",
+            )
+            self._producers[group] = producer
+        return producer
+
+    async def send(self, group: str, fields: PutFields, timeout_s: float) -> SendResult:
+        """Put one message into ``group``'s master, following failovers for up to ``timeout_s``."""
+        producer = self.producer(group)
+        return await producer.send(
+            fields.topic,
+            fields.body,
+            keys=fields.keys or None,
+            properties=fields.properties,
+            timeout=timeout_s,
+            msg_id=fields.msg_id,
+            born_timestamp=fields.born_timestamp,
+        )
