@@ -59,6 +59,7 @@ def _message_json(
     msg_id: str,
     keys: str | None,
     properties: Mapping[str, str] | None,
+    *,
     born_timestamp: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"topic": topic, "msgId": msg_id}
@@ -260,7 +261,7 @@ class Producer(RoutedClient):
         retries like a generated one; ``born_timestamp`` (ms): when the message was made (default: the
         store timestamp)."""
         msg_id = msg_id or self.new_msg_id()
-        payload = _message_json(topic, body, msg_id, keys, properties, born_timestamp)
+        payload = _message_json(topic, body, msg_id, keys, properties, born_timestamp=born_timestamp)
         return (await self._send(payload, [msg_id], timeout))[0]
 
     async def send_batch(

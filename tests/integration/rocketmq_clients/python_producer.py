@@ -36,7 +36,8 @@ def main() -> None:
                 receipt = producer.send(message)
             except Exception as exc:  # the test counts these: none may happen
                 failed += 1
-                line = {"seq": seq, "ok": False, "t": time.time(), "error": f"{type(exc).__name__}: {exc}"[:300]}
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                line = {"seq": seq, "ok": False, "t": time.time(), "error": error}
             else:
                 ok += 1
                 line = {"seq": seq, "ok": True, "msgId": receipt.message_id, "t": time.time()}
