@@ -18,6 +18,8 @@ Result = TypeVar("Result")
 
 
 class Decision(Enum):
+    """What an arriving attempt of a message does."""
+
     SEND = "send"  # nobody has it: this attempt sends it
     WAIT = "wait"  # an earlier attempt is storing it: wait for that one, then ask again
     STORED = "stored"  # stored already: answer with the stored result

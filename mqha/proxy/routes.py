@@ -50,9 +50,10 @@ def query_route(topic: Any, endpoints: Any, groups: Sequence[str], queue_nums: i
 
 
 class QueueChooser:
-    """Round robin over (group, queue id) per topic: the proxy picks the queue, as RocketMQ's does
-    (a v2 ``SendMessageRequest`` names none). ``avoid`` skips a group that just failed when another
-    one exists."""
+    """Picks the (group, queue id) of each send, round robin per topic.
+
+    The proxy picks the queue, as RocketMQ's does (a v2 ``SendMessageRequest`` names none); ``avoid``
+    skips a group that just failed when another one exists."""
 
     def __init__(self, queue_nums: int) -> None:
         self.queue_nums = queue_nums
