@@ -195,3 +195,31 @@ def test_master_killed_mid_stream_no_send_raises(
     cluster.start_node(master, timeout=60)  # leave the group whole for whatever runs next
     cluster.wait_ready(90, groups=[GROUP])
     assert os.path.exists(master.log)
+
+
+def test_route_names_the_proxy_and_unimplemented_rpcs_say_so(proxy: str) -> None:
+    """Over the wire with the generated stub (the only copy of the protos in this process)."""
+    import grpc
+
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    host, port = proxy.rsplit(":", 1)
+    with grpc.insecure_channel(proxy) as channel:
+        stub = service_grpc.MessagingServiceStub(channel)
+        access = d.Endpoints(scheme=d.AddressScheme.IPv4, addresses=[d.Address(host=host, port=int(port))])
+        route = stub.QueryRoute(
+            s.QueryRouteRequest(topic=d.Resource(name="AnyTopic"), endpoints=access), timeout=10
+        )
+        assert route.status.code == d.Code.OK
+        assert {(q.broker.name, q.broker.id) for q in route.message_queues} == {(GROUP, 0)}
+        assert all(q.broker.endpoints == access for q in route.message_queues)
+        assert sorted(q.id for q in route.message_queues) == list(range(QUEUES))
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.PullMessage(s.PullMessageRequest(), timeout=10).next()
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert "mqproxy does not implement PullMessage" in (refused.value.details() or "")
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.UpdateOffset(s.UpdateOffsetRequest(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
