@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,12 +34,15 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     from mqha.proxy.v2 import service_grpc
 
     stop = process.stop_on_signals(stop)
+    address = f"{config['grpcBindAddress']}:{config['grpcServerPort']}"
+    problem = _bind_problem(config["grpcBindAddress"], config["grpcServerPort"])
+    if problem is not None:  # gRPC's own failure is a C-core log line plus a vague error
+        raise process.StartError(f"cannot listen on {address}: {problem}")
     groups = BrokerGroups(config)
     await groups.start()
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     try:
         service_grpc.add_MessagingServiceServicer_to_server(MessagingService(config, groups), server)
-        address = f"{config['grpcBindAddress']}:{config['grpcServerPort']}"
         try:
             bound = server.add_insecure_port(address)
         except RuntimeError as exc:
@@ -51,6 +55,19 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     finally:
         await server.stop(STOP_GRACE_S)
         await groups.close()
+
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound right now (as gRPC binds: SO_REUSEADDR), or None."""
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "no address"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
