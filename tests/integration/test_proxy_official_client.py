@@ -50,23 +50,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     assert local.running_pids() == []
 
 
-@pytest.fixture(scope="module")
-def proxy(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running mqproxy in front of the cluster; its access point ``127.0.0.1:port``."""
-    cluster.wait_ready(90)
-    run_dir = tmp_path_factory.mktemp("proxy")
+def start_proxy(group: ProcessGroup, cluster: LocalCluster, run_dir: Path) -> tuple[ManagedProcess, str]:
+    """An mqproxy in front of the cluster, listening; the process and its access point."""
     port = free_port()
-    conf = run_dir / "proxy.conf"
+    conf = run_dir / f"proxy-{port}.conf"
     conf.write_text(
         f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
         f"controllerAddr={';'.join(cluster.controller_addresses)}\ndefaultTopicQueueNums={QUEUES}\n"
     )
+    process = group.start(
+        [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / f"mqproxy-{port}.log"
+    )
+    process.wait_tcp("127.0.0.1", port, timeout=30)
+    return process, f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def proxy(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running mqproxy in front of the cluster; its access point ``127.0.0.1:port``."""
+    cluster.wait_ready(90)
     with ProcessGroup() as group:
-        process = group.start(
-            [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / "mqproxy.log"
-        )
-        process.wait_tcp("127.0.0.1", port, timeout=30)
-        yield f"127.0.0.1:{port}"
+        yield start_proxy(group, cluster, tmp_path_factory.mktemp("proxy"))[1]
 
 
 def start_producer(
@@ -195,6 +199,58 @@ def test_master_killed_mid_stream_no_send_raises(
     cluster.start_node(master, timeout=60)  # leave the group whole for whatever runs next
     cluster.wait_ready(90, groups=[GROUP])
     assert os.path.exists(master.log)
+
+
+def connections_to(port: int) -> int:
+    """Established TCP connections to 127.0.0.1:``port`` on this host (Linux /proc/net; gRPC's sockets
+    are IPv6 ones with v4-mapped addresses)."""
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for raw in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = raw.split()
+            host, _, hex_port = fields[2].partition(":")
+            if fields[3] == "01" and int(hex_port, 16) == port and host.endswith("0100007F"):
+                count += 1
+    return count
+
+
+def test_a_proxy_killed_under_load_the_client_continues_through_the_other(
+    client: Path, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Two proxies in one access point (the Python client takes several addresses; its channel moves
+    to the next when one refuses): SIGKILL the one in use mid-stream, no send raises."""
+    count, interval = 400, 0.005
+    cluster.wait_ready(90)
+    with ProcessGroup() as group:
+        proxies = [start_proxy(group, cluster, tmp_path) for _ in range(2)]
+        access_point = ";".join(address for _, address in proxies)
+        producer = start_producer(
+            group, client, access_point, "ProxyKill", count=count, run_dir=tmp_path, interval=interval
+        )
+        deadline = time.monotonic() + 60
+        while sum(1 for line in lines(producer) if line.get("ok")) < 100:
+            assert producer.is_running() and time.monotonic() < deadline, producer.log_tail()
+            time.sleep(0.02)
+        in_use = [p for p, address in proxies if connections_to(int(address.rsplit(":", 1)[1]))]
+        assert len(in_use) == 1, "the client's channel talks to one proxy at a time"
+        killed_at = time.time()
+        in_use[0].kill()
+        summary = wait_done(producer, timeout=240)
+        sends = [line for line in lines(producer) if "seq" in line]
+    failures = [line for line in sends if not line["ok"]]
+    assert summary["failed"] == 0 and not failures, failures[:5]
+    acks = sorted(line["t"] for line in sends)
+    gaps = [b - a for a, b in itertools.pairwise(acks)]
+    after_kill = [t for t in acks if t > killed_at]
+    print(
+        f"\nproxy killed: {len(acks)} acks, largest gap between acks {max(gaps):.3f} s, "
+        f"first ack after the kill {after_kill[0] - killed_at:.3f} s"
+    )
+    assert max(gaps) < 2.0
+    stored = read_topic(cluster, "ProxyKill", count)
+    seqs = Counter(int(m.text().removeprefix("seq-")) for m in stored)
+    assert set(seqs) >= {line["seq"] for line in sends}
+    print(f"proxy killed: {sum(seqs.values()) - len(seqs)} duplicates stored")
 
 
 def test_route_names_the_proxy_and_unimplemented_rpcs_say_so(proxy: str) -> None:
