@@ -29,7 +29,7 @@ import pytest
 from mqha.client import Consumer, Message
 from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ManagedProcess, ProcessGroup, free_port
-from tests.helpers.rocketmq_client import SCRIPTS, client_python
+from tests.helpers.rocketmq_client import SCRIPTS, client_python, node_client
 
 pytestmark = pytest.mark.integration
 
@@ -158,6 +158,28 @@ def test_a_few_hundred_sends_are_stored_once_with_every_field(
         assert message.born_timestamp is not None and message.born_timestamp % 1000 == 0
         assert started_s * 1000 <= message.born_timestamp <= (message.store_timestamp or 0)
     assert set(queues) == set(range(QUEUES)) and max(queues.values()) - min(queues.values()) <= 1
+
+
+def test_the_official_node_client_produces_too(cluster: LocalCluster, proxy: str, tmp_path: Path) -> None:
+    """rocketmq-client-nodejs 1.0.8 (it needs the Telemetry Settings and one address per endpoint)."""
+    count = 100
+    modules = node_client()
+    with ProcessGroup() as group:
+        producer = group.start(
+            ["node", str(SCRIPTS / "node_producer.js"), proxy, "ProxyNode", str(count)],
+            log_path=tmp_path / "node-producer.out",
+            env={"NODE_PATH": str(modules), "HOME": str(tmp_path)},
+        )
+        summary = wait_done(producer, timeout=180)
+        sends = [line for line in lines(producer) if "seq" in line]
+    assert summary == {"done": True, "ok": count, "failed": 0}, producer.log_tail()
+    ids = {line["seq"]: line["msgId"] for line in sends}
+    stored = read_topic(cluster, "ProxyNode", count)
+    assert sorted(m.msg_id for m in stored) == sorted(ids.values())
+    for message in stored:
+        seq = int(message.text().removeprefix("seq-"))
+        assert message.msg_id == ids[seq] and message.keys == f"k{seq}"
+        assert message.properties["seq"] == str(seq) and message.properties["TAGS"] == "TagN"
 
 
 def test_master_killed_mid_stream_no_send_raises(
