@@ -50,6 +50,7 @@ from mqha.broker.commitlog.codec import (
     MessageDraft,
     StoredMessage,
 )
+from mqha.broker.queue_index import MAX_QUEUE_ID
 from mqha.wire.broker_api import (
     OFFSET_TOO_SMALL,
     Appended,
@@ -129,6 +130,19 @@ class PutRequest:
 class ReadRequest:
     """A validated read: at most ``max_messages`` messages from ``offset``."""
 
+    offset: int
+    max_messages: int
+
+
+@dataclass(frozen=True)
+class QueueReadRequest:
+    """A validated queue read of one (topic, queue) from a position (docs/architecture.md §4.4).
+
+    At most ``max_messages`` messages of (``topic``, ``queue_id``) at or after the commit-log position
+    ``offset``."""
+
+    topic: str
+    queue_id: int
     offset: int
     max_messages: int
 
@@ -277,6 +291,19 @@ def parse_read_request(query: Mapping[str, str]) -> ReadRequest:
     )
 
 
+def parse_queue_read_request(query: Mapping[str, str]) -> QueueReadRequest:
+    """Query of GET ``/v1/queues/messages`` → :class:`QueueReadRequest`, or ``RequestError``."""
+    topic = query.get("topic", "")
+    if not _is_valid_topic(topic):
+        raise illegal(f"query parameter 'topic' must be {NAME_RULE}, got {topic[:140]!r}")
+    return QueueReadRequest(
+        topic=topic,
+        queue_id=_int_param(query, "queueId", 0, 0, MAX_QUEUE_ID),
+        offset=_int_param(query, "offset", 0, 0, 2**63 - 1),
+        max_messages=_int_param(query, "maxMessages", DEFAULT_MAX_MESSAGES, 1, MAX_READ_MESSAGES),
+    )
+
+
 # -- replies -------------------------------------------------------------------------------------
 
 
@@ -355,6 +382,26 @@ def read_reply(
     return envelope(
         BrokerCode.SUCCESS,
         "",
+        messages=[message_json(m) for m in messages],
+        nextOffset=next_offset,
+        confirmOffset=confirm_offset,
+        maxOffset=max_offset,
+    )
+
+
+def queue_read_reply(
+    request: QueueReadRequest,
+    messages: Sequence[StoredMessage],
+    next_offset: int,
+    confirm_offset: int,
+    max_offset: int,
+) -> dict[str, Any]:
+    """A queue read's answer: the messages (read-API shape) and the position to continue the queue from."""
+    return envelope(
+        BrokerCode.SUCCESS,
+        "",
+        topic=request.topic,
+        queueId=request.queue_id,
         messages=[message_json(m) for m in messages],
         nextOffset=next_offset,
         confirmOffset=confirm_offset,
