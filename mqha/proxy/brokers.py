@@ -19,17 +19,24 @@ from typing import Any
 import aiohttp
 
 from mqha.client.producer import Producer
-from mqha.client.results import SendResult
+from mqha.client.results import NoRouteError, Route, SendResult
+from mqha.client.route import RouteResolver
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy
 from mqha.errors import RemoteProtocolError
 from mqha.proxy.config import controller_addresses
-from mqha.proxy.messages import PutFields
+from mqha.proxy.messages import PutFields, StoredView
+from mqha.security.basic import basic_header
 from mqha.security.credentials import User, parse_user
 from mqha.wire.controller_api import GroupsPayload
 
 log = logging.getLogger(__name__)
 _LIST_TIMEOUT_S = 1.0
+_READ_RETRY_PAUSE_S = 0.05
+
+
+class QueueReadError(Exception):
+    """A queue read that found no serving master in time."""
 
 
 class BrokerGroups:
@@ -46,11 +53,15 @@ class BrokerGroups:
         self._listed_at: float | None = None
         self._lock = asyncio.Lock()
         self._producers: dict[str, Producer] = {}
+        self._resolver: RouteResolver | None = None
+        self._routes: dict[str, Route] = {}
+        self._auth = {"Authorization": basic_header(self._user)} if self._user is not None else {}
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
         policy = Policy(rounds=1, discover=False, max_redirects=max(2, len(self._controllers)))
         self._caller = LeaderCaller(self._controllers, policy, session=self._session)
+        self._resolver = RouteResolver(self._controllers, self._session)
 
     async def close(self) -> None:
         for producer in self._producers.values():
@@ -113,3 +124,45 @@ class BrokerGroups:
             msg_id=fields.msg_id,
             born_timestamp=fields.born_timestamp,
         )
+
+    async def read_queue(
+        self, group: str, topic: str, queue_id: int, position: int, *, max_messages: int, timeout_s: float
+    ) -> tuple[list[StoredView], int]:
+        """One queue's messages at or after ``position`` from ``group``'s master (``GET
+        /v1/queues/messages``, confirm-bounded), following the master for up to ``timeout_s``; the
+        messages and the position to continue from. Raises :class:`QueueReadError`."""
+        assert self._session is not None and self._resolver is not None
+        deadline = time.monotonic() + timeout_s
+        params = {
+            "topic": topic,
+            "queueId": str(queue_id),
+            "offset": str(position),
+            "maxMessages": str(max_messages),
+        }
+        last = "no attempt"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise QueueReadError(f"reading {topic}/{queue_id} of {group}: {last}")
+            route = self._routes.get(group)
+            try:
+                if route is None:
+                    self._resolver.timeout = max(0.05, min(1.0, remaining))
+                    route = self._routes[group] = await self._resolver.resolve(group)
+                async with self._session.get(
+                    f"http://{route.master_address}/v1/queues/messages",
+                    params=params,
+                    headers=self._auth,
+                    timeout=aiohttp.ClientTimeout(total=min(3.0, remaining), sock_connect=0.25),
+                ) as response:
+                    body = await response.json(content_type=None)
+                    if response.status == 200 and isinstance(body, dict) and body.get("code") == 0:
+                        views = [StoredView.from_json(item) for item in body["messages"]]
+                        return views, int(body["nextOffset"])
+                    last = f"HTTP {response.status} {body.get('remark') if isinstance(body, dict) else body}"
+            except NoRouteError as exc:
+                last = str(exc)
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            self._routes.pop(group, None)  # a slave, a dead master or none: ask the controllers again
+            await asyncio.sleep(min(_READ_RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))

@@ -1,7 +1,8 @@
 """``apache.rocketmq.v2.MessagingService`` over mqha's broker groups (shell, grpc.aio; §13).
 
-Implemented: QueryRoute, Telemetry (answers ``Settings``), Heartbeat, SendMessage and
-NotifyClientTermination. Every other RPC answers UNIMPLEMENTED naming itself.
+Implemented: QueryRoute, Telemetry (answers ``Settings``), Heartbeat, SendMessage,
+NotifyClientTermination, and POP consumption (QueryAssignment, ReceiveMessage, AckMessage,
+ChangeInvisibleDuration; ``mqha.proxy.consuming``). Every other RPC answers UNIMPLEMENTED naming itself.
 
 A send is held, not failed, while its group elects a new master: the group's producer retries until
 ``proxySendHoldMarginMillis`` before the client's deadline, so a client sees an answer in time and,
@@ -20,6 +21,7 @@ import grpc
 
 from mqha.client.results import SendResult, SendStatus
 from mqha.proxy.brokers import BrokerGroups
+from mqha.proxy.consuming import PopConsumers
 from mqha.proxy.dedupe import Decision, SendLedger
 from mqha.proxy.messages import MessageRefused, put_fields
 from mqha.proxy.routes import QueueChooser, query_route, status
@@ -30,7 +32,19 @@ from mqha.proxy.v2 import service_grpc as sg
 
 log = logging.getLogger(__name__)
 
-IMPLEMENTED = frozenset({"QueryRoute", "Telemetry", "Heartbeat", "SendMessage", "NotifyClientTermination"})
+IMPLEMENTED = frozenset(
+    {
+        "QueryRoute",
+        "Telemetry",
+        "Heartbeat",
+        "SendMessage",
+        "NotifyClientTermination",
+        "QueryAssignment",
+        "ReceiveMessage",
+        "AckMessage",
+        "ChangeInvisibleDuration",
+    }
+)
 NO_DEADLINE_S = 10.0
 """How long a send is held when the client set no deadline."""
 DEDUPE_WINDOW_MS = 60_000
@@ -71,6 +85,7 @@ class MessagingService(sg.MessagingServiceServicer):
         self._chooser = QueueChooser(self._queue_nums)
         self._ledger: SendLedger[Any] = SendLedger(DEDUPE_WINDOW_MS, DEDUPE_CAPACITY)
         self._done: dict[str, asyncio.Event] = {}  # message id -> set when its in-flight send ends
+        self._pop = PopConsumers(config, groups)
 
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         groups = await self._groups.names()
@@ -87,6 +102,19 @@ class MessagingService(sg.MessagingServiceServicer):
             if command.WhichOneof("command") == "settings":
                 reply = settings_reply(command.settings, max_body_size=self._max_body)
                 yield s.TelemetryCommand(status=status(), settings=reply)
+
+    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._pop.query_assignment(request)
+
+    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async for response in self._pop.receive(request, context.time_remaining()):
+            yield response
+
+    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return self._pop.ack(request)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return self._pop.change_invisible_duration(request)
 
     async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if not request.messages:

@@ -113,6 +113,32 @@ def wait_done(process: ManagedProcess, timeout: float) -> dict[str, Any]:
     return done[-1]
 
 
+def consume(
+    client: Path, mode: str, access_point: str, topic: str, *, group: str, expected: int, run_dir: Path
+) -> list[dict[str, Any]]:
+    """Run the official client's SimpleConsumer or PushConsumer until ``expected`` distinct bodies came;
+    the messages it consumed (with duplicates)."""
+    with ProcessGroup() as processes:
+        consumer = processes.start(
+            [
+                str(client),
+                str(SCRIPTS / "python_consumer.py"),
+                mode,
+                access_point,
+                topic,
+                group,
+                str(expected),
+                "120",
+            ],
+            log_path=run_dir / f"consumer-{mode}-{group}.out",
+            env={"HOME": str(run_dir)},
+        )
+        summary = wait_done(consumer, timeout=180)
+        got = [line for line in lines(consumer) if "body" in line]
+    assert summary["distinct"] >= expected, consumer.log_tail()
+    return got
+
+
 def read_topic(cluster: LocalCluster, topic: str, at_least: int, timeout: float = 60) -> list[Message]:
     """Every message of ``topic`` in the group's log (up to the confirm offset), read with mqha's client."""
 
@@ -158,6 +184,19 @@ def test_a_few_hundred_sends_are_stored_once_with_every_field(
         assert message.born_timestamp is not None and message.born_timestamp % 1000 == 0
         assert started_s * 1000 <= message.born_timestamp <= (message.store_timestamp or 0)
     assert set(queues) == set(range(QUEUES)) and max(queues.values()) - min(queues.values()) <= 1
+
+    # Both official consumers, in groups of their own, get every message once with every field.
+    for mode in ("simple", "push"):
+        got = consume(
+            client, mode, proxy, "ProxyFidelity", group=f"Fidelity-{mode}", expected=count, run_dir=tmp_path
+        )
+        by_body = Counter(line["body"] for line in got)
+        assert set(by_body) == {f"seq-{i}" for i in range(count)}
+        print(f"\n{mode} consumer: {len(got)} received, {len(got) - len(by_body)} duplicates")
+        for line in got:
+            seq = int(line["body"].removeprefix("seq-"))
+            assert line["msgId"] == ids[seq] and line["tag"] == "TagA"
+            assert line["keys"] == sorted([f"k{seq}", f"order-{seq}"]) and line["props"] == {"seq": str(seq)}
 
 
 def test_the_official_node_client_produces_too(cluster: LocalCluster, proxy: str, tmp_path: Path) -> None:
@@ -217,6 +256,18 @@ def test_master_killed_mid_stream_no_send_raises(
     seqs = Counter(int(m.text().removeprefix("seq-")) for m in stored)
     assert set(seqs) >= {line["seq"] for line in sends}
     print(f"proxy failover: {sum(seqs.values()) - len(seqs)} duplicates stored")
+    # A consumer group reads every acknowledged message through the proxy from the new master.
+    got = consume(
+        client,
+        "simple",
+        proxy,
+        "ProxyFailover",
+        group="Failover-simple",
+        expected=len(seqs),
+        run_dir=tmp_path,
+    )
+    assert {int(line["body"].removeprefix("seq-")) for line in got} >= {line["seq"] for line in sends}
+    print(f"proxy failover: the consumer got {len(got)} messages, {len(got) - len(seqs)} duplicates")
 
     cluster.start_node(master, timeout=60)  # leave the group whole for whatever runs next
     cluster.wait_ready(90, groups=[GROUP])
