@@ -14,6 +14,7 @@ One cluster and one proxy for the module; every process is stopped by pid when i
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import os
@@ -352,3 +353,64 @@ def test_route_names_the_proxy_and_unimplemented_rpcs_say_so(proxy: str) -> None
         with pytest.raises(grpc.RpcError) as refused:
             stub.UpdateOffset(s.UpdateOffsetRequest(), timeout=10)
         assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_pop_invisibility_redelivery_and_stale_handles(proxy: str) -> None:
+    """Over the wire with the generated stub: an unacknowledged message comes back after its invisible
+    time with attempt 2; the first hand-out's handle is then stale; ChangeInvisibleDuration gives a new
+    handle that acknowledges it; an acknowledged message never comes back."""
+    import grpc
+
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    topic, group = d.Resource(name="PopSemantics"), d.Resource(name="PopSemanticsGroup")
+    with grpc.insecure_channel(proxy) as channel:
+        stub = service_grpc.MessagingServiceStub(channel)
+        message = d.Message(topic=topic, body=b"pop-me")
+        message.system_properties.message_id = "POPSEMANTICS0001"
+        sent = stub.SendMessage(s.SendMessageRequest(messages=[message]), timeout=10)
+        assert sent.status.code == d.Code.OK, sent
+
+        def receive(invisible_ms: int, long_poll_ms: int = 500) -> list[Any]:
+            request = s.ReceiveMessageRequest(
+                group=group,
+                message_queue=d.MessageQueue(topic=topic, id=-1, broker=d.Broker(name=GROUP)),
+                filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
+                batch_size=16,
+                auto_renew=False,
+            )
+            request.invisible_duration.FromMilliseconds(invisible_ms)
+            request.long_polling_timeout.FromMilliseconds(long_poll_ms)
+            replies = list(stub.ReceiveMessage(request, timeout=10))
+            assert replies[0].HasField("status") and replies[-1].HasField("delivery_timestamp")
+            return [r.message for r in replies if r.HasField("message")]
+
+        def ack(handle: str) -> int:
+            entry = s.AckMessageEntry(message_id="POPSEMANTICS0001", receipt_handle=handle)
+            return stub.AckMessage(
+                s.AckMessageRequest(group=group, topic=topic, entries=[entry]), timeout=10
+            ).status.code
+
+        handed_out = time.monotonic()
+        first = receive(2000, long_poll_ms=5000)
+        assert [m.body for m in first] == [b"pop-me"] and first[0].system_properties.delivery_attempt == 1
+        assert first[0].system_properties.body_digest.checksum == hashlib.md5(b"pop-me").hexdigest().upper()
+        assert receive(1000) == []  # invisible for 2 s
+        time.sleep(max(0.0, handed_out + 2.2 - time.monotonic()))
+        again = receive(60_000)
+        assert [m.body for m in again] == [b"pop-me"] and again[0].system_properties.delivery_attempt == 2
+        assert ack(first[0].system_properties.receipt_handle) == d.Code.INVALID_RECEIPT_HANDLE
+        change = s.ChangeInvisibleDurationRequest(
+            group=group, topic=topic, receipt_handle=again[0].system_properties.receipt_handle, message_id="x"
+        )
+        change.invisible_duration.FromMilliseconds(60_000)
+        changed = stub.ChangeInvisibleDuration(change, timeout=10)
+        assert (
+            changed.status.code == d.Code.OK
+            and changed.receipt_handle != again[0].system_properties.receipt_handle
+        )
+        assert ack(again[0].system_properties.receipt_handle) == d.Code.INVALID_RECEIPT_HANDLE
+        assert ack(changed.receipt_handle) == d.Code.OK
+        assert receive(1000) == []
