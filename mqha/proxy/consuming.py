@@ -97,9 +97,9 @@ class PopConsumers:
         brokers = [request.message_queue.broker.name] if request.message_queue.broker.name else None
         if brokers is None:
             brokers = list(await self._groups.names())
-        queue_ids = (
-            [request.message_queue.id] if request.message_queue.id >= 0 else list(range(self._queue_nums))
-        )
+        # Every queue of the broker group, whatever queue the client names: RocketMQ's proxy pops with
+        # queue id -1 too (and Node 1.0.8's SimpleConsumer only ever names queue 0).
+        queue_ids = list(range(self._queue_nums))
         poll_s = (
             request.long_polling_timeout.ToMilliseconds() / 1000
             if request.HasField("long_polling_timeout")

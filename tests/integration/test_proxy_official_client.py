@@ -201,7 +201,8 @@ def test_a_few_hundred_sends_are_stored_once_with_every_field(
 
 
 def test_the_official_node_client_produces_too(cluster: LocalCluster, proxy: str, tmp_path: Path) -> None:
-    """rocketmq-client-nodejs 1.0.8 (it needs the Telemetry Settings and one address per endpoint)."""
+    """rocketmq-client-nodejs 1.0.8 produces and a Node SimpleConsumer consumes (Node needs the
+    Telemetry Settings, one address per endpoint and the MD5 body digest)."""
     count = 100
     modules = node_client()
     with ProcessGroup() as group:
@@ -220,6 +221,20 @@ def test_the_official_node_client_produces_too(cluster: LocalCluster, proxy: str
         seq = int(message.text().removeprefix("seq-"))
         assert message.msg_id == ids[seq] and message.keys == f"k{seq}"
         assert message.properties["seq"] == str(seq) and message.properties["TAGS"] == "TagN"
+
+    # The Node SimpleConsumer gets them all back, digest checked by the client (MD5).
+    with ProcessGroup() as group:
+        consumer = group.start(
+            ["node", str(SCRIPTS / "node_consumer.js"), proxy, "ProxyNode", "NodeGroup", str(count), "120"],
+            log_path=tmp_path / "node-consumer.out",
+            env={"NODE_PATH": str(modules), "HOME": str(tmp_path)},
+        )
+        summary = wait_done(consumer, timeout=180)
+        got = [line for line in lines(consumer) if "body" in line]
+    assert summary["distinct"] == count, consumer.log_tail()
+    assert {line["msgId"] for line in got} == set(ids.values())
+    assert all(line["tag"] == "TagN" for line in got)
+    print(f"\nnode consumer: {len(got)} received, {len(got) - count} duplicates")
 
 
 def test_master_killed_mid_stream_no_send_raises(
