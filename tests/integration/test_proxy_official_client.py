@@ -1,24 +1,26 @@
-"""The official RocketMQ 5 Python client (rocketmq-python-client 5.1.2, unmodified, in its own venv)
-produces through mqproxy into a real cluster: 3 controllers, one group of 3 replicas
-(``allAckInSyncStateSet``), one mqproxy.
+"""RocketMQ 5's official clients, unmodified, through mqproxy into a real cluster: 3 controllers, one
+group of 3 replicas (``allAckInSyncStateSet``), mqproxy. The Python client (rocketmq-python-client
+5.1.2) runs from its own venv, the Node.js client (rocketmq-client-nodejs 1.0.8) from the committed
+lock file, both as subprocesses.
 
-* a few hundred sends, each stored once with everything the client set (keys, tag, user properties,
-  born timestamp and host, the client's message id, the queue the proxy chose), read back with
-  mqha's own consumer;
-* the master SIGKILLed in the middle of a send stream: no send raises, every acknowledged message is
-  in the new master's log, and the largest gap between acknowledgements is measured.
+* a few hundred Python sends, each stored once with everything the client set (keys, tag, user
+  properties, born timestamp and host, the client's message id, the queue the proxy chose); then a
+  SimpleConsumer and a PushConsumer (own groups) each get every message with every field;
+* the Node producer and SimpleConsumer do the same round trip;
+* the master SIGKILLed in the middle of a send stream: no send raises, the largest gap between
+  acknowledgements is measured, and a consumer gets every acknowledged message;
+* two proxies, the one in use SIGKILLed under load: no send raises;
+* over the wire with the generated stub: routes name the proxy, unimplemented RPCs say so, POP
+  invisibility, redelivery and receipt handles.
 
 One cluster and one proxy for the module; every process is stopped by pid when it ends.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
-import json
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,15 +29,22 @@ from typing import Any
 
 import pytest
 
-from mqha.client import Consumer, Message
 from mqha.cluster.local import LocalCluster
-from tests.helpers.processes import ManagedProcess, ProcessGroup, free_port
+from tests.helpers.processes import ProcessGroup
+from tests.helpers.proxy_harness import (
+    GROUP,
+    QUEUES,
+    connections_to,
+    consume,
+    lines,
+    read_topic,
+    start_producer,
+    start_proxy,
+    wait_done,
+)
 from tests.helpers.rocketmq_client import SCRIPTS, client_python, node_client
 
 pytestmark = pytest.mark.integration
-
-GROUP = "broker-a"
-QUEUES = 4
 
 
 @pytest.fixture(scope="module")
@@ -51,110 +60,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     assert local.running_pids() == []
 
 
-def start_proxy(group: ProcessGroup, cluster: LocalCluster, run_dir: Path) -> tuple[ManagedProcess, str]:
-    """An mqproxy in front of the cluster, listening; the process and its access point."""
-    port = free_port()
-    conf = run_dir / f"proxy-{port}.conf"
-    conf.write_text(
-        f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
-        f"controllerAddr={';'.join(cluster.controller_addresses)}\ndefaultTopicQueueNums={QUEUES}\n"
-    )
-    process = group.start(
-        [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / f"mqproxy-{port}.log"
-    )
-    process.wait_tcp("127.0.0.1", port, timeout=30)
-    return process, f"127.0.0.1:{port}"
-
-
 @pytest.fixture(scope="module")
 def proxy(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A running mqproxy in front of the cluster; its access point ``127.0.0.1:port``."""
     cluster.wait_ready(90)
     with ProcessGroup() as group:
         yield start_proxy(group, cluster, tmp_path_factory.mktemp("proxy"))[1]
-
-
-def start_producer(
-    group: ProcessGroup,
-    client: Path,
-    access_point: str,
-    topic: str,
-    *,
-    count: int,
-    run_dir: Path,
-    interval: float = 0,
-) -> ManagedProcess:
-    return group.start(
-        [str(client), str(SCRIPTS / "python_producer.py"), access_point, topic, str(count), str(interval)],
-        log_path=run_dir / f"producer-{topic}.out",
-        env={"HOME": str(run_dir)},  # the client writes its own log under ~/logs/rocketmq_python
-    )
-
-
-def lines(process: ManagedProcess) -> list[dict[str, Any]]:
-    """The JSON lines the producer script printed so far."""
-    assert process.log_path is not None
-    out = []
-    for raw in process.log_path.read_text(errors="replace").splitlines():
-        if raw.startswith("{"):
-            try:
-                out.append(json.loads(raw))
-            except ValueError:
-                continue
-    return out
-
-
-def wait_done(process: ManagedProcess, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while process.is_running() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not process.is_running(), f"the producer did not finish within {timeout} s\n{process.log_tail()}"
-    done = [line for line in lines(process) if line.get("done")]
-    assert done, f"the producer ended without its summary\n{process.log_tail()}"
-    return done[-1]
-
-
-def consume(
-    client: Path, mode: str, access_point: str, topic: str, *, group: str, expected: int, run_dir: Path
-) -> list[dict[str, Any]]:
-    """Run the official client's SimpleConsumer or PushConsumer until ``expected`` distinct bodies came;
-    the messages it consumed (with duplicates)."""
-    with ProcessGroup() as processes:
-        consumer = processes.start(
-            [
-                str(client),
-                str(SCRIPTS / "python_consumer.py"),
-                mode,
-                access_point,
-                topic,
-                group,
-                str(expected),
-                "120",
-            ],
-            log_path=run_dir / f"consumer-{mode}-{group}.out",
-            env={"HOME": str(run_dir)},
-        )
-        summary = wait_done(consumer, timeout=180)
-        got = [line for line in lines(consumer) if "body" in line]
-    assert summary["distinct"] >= expected, consumer.log_tail()
-    return got
-
-
-def read_topic(cluster: LocalCluster, topic: str, at_least: int, timeout: float = 60) -> list[Message]:
-    """Every message of ``topic`` in the group's log (up to the confirm offset), read with mqha's client."""
-
-    async def scenario() -> list[Message]:
-        found: list[Message] = []
-        deadline = time.monotonic() + timeout
-        async with Consumer(cluster.controller_addresses, GROUP, offset=0) as consumer:
-            while time.monotonic() < deadline:
-                batch = await consumer.read_until(1024, timeout=2)
-                found += [m for m in batch if m.topic == topic]
-                if len(found) >= at_least and not batch:
-                    break
-        return found
-
-    return asyncio.run(scenario())
 
 
 def test_a_few_hundred_sends_are_stored_once_with_every_field(
@@ -288,19 +199,6 @@ def test_master_killed_mid_stream_no_send_raises(
     cluster.start_node(master, timeout=60)  # leave the group whole for whatever runs next
     cluster.wait_ready(90, groups=[GROUP])
     assert os.path.exists(master.log)
-
-
-def connections_to(port: int) -> int:
-    """Established TCP connections to 127.0.0.1:``port`` on this host (Linux /proc/net; gRPC's sockets
-    are IPv6 ones with v4-mapped addresses)."""
-    count = 0
-    for table in ("tcp", "tcp6"):
-        for raw in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
-            fields = raw.split()
-            host, _, hex_port = fields[2].partition(":")
-            if fields[3] == "01" and int(hex_port, 16) == port and host.endswith("0100007F"):
-                count += 1
-    return count
 
 
 def test_a_proxy_killed_under_load_the_client_continues_through_the_other(
