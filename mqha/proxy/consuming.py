@@ -3,13 +3,16 @@ ChangeInvisibleDuration (shell; docs/architecture.md §13).
 
 The decisions are ``mqha.proxy.pop``'s; this module reads the queues from each broker group's master
 (``BrokerGroups.read_queue``), hands messages out in RocketMQ's stream order (status, messages, then
-the delivery timestamp) and long-polls by re-reading every ``POLL_PAUSE_S`` until the client's long
-polling time (capped at ``LONG_POLLING_TIMEOUT_S`` and its deadline) runs out.
+the delivery timestamp) and long-polls until the client's long polling time (capped at
+``LONG_POLLING_TIMEOUT_S`` and its deadline) runs out: woken at once when this proxy stores a message
+of the topic, else re-reading every ``POLL_PAUSE_S`` (messages sent through another proxy, or
+invisibility that ran out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -26,7 +29,7 @@ from mqha.proxy.v2 import service as s
 
 log = logging.getLogger(__name__)
 
-POLL_PAUSE_S = 0.1
+POLL_PAUSE_S = 0.5
 AUTO_RENEW_INVISIBLE_MS = 60_000
 """A hand-out with ``auto_renew`` stays invisible this long (the Java proxy's default; no renewal yet)."""
 DEFAULT_INVISIBLE_MS = 30_000
@@ -43,6 +46,13 @@ class PopConsumers:
         self._queues: dict[tuple[str, str, str, int], PopQueue] = {}
         self._locks: dict[tuple[str, str, str, int], asyncio.Lock] = {}
         self._turn = 0
+        self._arrivals: dict[str, asyncio.Event] = {}  # topic -> set when this proxy stores into it
+
+    def stored(self, topic: str) -> None:
+        """This proxy stored a message of ``topic``: wake the receives long-polling it."""
+        event = self._arrivals.pop(topic, None)
+        if event is not None:
+            event.set()
 
     def _queue(self, key: tuple[str, str, str, int]) -> tuple[PopQueue, asyncio.Lock]:
         if key not in self._queues:
@@ -120,9 +130,12 @@ class PopConsumers:
                     out += await self._take(key, tags, batch - len(out), invisible_ms, deadline)
                 except QueueReadError as exc:
                     log.info("receive %s: %s", key, exc)
-            if out or time.monotonic() + POLL_PAUSE_S >= deadline:
+            pause = min(POLL_PAUSE_S, deadline - time.monotonic())
+            if out or pause <= 0:
                 return out, None
-            await asyncio.sleep(POLL_PAUSE_S)
+            arrival = self._arrivals.setdefault(topic, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(arrival.wait(), pause)
 
     async def _take(
         self,

@@ -176,7 +176,9 @@ class MessagingService(sg.MessagingServiceServicer):
         except MessageRefused as exc:
             return s.SendResultEntry(status=status(exc.code, str(exc)), message_id=msg_id)
         result = await self._groups.send(group, fields, max(0.05, deadline - time.monotonic()))
-        if result.status not in _STORED_CODES:
+        if result.status in _STORED_CODES:
+            self._pop.stored(fields.topic)
+        else:
             log.info("send %s to %s: %s (%s)", msg_id, group, result.status.value, result.error)
         return entry_for(msg_id, result)
 

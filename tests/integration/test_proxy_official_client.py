@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -327,3 +328,15 @@ def test_pop_invisibility_redelivery_and_stale_handles(proxy: str) -> None:
         assert ack(again[0].system_properties.receipt_handle) == d.Code.INVALID_RECEIPT_HANDLE
         assert ack(changed.receipt_handle) == d.Code.OK
         assert receive(1000) == []
+
+        # A receive long-polling an empty queue gets a message sent meanwhile, well before its 10 s.
+        waited: list[Any] = []
+        started = time.monotonic()
+        poller = threading.Thread(target=lambda: waited.extend(receive(60_000, long_poll_ms=10_000)))
+        poller.start()
+        time.sleep(0.5)
+        later = d.Message(topic=topic, body=b"pop-later")
+        later.system_properties.message_id = "POPSEMANTICS0002"
+        assert stub.SendMessage(s.SendMessageRequest(messages=[later]), timeout=10).status.code == d.Code.OK
+        poller.join(timeout=15)
+        assert [m.body for m in waited] == [b"pop-later"] and time.monotonic() - started < 8
