@@ -91,6 +91,18 @@ async def _headers_sent(
         request_ctx.written = True
 
 
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One message of :meth:`Producer.send_each`; ``msg_id`` None: the producer assigns one."""
+
+    topic: str
+    body: Body
+    keys: str | None = None
+    properties: Mapping[str, str] | None = None
+    msg_id: str | None = None
+    born_timestamp: int | None = None
+
+
 @dataclass
 class _Attempt:
     """What one request taught us."""
@@ -283,6 +295,23 @@ class Producer(RoutedClient):
         payload = {
             "messages": [
                 _message_json(topic, b, i, k, None) for b, i, k in zip(bodies, ids, key_list, strict=True)
+            ]
+        }
+        return await self._send(payload, ids, timeout)
+
+    async def send_each(
+        self, messages: Sequence[OutgoingMessage], *, timeout: float | None = None
+    ) -> list[SendResult]:
+        """Send prepared messages, each with its own topic, keys, properties, msgId and born timestamp,
+        as one batch (one request, all or nothing, one status for all; mqproxy coalesces concurrent
+        sends this way); one result per message, in order."""
+        if not messages:
+            return []
+        ids = [m.msg_id or self.new_msg_id() for m in messages]
+        payload = {
+            "messages": [
+                _message_json(m.topic, m.body, i, m.keys, m.properties, born_timestamp=m.born_timestamp)
+                for m, i in zip(messages, ids, strict=True)
             ]
         }
         return await self._send(payload, ids, timeout)

@@ -23,6 +23,7 @@ from mqha.security.credentials import masked
 
 PROG = "mqproxy"
 STOP_GRACE_S = 2.0
+GRPC_ENVELOPE_BYTES = 1024 * 1024
 log = logging.getLogger("mqha.proxy")
 
 
@@ -40,7 +41,14 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         raise process.StartError(f"cannot listen on {address}: {problem}")
     groups = BrokerGroups(config)
     await groups.start()
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    # A message of maxMessageSize plus its envelope must fit one gRPC message (gRPC's default: 4 MiB).
+    limit = config["maxMessageSize"] + GRPC_ENVELOPE_BYTES
+    options = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+    ]
+    server = grpc.aio.server(options=options)
     try:
         service_grpc.add_MessagingServiceServicer_to_server(MessagingService(config, groups), server)
         try:

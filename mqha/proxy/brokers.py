@@ -18,12 +18,13 @@ from typing import Any
 
 import aiohttp
 
-from mqha.client.producer import Producer
+from mqha.client.producer import OutgoingMessage, Producer
 from mqha.client.results import NoRouteError, Route, SendResult
 from mqha.client.route import RouteResolver
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy
 from mqha.errors import RemoteProtocolError
+from mqha.proxy.batching import GroupBatcher
 from mqha.proxy.config import controller_addresses
 from mqha.proxy.messages import PutFields, StoredView
 from mqha.security.basic import basic_header
@@ -53,6 +54,7 @@ class BrokerGroups:
         self._listed_at: float | None = None
         self._lock = asyncio.Lock()
         self._producers: dict[str, Producer] = {}
+        self._batchers: dict[str, GroupBatcher] = {}
         self._resolver: RouteResolver | None = None
         self._routes: dict[str, Route] = {}
         self._auth = {"Authorization": basic_header(self._user)} if self._user is not None else {}
@@ -64,6 +66,8 @@ class BrokerGroups:
         self._resolver = RouteResolver(self._controllers, self._session)
 
     async def close(self) -> None:
+        for batcher in self._batchers.values():
+            await batcher.close()
         for producer in self._producers.values():
             await producer.close()
         self._producers.clear()
@@ -113,17 +117,20 @@ class BrokerGroups:
         return producer
 
     async def send(self, group: str, fields: PutFields, timeout_s: float) -> SendResult:
-        """Put one message into ``group``'s master, following failovers for up to ``timeout_s``."""
-        producer = self.producer(group)
-        return await producer.send(
+        """Put one message into ``group``'s master, following failovers for up to ``timeout_s``
+        (coalesced with concurrent sends to the group: ``mqha.proxy.batching``)."""
+        batcher = self._batchers.get(group)
+        if batcher is None:
+            batcher = self._batchers[group] = GroupBatcher(self.producer(group))
+        message = OutgoingMessage(
             fields.topic,
             fields.body,
             keys=fields.keys or None,
             properties=fields.properties,
-            timeout=timeout_s,
             msg_id=fields.msg_id,
             born_timestamp=fields.born_timestamp,
         )
+        return await batcher.send(message, timeout_s)
 
     async def read_queue(
         self, group: str, topic: str, queue_id: int, position: int, *, max_messages: int, timeout_s: float

@@ -25,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +341,32 @@ def test_pop_invisibility_redelivery_and_stale_handles(proxy: str) -> None:
         assert stub.SendMessage(s.SendMessageRequest(messages=[later]), timeout=10).status.code == d.Code.OK
         poller.join(timeout=15)
         assert [m.body for m in waited] == [b"pop-later"] and time.monotonic() - started < 8
+
+
+def test_concurrent_sends_and_one_too_large_for_the_broker(cluster: LocalCluster, proxy: str) -> None:
+    """Sends arriving together leave as one batch put (mqha.proxy.batching); a message the broker
+    refuses (a body of maxMessageSize makes a record over it) fails alone, the others are stored."""
+    import grpc
+
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    def send(body: bytes, msg_id: str) -> tuple[str, int]:
+        message = d.Message(topic=d.Resource(name="ProxyBatch"), body=body)
+        message.system_properties.message_id = msg_id
+        with grpc.insecure_channel(
+            proxy, options=[("grpc.max_send_message_length", 8 * 1024 * 1024)]
+        ) as channel:
+            stub = service_grpc.MessagingServiceStub(channel)
+            answer = stub.SendMessage(s.SendMessageRequest(messages=[message]), timeout=20)
+        return msg_id, answer.entries[0].status.code
+
+    bodies = [(f"small-{i}".encode(), f"BATCHSMALL{i:04d}") for i in range(24)]
+    bodies.insert(12, (b"x" * (4 * 1024 * 1024), "BATCHHUGE0001"))
+    with ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+        codes = dict(pool.map(lambda item: send(*item), bodies))
+    assert codes.pop("BATCHHUGE0001") == d.Code.BAD_REQUEST
+    assert set(codes.values()) == {d.Code.OK}
+    stored = read_topic(cluster, "ProxyBatch", len(codes))
+    assert sorted(m.msg_id for m in stored) == sorted(codes)
