@@ -27,6 +27,8 @@ MAX_BYTES = 1024 * 1024
 
 @dataclass
 class _Waiting:
+    """One send waiting for its batch: the message, its deadline, where its result goes."""
+
     message: OutgoingMessage
     deadline: float
     answer: asyncio.Future[SendResult]
