@@ -4,7 +4,9 @@ The official Producer sends 2,000 messages (a sequence number in each body) thro
 group's master is SIGKILLed at about 2 s and restarted at about 6 s: no send may raise, and the largest
 gap between acknowledged sends is printed and held to 1 s. Then a SimpleConsumer and a PushConsumer
 (separate groups) each receive every acknowledged sequence number at least once; duplicates are
-counted and printed. Run: ``scripts/bench.sh tests/bench/test_proxy_acceptance.py``.
+counted and printed. Last, the history export and ``mqha analyze`` (the pure-Python checker) prove
+that no acknowledged message was lost (the masters record every PUT_OK they answered the proxy).
+Run: ``scripts/bench.sh tests/bench/test_proxy_acceptance.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from mqha.cluster.checking import ToolChild, adopt_final_log_dump, dump_final_logs, export_and_analyze
 from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ProcessGroup
 from tests.helpers.proxy_harness import GROUP, consume, lines, start_producer, start_proxy, wait_done
@@ -86,3 +89,14 @@ def test_two_thousand_sends_through_a_master_kill_and_restart(cluster: LocalClus
             missing = acked - set(seqs)
             print(f"acceptance: {mode} consumer got {len(got)} messages, {len(got) - len(seqs)} duplicates")
             assert not missing, sorted(missing)[:20]
+    staging = cluster.run_dir / "clients" / "final-log-dump" / "api-dump.db"  # where export looks
+    dump_final_logs(cluster, staging, [GROUP])
+    cluster.stop()  # nodes flush their histories on the way out
+    adopt_final_log_dump(cluster, staging)
+    child = ToolChild()
+    try:
+        result = export_and_analyze(cluster.run_dir, "python", child)
+    finally:
+        child.stop()
+    print("acceptance: " + result.export_line + "; " + " / ".join(result.lines))
+    assert result.analyze_code == 0, result.lines
