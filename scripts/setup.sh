@@ -2,7 +2,9 @@
 # Sets up everything mqha needs on a fresh Debian/Ubuntu machine with Python 3.11+: gcc and the Python
 # headers (the commit log's compiled fast path), Java 17 for Spark, promtool (Debian package prometheus),
 # headless Chromium with its driver (the console's browser test) and nftables (chaos network faults)
-# when missing, a virtualenv in .venv, mqha installed with its test extras.
+# when missing, a virtualenv in .venv, mqha installed with its test extras, and the official RocketMQ 5
+# Python client in .mqha/rocketmq-python-client and its Node.js client in .mqha/rocketmq-client-nodejs
+# (the mqproxy tests run them; node and npm are installed when missing).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +41,10 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     echo "setup: installing chromium and chromium-driver (the web console's browser test drives them)"
     apt_install chromium chromium-driver
 fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing nodejs and npm (the mqproxy tests drive the official RocketMQ Node.js client)"
+    apt_install nodejs npm
+fi
 if ! command -v cc >/dev/null 2>&1 || ! "$PYTHON" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
     echo "setup: installing gcc and the Python headers (the commit-log codec's compiled fast path)"
@@ -49,3 +55,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The official RocketMQ 5 Python client in a venv of its own: the mqproxy tests drive it as a subprocess
+# (one process must not load two generated copies of its protos; it pins its own protobuf).
+CLIENT_VENV=.mqha/rocketmq-python-client
+if [ ! -x "$CLIENT_VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$CLIENT_VENV"
+fi
+"$CLIENT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'rocketmq-python-client==5.1.2'
+# The official RocketMQ 5 Node.js client exactly as the committed lock file pins it (npm ci).
+NODE_CLIENT=.mqha/rocketmq-client-nodejs
+mkdir -p "$NODE_CLIENT"
+cp tests/integration/rocketmq_clients/node/package.json tests/integration/rocketmq_clients/node/package-lock.json "$NODE_CLIENT/"
+(cd "$NODE_CLIENT" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)

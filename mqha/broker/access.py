@@ -33,7 +33,8 @@ from typing import Protocol
 from mqha.autoswitch_ha.ack import AckStatus
 from mqha.broker.commitlog import FlushMode, InvalidDraft, MessageDraft, StoredMessage
 from mqha.broker.disk_guard import is_no_space
-from mqha.broker.protocol import Appended, PutOutcome, PutStatus, ReadRequest, illegal
+from mqha.broker.protocol import Appended, PutOutcome, PutStatus, QueueReadRequest, ReadRequest, illegal
+from mqha.broker.queue_index import QueueIndex
 from mqha.broker.store import BrokerStore
 from mqha.errors import NotAlignedError, StorageError
 from mqha.role import BrokerRole
@@ -82,6 +83,7 @@ class BrokerAccess:
         self.role = role
         self.gate = gate
         self.disk = disk
+        self.queue_index = QueueIndex(store.log.min_offset, store.log_generation)
         # The ack mode label (``metrics.ack_mode``) of the PUT_OKs this master records in its history
         # (docs/architecture.md §5); None: none recorded.
         self.ack_mode = ack_mode
@@ -166,3 +168,34 @@ class BrokerAccess:
         except NotAlignedError as exc:
             raise illegal(f"offset {request.offset} is not a message boundary: {exc.reason}") from None
         return messages, next_offset, limit
+
+    def read_queue(self, request: QueueReadRequest) -> tuple[list[StoredMessage], int, int]:
+        """Messages of one (topic, queue) at or after the commit-log position ``request.offset``, never
+        past the confirm offset, through the queue index (brought up to date first, at most
+        ``INDEX_CATCH_UP`` messages per call). Returns (messages, the position to continue from, the
+        limit used)."""
+        log = self.store.log
+        limit = log.max_offset if self.store.settings.read_uncommitted else self.gate.confirm_offset()
+        index = self.queue_index
+        if index.generation != self.store.log_generation or index.indexed_to < log.min_offset:
+            index.reset(log.min_offset, self.store.log_generation)  # cut, emptied or retained past
+        if index.indexed_to < limit:
+            found, next_offset = log.read_messages(index.indexed_to, INDEX_CATCH_UP, limit, skip_deleted=True)
+            index.add(found, next_offset)
+        entries = index.read(request.topic, request.queue_id, request.offset, request.max_messages)
+        messages: list[StoredMessage] = []
+        resume = request.offset
+        for offset in entries:
+            if offset >= limit:  # indexed under a higher confirm offset than this read may see
+                return messages, resume, limit
+            if offset >= log.min_offset:  # else deleted by retention since it was indexed
+                messages += log.read_messages(offset, 1, limit)[0]
+            resume = offset + 1
+        if len(entries) < request.max_messages:  # nothing more of this queue below the indexed offset
+            resume = max(resume, min(index.indexed_to, limit))
+        return messages, resume, limit
+
+
+INDEX_CATCH_UP = 4096
+"""Messages one queue read indexes at most before answering: a long log is indexed over several reads,
+so no read holds the event loop for long (a read meanwhile sees only what is indexed)."""

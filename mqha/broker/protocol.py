@@ -50,6 +50,7 @@ from mqha.broker.commitlog.codec import (
     MessageDraft,
     StoredMessage,
 )
+from mqha.broker.queue_index import MAX_QUEUE_ID
 from mqha.wire.broker_api import (
     OFFSET_DIVERGED,
     OFFSET_TOO_SMALL,
@@ -139,8 +140,25 @@ class ReadRequest:
     epoch: int | None = None
 
 
+@dataclass(frozen=True)
+class QueueReadRequest:
+    """A validated queue read of one (topic, queue) from a position (docs/architecture.md §4.4).
+
+    At most ``max_messages`` messages of (``topic``, ``queue_id``) at or after the commit-log position
+    ``offset``."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int
+
+
 _is_valid_topic = functools.lru_cache(maxsize=4096)(is_valid_name)
 """RocketMQ's topic rule (``TopicValidator``), the wire's name rule: cached, a put checks it per message."""
+
+
+MAX_TIMESTAMP_MS = 2**63 - 1
+"""The record's bornTimestamp field is a signed 64-bit integer (docs/architecture.md §9.1)."""
 
 
 def _utf8(text: str) -> bytes:
@@ -160,6 +178,7 @@ def draft_of(item: PutItem, *, max_message_size: int, where: str = "") -> Messag
         and item.keys is UNSET
         and item.properties is UNSET
         and item.msg_id is UNSET
+        and item.born_timestamp is UNSET
         and _is_valid_topic(topic)
         and (text is UNSET) != (raw is UNSET)
     ):
@@ -194,6 +213,9 @@ def _draft_checked(item: PutItem, *, max_message_size: int, where: str) -> Messa
     msg_id = item.msg_id if isinstance(item.msg_id, str) else None
     if msg_id is not None and (not msg_id or not msg_id.isascii() or len(msg_id) > MAX_MSG_ID_BYTES):
         raise illegal(f"{where}field 'msgId' must be 1..{MAX_MSG_ID_BYTES} ASCII characters")
+    born = item.born_timestamp if isinstance(item.born_timestamp, int) else None
+    if born is not None and not 0 <= born <= MAX_TIMESTAMP_MS:
+        raise illegal(f"{where}field 'bornTimestamp' must be within [0, {MAX_TIMESTAMP_MS}]")
     # maxMessageSize bounds the stored record (commit log codec); estimate it here so an oversized
     # message is refused before anything of its batch is written.
     size = (
@@ -208,7 +230,9 @@ def _draft_checked(item: PutItem, *, max_message_size: int, where: str) -> Messa
         raise illegal(
             f"{where}message of {size} bytes (body {len(body)}) exceeds maxMessageSize {max_message_size}"
         )
-    return MessageDraft(topic=topic, body=body, msg_id=msg_id, keys=keys, properties=properties or None)
+    return MessageDraft(
+        topic=topic, body=body, msg_id=msg_id, keys=keys, properties=properties or None, born_ts=born
+    )
 
 
 def decode_put_request(
@@ -271,6 +295,19 @@ def parse_read_request(query: Mapping[str, str]) -> ReadRequest:
         offset=_int_param(query, "offset", 0, 0, 2**63 - 1),
         max_messages=_int_param(query, "maxMessages", DEFAULT_MAX_MESSAGES, 1, MAX_READ_MESSAGES),
         epoch=_int_param(query, "epoch", -1, -1, 2**31 - 1) if "epoch" in query else None,
+    )
+
+
+def parse_queue_read_request(query: Mapping[str, str]) -> QueueReadRequest:
+    """Query of GET ``/v1/queues/messages`` → :class:`QueueReadRequest`, or ``RequestError``."""
+    topic = query.get("topic", "")
+    if not _is_valid_topic(topic):
+        raise illegal(f"query parameter 'topic' must be {NAME_RULE}, got {topic[:140]!r}")
+    return QueueReadRequest(
+        topic=topic,
+        queue_id=_int_param(query, "queueId", 0, 0, MAX_QUEUE_ID),
+        offset=_int_param(query, "offset", 0, 0, 2**63 - 1),
+        max_messages=_int_param(query, "maxMessages", DEFAULT_MAX_MESSAGES, 1, MAX_READ_MESSAGES),
     )
 
 
@@ -342,6 +379,7 @@ def message_json(message: StoredMessage) -> dict[str, Any]:
     if message.properties:
         out["properties"] = message.properties
     out["storeTimestamp"] = message.store_ts
+    out["bornTimestamp"] = message.born_ts
     return out
 
 
@@ -377,6 +415,26 @@ def read_diverged_reply(
         status=OFFSET_DIVERGED,
         messages=[],
         nextOffset=end,
+        confirmOffset=confirm_offset,
+        maxOffset=max_offset,
+    )
+
+
+def queue_read_reply(
+    request: QueueReadRequest,
+    messages: Sequence[StoredMessage],
+    next_offset: int,
+    confirm_offset: int,
+    max_offset: int,
+) -> dict[str, Any]:
+    """A queue read's answer: the messages (read-API shape) and the position to continue the queue from."""
+    return envelope(
+        BrokerCode.SUCCESS,
+        "",
+        topic=request.topic,
+        queueId=request.queue_id,
+        messages=[message_json(m) for m in messages],
+        nextOffset=next_offset,
         confirmOffset=confirm_offset,
         maxOffset=max_offset,
     )

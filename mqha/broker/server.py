@@ -1,9 +1,9 @@
 """The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
 
-Routes: POST/GET ``/v1/messages``, GET ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET
-``/v1/ha/status`` (§10.7), GET ``/v1/status``, GET ``/metrics``, GET ``/healthz``, GET and PUT
-``/v1/config`` (``mqha.broker.config_store``), POST ``/v1/history/final-log`` and GET
-``/v1/history/rows`` (docs/architecture.md §5); the status documents
+Routes: POST/GET ``/v1/messages``, GET ``/v1/queues/messages`` (docs/architecture.md §4.4), GET
+``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET ``/v1/ha/status`` (§10.7), GET ``/v1/status``,
+GET ``/metrics``, GET ``/healthz``, GET and PUT ``/v1/config`` (``mqha.broker.config_store``), POST
+``/v1/history/final-log`` and GET ``/v1/history/rows`` (docs/architecture.md §5); the status documents
 are assembled by ``mqha.broker.status_views``. Request bodies go through
 ``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
 paths are ``BrokerAccess.put`` / ``read``.
@@ -41,8 +41,10 @@ from mqha.broker.protocol import (
     decode_put_request,
     envelope,
     illegal,
+    parse_queue_read_request,
     parse_read_request,
     put_reply,
+    queue_read_reply,
     read_diverged_reply,
     read_moved_reply,
     read_reply,
@@ -124,6 +126,7 @@ class BrokerHttpServer:
         app[RUNTIME] = self.runtime
         app.router.add_post("/v1/messages", self.put_messages)
         app.router.add_get("/v1/messages", self.get_messages)
+        app.router.add_get("/v1/queues/messages", self.get_queue_messages)
         app.router.add_get("/v1/epochs", self.get_epochs)
         app.router.add_get("/v1/ha/status", self.get_ha_status)
         app.router.add_get("/v1/status", self.get_status)
@@ -204,7 +207,8 @@ class BrokerHttpServer:
         self.metrics.observe_put(outcome.status.value, len(put.drafts), time.perf_counter() - started)
         return _json(status, body)
 
-    async def get_messages(self, request: web.Request) -> web.Response:
+    def _read_refused(self, request: web.Request) -> web.Response | None:
+        """Why a read is not served (no credentials, fenced, an unverified slave), or None."""
         denial = self.auth.check_client(request.headers.get("Authorization"))
         if denial is not None:
             self.metrics.observe_refused("read", denial.status)
@@ -216,6 +220,21 @@ class BrokerHttpServer:
         unverified = self.access.read_refusal()
         if unverified is not None:  # a slave whose log may differ from its master's: serve nothing
             return _error(BrokerCode.SERVICE_NOT_AVAILABLE, unverified)
+        return None
+
+    async def get_queue_messages(self, request: web.Request) -> web.Response:
+        """One (topic, queue)'s messages through the queue index (docs/architecture.md §4.4)."""
+        refused = self._read_refused(request)
+        if refused is not None:
+            return refused
+        read = parse_queue_read_request(request.query)
+        messages, next_offset, limit = self.access.read_queue(read)
+        return _json(200, queue_read_reply(read, messages, next_offset, limit, self.store.max_offset))
+
+    async def get_messages(self, request: web.Request) -> web.Response:
+        refused = self._read_refused(request)
+        if refused is not None:
+            return refused
         read = parse_read_request(request.query)
         epochs = self.store.epochs
         if read.epoch is not None and (end := reader_divergence(epochs, read.epoch, read.offset)) is not None:

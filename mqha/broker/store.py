@@ -147,6 +147,9 @@ class BrokerStore:
         # docs/architecture.md §5 epochs/truncations, when recording
         self.history = history
         self._flush_task: asyncio.Future[None] | None = None
+        # Bumped whenever the log loses its tail or is emptied: what was derived from it (the queue
+        # index, docs/architecture.md §4.4) must be derived again.
+        self.log_generation = 0
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -279,6 +282,7 @@ class BrokerStore:
         old_max = self.log.max_offset
         self.log.truncate(offset)  # NotAlignedError when offset is not a message boundary
         if offset < old_max:
+            self.log_generation += 1
             log.warning("truncated the commit log from %d to %d (divergent tail)", old_max, offset)
             if self.history is not None:
                 self.history.truncation(old_max, offset, "divergent tail")
@@ -320,6 +324,7 @@ class BrokerStore:
         self._confirm = min(self._confirm, 0)
         self.checkpoint.save(self._confirm, durable=True)
         self.log.reset()
+        self.log_generation += 1
         log.warning("replica log [%d, %d) dropped to re-sync from the master: %s", *old, reason)
         if self.history is not None:
             self.history.truncation(old[1], 0, reason)

@@ -210,6 +210,7 @@ class Consumer(RoutedClient):
                 properties=dict(item.get("properties") or {}),
                 store_timestamp=item.get("storeTimestamp"),
                 broker_id=route.master_broker_id,
+                born_timestamp=item.get("bornTimestamp"),
             )
             out.append(message)
             if self._recorder is not None:

@@ -54,9 +54,17 @@ Body = bytes | str
 
 
 def _message_json(
-    topic: str, body: Body, msg_id: str, keys: str | None, properties: Mapping[str, str] | None
+    topic: str,
+    body: Body,
+    msg_id: str,
+    keys: str | None,
+    properties: Mapping[str, str] | None,
+    *,
+    born_timestamp: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"topic": topic, "msgId": msg_id}
+    if born_timestamp is not None:
+        out["bornTimestamp"] = born_timestamp
     if isinstance(body, str):
         out["body"] = body
     else:
@@ -81,6 +89,18 @@ async def _headers_sent(
     request_ctx = ctx.trace_request_ctx
     if request_ctx is not None:
         request_ctx.written = True
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One message of :meth:`Producer.send_each`; ``msg_id`` None: the producer assigns one."""
+
+    topic: str
+    body: Body
+    keys: str | None = None
+    properties: Mapping[str, str] | None = None
+    msg_id: str | None = None
+    born_timestamp: int | None = None
 
 
 @dataclass
@@ -248,10 +268,16 @@ class Producer(RoutedClient):
         properties: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
+        msg_id: str | None = None,
+        born_timestamp: int | None = None,
     ) -> SendResult:
-        """Send one message; never raises for network or broker outcomes (see :class:`SendStatus`)."""
-        msg_id = self.new_msg_id()
-        payload = _message_json(topic, body, msg_id, keys, properties)
+        """Send one message; never raises for network or broker outcomes (see :class:`SendStatus`).
+
+        ``msg_id``: the caller's id for the message (mqproxy passes the v2 client's), kept across
+        retries like a generated one; ``born_timestamp`` (ms): when the message was made (default: the
+        store timestamp)."""
+        msg_id = msg_id or self.new_msg_id()
+        payload = _message_json(topic, body, msg_id, keys, properties, born_timestamp=born_timestamp)
         return (await self._send(payload, [msg_id], timeout))[0]
 
     async def send_batch(
@@ -273,6 +299,23 @@ class Producer(RoutedClient):
         payload = {
             "messages": [
                 _message_json(topic, b, i, k, None) for b, i, k in zip(bodies, ids, key_list, strict=True)
+            ]
+        }
+        return await self._send(payload, ids, timeout)
+
+    async def send_each(
+        self, messages: Sequence[OutgoingMessage], *, timeout: float | None = None
+    ) -> list[SendResult]:
+        """Send prepared messages, each with its own topic, keys, properties, msgId and born timestamp,
+        as one batch (one request, all or nothing, one status for all; mqproxy coalesces concurrent
+        sends this way); one result per message, in order."""
+        if not messages:
+            return []
+        ids = [m.msg_id or self.new_msg_id() for m in messages]
+        payload = {
+            "messages": [
+                _message_json(m.topic, m.body, i, m.keys, m.properties, born_timestamp=m.born_timestamp)
+                for m, i in zip(messages, ids, strict=True)
             ]
         }
         return await self._send(payload, ids, timeout)

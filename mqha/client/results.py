@@ -104,6 +104,7 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     store_timestamp: int | None = None
     broker_id: int | None = None
+    born_timestamp: int | None = None
 
     @property
     def next_offset(self) -> int:

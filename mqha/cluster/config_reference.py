@@ -8,12 +8,13 @@ from collections.abc import Iterable
 from mqha.broker.config import BROKER_CONFIG
 from mqha.config import MAPPED, REFUSED, REQUIRED, ConfigSpec, Key
 from mqha.controller.config import CONTROLLER_CONFIG
+from mqha.proxy.config import PROXY_CONFIG
 
 INTRO = """\
 # mqha configuration reference
 
-Generated from the key tables of `mqcontroller` (`mqha.controller.config`) and `mqbroker`
-(`mqha.broker.config`) by `mqha config-reference > docs/config.md`;
+Generated from the key tables of `mqcontroller` (`mqha.controller.config`), `mqbroker`
+(`mqha.broker.config`) and `mqproxy` (`mqha.proxy.config`) by `mqha config-reference > docs/config.md`;
 `tests/unit/config/test_config_reference.py` fails when this page and the code disagree. Config files
 are Java-properties text (docs/architecture.md §1).
 
@@ -87,6 +88,7 @@ def table(spec: ConfigSpec) -> str:
 def sections() -> Iterable[tuple[str, ConfigSpec]]:
     yield "mqcontroller (`-c controller.conf`)", CONTROLLER_CONFIG
     yield "mqbroker (`-c broker.conf`)", BROKER_CONFIG
+    yield "mqproxy (`-c proxy.conf`)", PROXY_CONFIG
 
 
 def reference() -> str:

@@ -80,6 +80,7 @@ class PutItem(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields
     keys: str | UnsetType = UNSET
     properties: dict[str, str] | UnsetType = UNSET
     msg_id: str | UnsetType = UNSET
+    born_timestamp: int | UnsetType = UNSET  # ms; absent: the store timestamp (mqproxy sends the client's)
 
 
 class PutBody(PutItem, frozen=True):

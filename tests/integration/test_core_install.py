@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE_INSTALL_LIMIT_MB = 150
-COMMANDS = ("mqcontroller", "mqbroker", "mqadmin", "mqha")
+COMMANDS = ("mqcontroller", "mqbroker", "mqadmin", "mqha", "mqproxy")
 
 
 def _run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -1,8 +1,9 @@
 """The example configs in conf/ load with the real loaders and agree with each other (README, conf/README.md).
 
-Each ``conf/**/*.conf`` goes through what ``mqcontroller -c`` / ``mqbroker -c`` run before starting
-anything (``load_controller_config`` + ``check_config``; ``load_broker_config``), chosen by the file name:
-``controller*.conf`` or ``broker*.conf``. A file with any other name fails, so no example goes untested.
+Each ``conf/**/*.conf`` goes through what ``mqcontroller -c`` / ``mqbroker -c`` / ``mqproxy -c`` run before
+starting anything (``load_controller_config`` + ``check_config``; ``load_broker_config``;
+``load_proxy_layers``), chosen by the file name: ``controller*.conf``, ``broker*.conf`` or
+``proxy*.conf``. A file with any other name fails, so no example goes untested.
 No process, no socket, no directory is created: the loaders check text only.
 """
 
@@ -17,6 +18,8 @@ from mqha.config import parse_properties
 from mqha.controller import __main__ as controller_main
 from mqha.controller.config import load_controller_config, parse_peers
 from mqha.controller.config_store import check_config
+from mqha.proxy import __main__ as proxy_main
+from mqha.proxy.config import load_proxy_layers
 from mqha.security.credentials import MASK, SECRET_KEYS, masked
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -25,6 +28,7 @@ CLUSTER_CONTROLLERS = [f"controller-cluster/controller-n{i}.conf" for i in range
 BROKER_A = ["broker-a/broker-a-host1.conf", "broker-a/broker-a-host2.conf"]
 STANDALONE_CONTROLLER = "controller-standalone.conf"
 STANDALONE_BROKER = "broker-standalone.conf"
+STANDALONE_PROXY = "proxy-standalone.conf"
 
 
 def kind_of(name: str) -> str:
@@ -33,7 +37,11 @@ def kind_of(name: str) -> str:
         return "controller"
     if base.startswith("broker"):
         return "broker"
-    raise AssertionError(f"conf/{name}: name it controller*.conf or broker*.conf so a loader checks it")
+    if base.startswith("proxy"):
+        return "proxy"
+    raise AssertionError(
+        f"conf/{name}: name it controller*.conf, broker*.conf or proxy*.conf so a loader checks it"
+    )
 
 
 def load(name: str) -> dict[str, Any]:
@@ -43,11 +51,13 @@ def load(name: str) -> dict[str, Any]:
         values = load_controller_config(path)
         check_config(values)
         return values
+    if kind_of(name) == "proxy":
+        return load_proxy_layers(path)[0]
     return load_broker_config(path)
 
 
 def test_the_examples_are_there() -> None:
-    expected = {*CLUSTER_CONTROLLERS, *BROKER_A, STANDALONE_CONTROLLER, STANDALONE_BROKER}
+    expected = {*CLUSTER_CONTROLLERS, *BROKER_A, STANDALONE_CONTROLLER, STANDALONE_BROKER, STANDALONE_PROXY}
     assert expected <= set(CONF_FILES)
 
 
@@ -63,7 +73,9 @@ def test_every_file_loads_with_its_process_loader(name: str) -> None:
 @pytest.mark.parametrize("name", CONF_FILES)
 def test_print_flag_accepts_every_file(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``mqcontroller -c FILE -p`` / ``mqbroker -c FILE -p``: the CLI path itself, printing only."""
-    main = controller_main.main if kind_of(name) == "controller" else broker_main.main
+    main = {"controller": controller_main.main, "broker": broker_main.main, "proxy": proxy_main.main}[
+        kind_of(name)
+    ]
     main(["-c", str(CONF / name), "-p"])
     printed = parse_properties(capsys.readouterr().out)
     expected = masked(load(name))  # secrets are printed as MASK
@@ -124,3 +136,5 @@ def test_standalone_pair() -> None:
     assert broker["controllerAddr"] == peers[0].api_address
     assert broker["brokerIP1"] == peers[0].host
     assert broker["storePathRootDir"] != controller["controllerStorePath"]
+    proxy = load(STANDALONE_PROXY)
+    assert proxy["controllerAddr"] == peers[0].api_address

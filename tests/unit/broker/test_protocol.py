@@ -188,3 +188,13 @@ def test_read_reply_decodes_text_and_falls_back_to_base64() -> None:
     assert body["nextOffset"] == 160 and body["confirmOffset"] == 160
     assert body["messages"][0]["body"] == "hi"
     assert body["messages"][1]["body"] is None and body["messages"][1]["bodyBase64"] == "/w=="
+
+
+def test_born_timestamp_is_the_producers_when_given_and_read_back() -> None:
+    request = parse({"topic": "t1", "body": "x", "bornTimestamp": 1_700_000_000_000})
+    assert request.drafts[0].born_ts == 1_700_000_000_000
+    assert parse({"topic": "t1", "body": "x"}).drafts[0].born_ts is None  # the store timestamp
+    assert "bornTimestamp" in rejected({"topic": "t1", "body": "x", "bornTimestamp": -1})
+    assert "bornTimestamp" in rejected({"topic": "t1", "body": "x", "bornTimestamp": "1"})
+    stored = StoredMessage(0, 80, "M", "t", "", {}, b"x", 1_700_000_000_000, 1_700_000_000_005, 0)
+    assert read_reply([stored], 80, 80, 80)["messages"][0]["bornTimestamp"] == 1_700_000_000_000

@@ -19,11 +19,17 @@ from mqha.cluster.config_reference import reference
 from mqha.config import MAPPED, REFUSED, USED, ConfigSpec, Key
 from mqha.controller.config import CONTROLLER_CONFIG, load_controller_config
 from mqha.errors import ConfigError
+from mqha.proxy.config import PROXY_CONFIG
 
 ROOT = Path(__file__).resolve().parents[3]
 BROKER_BASE = {"brokerName": "broker-a", "enableControllerMode": "true", "controllerAddr": "127.0.0.1:9878"}
 CONTROLLER_BASE = {"controllerDLegerPeers": "n0-127.0.0.1:9878", "controllerDLegerSelfId": "n0"}
-SPECS = {"broker": (BROKER_CONFIG, BROKER_BASE), "controller": (CONTROLLER_CONFIG, CONTROLLER_BASE)}
+PROXY_BASE = {"controllerAddr": "127.0.0.1:9878"}
+SPECS = {
+    "broker": (BROKER_CONFIG, BROKER_BASE),
+    "controller": (CONTROLLER_CONFIG, CONTROLLER_BASE),
+    "proxy": (PROXY_CONFIG, PROXY_BASE),
+}
 # Tools that write config files for others (the launcher, chaos, benchmarks) do not count as a use.
 NOT_USERS = ("mqha/cluster/", "mqha/chaos/", "mqha/bench/", "mqha/testing/")
 

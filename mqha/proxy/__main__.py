@@ -1,0 +1,98 @@
+"""``mqproxy -c proxy.conf [-p] [--log-level L]``: the gRPC v2 proxy in front of mqha (§13 of
+docs/architecture.md).
+
+Start: config, the broker-group client, then the gRPC server (bound, or one line and exit 1).
+SIGTERM / SIGINT stop it in reverse order: the server first (in-flight calls get a grace period), then
+the producers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mqha import process
+from mqha.config import render_with_sources
+from mqha.errors import ConfigError, MissingExtraError
+from mqha.proxy.config import load_proxy_layers
+from mqha.security.credentials import masked
+
+PROG = "mqproxy"
+STOP_GRACE_S = 2.0
+GRPC_ENVELOPE_BYTES = 1024 * 1024
+log = logging.getLogger("mqha.proxy")
+
+
+async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) -> None:
+    import grpc
+
+    from mqha.proxy.brokers import BrokerGroups
+    from mqha.proxy.service import MessagingService
+    from mqha.proxy.v2 import service_grpc
+
+    stop = process.stop_on_signals(stop)
+    address = f"{config['grpcBindAddress']}:{config['grpcServerPort']}"
+    problem = _bind_problem(config["grpcBindAddress"], config["grpcServerPort"])
+    if problem is not None:  # gRPC's own failure is a C-core log line plus a vague error
+        raise process.StartError(f"cannot listen on {address}: {problem}")
+    groups = BrokerGroups(config)
+    await groups.start()
+    # A message of maxMessageSize plus its envelope must fit one gRPC message (gRPC's default: 4 MiB).
+    limit = config["maxMessageSize"] + GRPC_ENVELOPE_BYTES
+    options = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+    ]
+    server = grpc.aio.server(options=options)
+    try:
+        service_grpc.add_MessagingServiceServicer_to_server(MessagingService(config, groups), server)
+        try:
+            bound = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise process.StartError(f"cannot listen on {address}: {exc}") from None
+        if not bound:
+            raise process.StartError(f"cannot listen on {address}")
+        await server.start()
+        log.info("mqproxy serving apache.rocketmq.v2.MessagingService on %s", address)
+        await stop.wait()
+    finally:
+        await server.stop(STOP_GRACE_S)
+        await groups.close()
+
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound right now (as gRPC binds: SO_REUSEADDR), or None."""
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "no address"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = process.config_arguments(PROG, "mqha gRPC proxy for RocketMQ 5 clients", "proxy").parse_args(argv)
+    try:
+        config, sources = load_proxy_layers(args.config)
+    except ConfigError as exc:
+        process.exit_with(PROG, exc)
+    if args.print:
+        sys.stdout.write(render_with_sources(masked(config), sources))
+        return
+    try:
+        import mqha.proxy.v2  # noqa: F401  (the extra's one-line error, before logging starts)
+    except MissingExtraError as exc:
+        process.exit_with(PROG, exc)
+    process.run(PROG, args.log_level, lambda: serve(config))
+
+
+if __name__ == "__main__":
+    main()

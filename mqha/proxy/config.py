@@ -1,0 +1,93 @@
+"""mqproxy's config keys: RocketMQ proxy names where it has them (``ProxyConfig``), broker names for
+what brokers share (docs/architecture.md §13, docs/config.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
+from mqha.errors import ConfigError
+from mqha.security.credentials import check_authentication_keys
+from mqha.security.keys import BROKER_USER_KEYS
+from mqha.wire.types import is_valid_address
+
+_MIB = 1024 * 1024
+HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
+
+PROXY_CONFIG = ConfigSpec(
+    [
+        Key("grpcServerPort", int, 8081, "port of the gRPC MessagingService (RocketMQ 5 clients)", rule=PORT),
+        Key(
+            "grpcBindAddress",
+            str,
+            "0.0.0.0",
+            "address the gRPC server binds (0.0.0.0: every interface)",
+            rule=HOST,
+            rocketmq=False,
+        ),
+        Key("controllerAddr", str, "", "controllers' addresses, host:port;host:port (required)"),
+        Key(
+            "defaultTopicQueueNums",
+            int,
+            8,
+            "queues of a topic in each broker group (every topic exists in every group for now)",
+            rule=between(1, 1024),
+        ),
+        Key(
+            "maxMessageSize",
+            int,
+            4 * _MIB,
+            "largest message body a client may send (the brokers' maxMessageSize bounds the record)",
+            rule=POSITIVE_INT,
+            unit="bytes",
+        ),
+        Key(
+            "proxySendHoldMarginMillis",
+            int,
+            300,
+            "a send held through a failover answers this long before the client's deadline",
+            rule=between(1, 60_000),
+            rocketmq=False,
+        ),
+        Key(
+            "proxyGroupRefreshMillis",
+            int,
+            5000,
+            "how long the broker groups listed by the controllers are reused before asking again",
+            rule=between(100, 3_600_000),
+            rocketmq=False,
+        ),
+        Key(
+            "authenticationEnabled",
+            bool,
+            False,
+            "the brokers require their API user: the proxy puts as initAuthenticationUser",
+        ),
+        *BROKER_USER_KEYS,
+    ]
+)
+
+
+def check_proxy_config(values: Mapping[str, Any]) -> None:
+    """Cross-key rules; raises ``ConfigError`` naming the key."""
+    addresses = controller_addresses(values)
+    if not addresses:
+        raise ConfigError("controllerAddr", "required (host:port;host:port)")
+    for address in addresses:
+        if not is_valid_address(address):
+            raise ConfigError(
+                "controllerAddr", f"expected host:port;host:port (port 1..65535), got {address!r}"
+            )
+    check_authentication_keys(values, ("initAuthenticationUser",))
+
+
+def controller_addresses(values: Mapping[str, Any]) -> list[str]:
+    return [part.strip() for part in values["controllerAddr"].split(";") if part.strip()]
+
+
+def load_proxy_layers(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The proxy's checked config and where each value came from."""
+    values, sources = PROXY_CONFIG.load_layers([path])
+    check_proxy_config(values)
+    return values, sources

@@ -1,0 +1,203 @@
+"""``apache.rocketmq.v2.MessagingService`` over mqha's broker groups (shell, grpc.aio; §13).
+
+Implemented: QueryRoute, Telemetry (answers ``Settings``), Heartbeat, SendMessage,
+NotifyClientTermination, and POP consumption (QueryAssignment, ReceiveMessage, AckMessage,
+ChangeInvisibleDuration; ``mqha.proxy.consuming``). Every other RPC answers UNIMPLEMENTED naming itself.
+
+A send is held, not failed, while its group elects a new master: the group's producer retries until
+``proxySendHoldMarginMillis`` before the client's deadline, so a client sees an answer in time and,
+in the common case, no error at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import grpc
+
+from mqha.client.results import SendResult, SendStatus
+from mqha.proxy.brokers import BrokerGroups
+from mqha.proxy.consuming import PopConsumers
+from mqha.proxy.dedupe import Decision, SendLedger
+from mqha.proxy.messages import MessageRefused, put_fields
+from mqha.proxy.routes import QueueChooser, query_route, status
+from mqha.proxy.settings import settings_reply
+from mqha.proxy.v2 import definition as d
+from mqha.proxy.v2 import service as s
+from mqha.proxy.v2 import service_grpc as sg
+
+log = logging.getLogger(__name__)
+
+IMPLEMENTED = frozenset(
+    {
+        "QueryRoute",
+        "Telemetry",
+        "Heartbeat",
+        "SendMessage",
+        "NotifyClientTermination",
+        "QueryAssignment",
+        "ReceiveMessage",
+        "AckMessage",
+        "ChangeInvisibleDuration",
+    }
+)
+NO_DEADLINE_S = 10.0
+"""How long a send is held when the client set no deadline."""
+DEDUPE_WINDOW_MS = 60_000
+DEDUPE_CAPACITY = 100_000
+
+# mqha's stored statuses as the v2 codes the Java proxy answers (SendMessageActivity): the client
+# retries the two timeouts with the same message id.
+_STORED_CODES = {
+    SendStatus.PUT_OK: d.Code.OK,
+    SendStatus.FLUSH_DISK_TIMEOUT: d.Code.MASTER_PERSISTENCE_TIMEOUT,
+    SendStatus.FLUSH_SLAVE_TIMEOUT: d.Code.SLAVE_PERSISTENCE_TIMEOUT,
+}
+
+
+def entry_for(msg_id: str, result: SendResult) -> Any:
+    """A ``SendResultEntry`` from what mqha's producer reports (pure)."""
+    if result.status in _STORED_CODES:
+        code = _STORED_CODES[result.status]
+        text = "OK" if code == d.Code.OK else result.status.value
+        return s.SendResultEntry(status=status(code, text), message_id=msg_id, offset=result.offset or 0)
+    if result.status is SendStatus.FAILED and (result.error or "").startswith("MESSAGE_ILLEGAL"):
+        return s.SendResultEntry(status=status(d.Code.BAD_REQUEST, result.error or ""), message_id=msg_id)
+    if result.status is SendStatus.FAILED and (result.error or "").startswith("NO_PERMISSION"):
+        return s.SendResultEntry(status=status(d.Code.FORBIDDEN, result.error or ""), message_id=msg_id)
+    # No master in time, or an answer that never came: the client may retry (same message id).
+    why = f"{result.status.value} after {result.attempts} attempts: {result.error or 'no master in time'}"
+    return s.SendResultEntry(status=status(d.Code.PROXY_TIMEOUT, why), message_id=msg_id)
+
+
+class MessagingService(sg.MessagingServiceServicer):
+    """The servicer; one per process."""
+
+    def __init__(self, config: Mapping[str, Any], groups: BrokerGroups) -> None:
+        self._groups = groups
+        self._queue_nums: int = config["defaultTopicQueueNums"]
+        self._max_body: int = config["maxMessageSize"]
+        self._margin_s: float = config["proxySendHoldMarginMillis"] / 1000
+        self._chooser = QueueChooser(self._queue_nums)
+        self._ledger: SendLedger[Any] = SendLedger(DEDUPE_WINDOW_MS, DEDUPE_CAPACITY)
+        self._done: dict[str, asyncio.Event] = {}  # message id -> set when its in-flight send ends
+        self._pop = PopConsumers(config, groups)
+
+    async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        groups = await self._groups.names()
+        return query_route(request.topic, request.endpoints, groups, self._queue_nums)
+
+    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return s.HeartbeatResponse(status=status())
+
+    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return s.NotifyClientTerminationResponse(status=status())
+
+    async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async for command in requests:
+            if command.WhichOneof("command") == "settings":
+                reply = settings_reply(command.settings, max_body_size=self._max_body)
+                yield s.TelemetryCommand(status=status(), settings=reply)
+
+    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._pop.query_assignment(request)
+
+    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async for response in self._pop.receive(request, context.time_remaining()):
+            yield response
+
+    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return self._pop.ack(request)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return self._pop.change_invisible_duration(request)
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if not request.messages:
+            return s.SendMessageResponse(status=status(d.Code.BAD_REQUEST, "no message in the request"))
+        remaining = context.time_remaining()
+        budget = NO_DEADLINE_S if remaining is None else remaining - self._margin_s
+        deadline = time.monotonic() + max(0.05, budget)
+        entries = [await self._send_one(message, deadline) for message in request.messages]
+        codes = {entry.status.code for entry in entries}
+        if len(entries) == 1:
+            top = entries[0].status
+        elif codes == {d.Code.OK}:
+            top = status()
+        else:
+            top = status(d.Code.MULTIPLE_RESULTS, "the messages ended differently: see the entries")
+        return s.SendMessageResponse(status=top, entries=entries)
+
+    async def _send_one(self, message: Any, deadline: float) -> Any:
+        msg_id = message.system_properties.message_id
+        while True:
+            decision, stored = self._ledger.begin(msg_id, _now_ms())
+            if decision is Decision.STORED:
+                return stored
+            if decision is Decision.SEND:
+                break
+            # Another attempt of this message is being stored: its outcome is this one's.
+            done = self._done.setdefault(msg_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(done.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                return s.SendResultEntry(
+                    status=status(
+                        d.Code.PROXY_TIMEOUT, "an earlier attempt of this message is still running"
+                    ),
+                    message_id=msg_id,
+                )
+        entry = None
+        try:
+            entry = await self._store(message, deadline)
+        finally:
+            stored_ok = entry is not None and entry.status.code == d.Code.OK
+            self._ledger.finish(msg_id, entry if stored_ok else None, _now_ms())
+            event = self._done.pop(msg_id, None)
+            if event is not None:
+                event.set()
+        return entry
+
+    async def _store(self, message: Any, deadline: float) -> Any:
+        msg_id = message.system_properties.message_id
+        groups = await self._groups.names()
+        if not groups:
+            return s.SendResultEntry(
+                status=status(d.Code.PROXY_TIMEOUT, "no broker group is registered with the controllers"),
+                message_id=msg_id,
+            )
+        group, queue_id = self._chooser.choose(message.topic.name, groups)
+        try:
+            fields = put_fields(message, queue_id, self._max_body)
+        except MessageRefused as exc:
+            return s.SendResultEntry(status=status(exc.code, str(exc)), message_id=msg_id)
+        result = await self._groups.send(group, fields, max(0.05, deadline - time.monotonic()))
+        if result.status in _STORED_CODES:
+            self._pop.stored(fields.topic)
+        else:
+            log.info("send %s to %s: %s (%s)", msg_id, group, result.status.value, result.error)
+        return entry_for(msg_id, result)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _unimplemented(name: str) -> Any:
+    async def handler(self: MessagingService, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"mqproxy does not implement {name} yet (docs/architecture.md §13 lists what it does)",
+        )
+
+    handler.__name__ = name
+    return handler
+
+
+for _method in s.DESCRIPTOR.services_by_name["MessagingService"].methods:
+    if _method.name not in IMPLEMENTED:
+        setattr(MessagingService, _method.name, _unimplemented(_method.name))

@@ -1,0 +1,53 @@
+"""``mqproxy -c FILE``'s config handling (mqha.proxy.__main__, mqha.proxy.config): ``-p`` prints every
+key with its source, a bad key or a missing controllerAddr is one line naming it, exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mqha.config import parse_properties
+from mqha.proxy import __main__ as proxy_main
+from mqha.proxy.config import PROXY_CONFIG
+from mqha.security.credentials import MASK
+
+
+def run_main(conf: Path, *extra: str) -> None:
+    proxy_main.main(["-c", str(conf), *extra])
+
+
+def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "proxy.conf"
+    conf.write_text(
+        'controllerAddr=127.0.0.1:9878\ngrpcServerPort=18081\ninitAuthenticationUser={"username": "u", '
+        '"password": "secret-password"}\n'
+    )
+    run_main(conf, "-p")
+    out = capsys.readouterr().out
+    printed = parse_properties(out)
+    assert set(printed) == set(PROXY_CONFIG.keys)
+    assert printed["grpcServerPort"] == "18081" and printed["initAuthenticationUser"] == MASK
+    assert printed["defaultTopicQueueNums"] == "8" and f"# from {conf}" in out and "# from default" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("controllerAddr=127.0.0.1:9878\ngrpcServerPort=0\n", "grpcServerPort"),
+        ("controllerAddr=127.0.0.1:9878\nnoSuchKey=1\n", "noSuchKey"),
+        ("grpcServerPort=8081\n", "controllerAddr"),
+        ("controllerAddr=nohostport\n", "controllerAddr"),
+        ("controllerAddr=127.0.0.1:9878\nauthenticationEnabled=true\n", "initAuthenticationUser"),
+    ],
+)
+def test_a_bad_config_is_one_line_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, key: str
+) -> None:
+    conf = tmp_path / "proxy.conf"
+    conf.write_text(text)
+    with pytest.raises(SystemExit) as stopped:
+        run_main(conf)
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"mqproxy: config key '{key}'"), err
