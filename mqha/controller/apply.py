@@ -34,14 +34,16 @@ from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
+    DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
     Record,
     RecordFormatError,
     UpdateBrokerAddressRecord,
+    UpdateTopicRecord,
     decode_record,
 )
-from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
+from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo, TopicQueues, TopicState
 
 SUCCESS = ResponseCode.SUCCESS
 
@@ -257,7 +259,28 @@ def _apply_clean(state: ControllerState, record: CleanBrokerDataRecord) -> Contr
     return state.with_group(group)
 
 
+def _apply_update_topic(state: ControllerState, record: UpdateTopicRecord) -> ControllerState:
+    # No compare-and-set: a topic's queues are the operator's latest word, so a re-applied or
+    # replayed record sets the same values again (idempotent).
+    topic = state.topics.get(record.topic_name) or TopicState(record.topic_name)
+    queues = TopicQueues(record.read_queue_nums, record.write_queue_nums, record.perm)
+    table = dict(topic.queues)
+    for name in record.broker_names:
+        table[name] = queues
+    return state.with_topic(TopicState(record.topic_name, table))
+
+
+def _apply_delete_topic(state: ControllerState, record: DeleteTopicRecord) -> ControllerState:
+    topic = state.topics.get(record.topic_name)
+    if topic is None:
+        return state  # deleted already: idempotent
+    table = {name: q for name, q in topic.queues.items() if name not in record.broker_names}
+    return state.with_topic(TopicState(record.topic_name, table))
+
+
 _APPLIERS: dict[type[Any], Callable[[ControllerState, Any], ControllerState]] = {
+    UpdateTopicRecord: _apply_update_topic,
+    DeleteTopicRecord: _apply_delete_topic,
     NoopRecord: _apply_noop,
     ApplyBrokerIdRecord: _apply_broker_id,
     UpdateBrokerAddressRecord: _apply_update_address,

@@ -1,10 +1,10 @@
 """The controller's HTTP API (aiohttp; shell): routes, request parsing, code -> HTTP status, metrics.
 
-Routes and JSON shapes are docs/architecture.md §3's; ``mqha.controller.openapi`` describes each one and a
-test checks that both list the same routes. Every answer (errors included, also 404/405 of unknown routes)
-is a JSON object ``{"code", "codeName", "remark", ...payload}``, except the bodies that are not API
-answers: ``/metrics`` (Prometheus text), the web console's page and assets (``/``, ``/console/*``)
-and its event stream (``/v1/console/events``, server-sent events of ``mqha.controller.console_view``).
+Routes and JSON shapes are docs/architecture.md §3's (topics: ``topic_routes``); ``mqha.controller.openapi``
+describes each one and a test checks that both list the same routes. Every answer (errors included,
+also 404/405 of unknown routes) is a JSON object ``{"code", "codeName", "remark", ...payload}``, except the
+bodies that are not API answers: ``/metrics`` (Prometheus text), the web console's page and assets
+(``/``, ``/console/*``) and its event stream (``/v1/console/events``, server-sent events).
 HTTP status from the code (``mqha.codes.http_status_for``): 200 success; 400 invalid request (2005);
 404 unknown broker set (2008, 2010); 409 fenced or rejected; 421 not leader (2007, with
 ``leaderAddress``); 503 no quorum (14); 500 system error (1). The HTTP layer adds: 401/403 (code 16)
@@ -17,8 +17,7 @@ and fields in one pass (``mqha.wire``: the body's bytes decode straight into the
 strict: types, ranges, required, unknown -> 400 naming the field) -> path parameter -> admin token
 (a designated elect; without ``authenticationEnabled`` every admin call is checked here, as before)
 -> leadership -> the decision. A bad request is bad on any node, so validation comes before the
-leader check; nothing is decided or changed before the last step. Replies stay typed until
-``respond`` encodes them (``Reply.encode``).
+leader check; nothing is decided or changed before the last step. Replies stay typed until ``respond``.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import msgspec
 from aiohttp import web
 
 from mqha.codes import ResponseCode, http_status_for
-from mqha.controller import history_route, openapi
+from mqha.controller import history_route, openapi, topic_routes
 from mqha.controller.access import Access, Principal, route_access
 from mqha.controller.console_view import sse_message
 from mqha.controller.metrics import CONTENT_TYPE
@@ -416,6 +415,7 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v1/console/events", "consoleEvents", console_events),
     ("GET", "/v1/console/analysis", "consoleAnalysis", console_analysis),
     ("GET", "/v1/history/rows", "getHistoryRows", history_route.get_history_rows),  # NDJSON
+    *topic_routes.ROUTES,
 )
 
 

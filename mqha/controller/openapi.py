@@ -25,6 +25,7 @@ from mqha.wire.controller_api import (
     BrokerHeartbeatRequest,
     CleanBrokerDataRequest,
     ControllerMetadataPayload,
+    DeleteTopicRequest,
     ElectMasterPayload,
     ElectMasterRequest,
     GetNextBrokerIdRequest,
@@ -36,6 +37,10 @@ from mqha.wire.controller_api import (
     RegisterBrokerRequest,
     ReplicaInfoPayload,
     SyncStateDataPayload,
+    TopicListPayload,
+    TopicRoutePayload,
+    UpdateTopicPayload,
+    UpdateTopicRequest,
 )
 from mqha.wire.controller_quorum import AddControllerPeerRequest, RemoveControllerPeerRequest
 
@@ -61,6 +66,11 @@ _MESSAGES: tuple[type[msgspec.Struct], ...] = (
     NotLeaderPayload,
     ControllerMetadataPayload,
     GroupsPayload,
+    UpdateTopicRequest,
+    DeleteTopicRequest,
+    UpdateTopicPayload,
+    TopicListPayload,
+    TopicRoutePayload,
 )
 
 
@@ -106,7 +116,7 @@ _STATUS_TEXT = {
     "401": "no proof: no, a malformed, a wrong, an expired or a replayed signature, or an admin call "
     "without a bearer token (code 16)",
     "403": "wrong admin token, broker credentials on an admin call, or a blacklisted config key (code 16)",
-    "404": "unknown broker set (2008, 2010)",
+    "404": "unknown broker set (2008, 2010) or topic (17 TOPIC_NOT_EXIST)",
     "409": "fenced or rejected (2000-2004, 2006, 2009, 2011-2014)",
     "413": "body larger than maxRequestBodyBytes (code 2005)",
     "421": "not the serving leader (2007); leaderAddress names the leader",
@@ -496,6 +506,49 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                     "200": {"description": "NDJSON rows", "content": {"application/x-ndjson": {}}},
                     **_responses(("400", "401", "403")),
                 },
+            },
+        ),
+        (
+            "GET",
+            "/v1/topics",
+            "topicList",
+            {
+                "summary": "docs/architecture.md §4.5, leader: every topic (topicList), its queues in the "
+                "registered broker sets (topicQueues) and their clusters",
+                "responses": _responses(_READ, TopicListPayload),
+            },
+        ),
+        (
+            "GET",
+            "/v1/topics/route",
+            "topicRoute",
+            {
+                "summary": "docs/architecture.md §4.5, leader: RocketMQ's TopicRouteData (brokerDatas, "
+                "queueDatas) of the topic; 404 code 17 TOPIC_NOT_EXIST when no registered set holds it",
+                "parameters": [_query_param("topic", "the topic", required=True)],
+                "responses": _responses((*_READ, "404"), TopicRoutePayload),
+            },
+        ),
+        (
+            "POST",
+            "/v1/topics/update",
+            "updateTopic",
+            {
+                "summary": "docs/architecture.md §4.5, leader, admin: create a topic or set its queues in "
+                "every broker set of the cluster (mqadmin updateTopic)",
+                "requestBody": _body(request_schema(UpdateTopicRequest)),
+                "responses": _responses(_WRITE, UpdateTopicPayload),
+            },
+        ),
+        (
+            "POST",
+            "/v1/topics/delete",
+            "deleteTopic",
+            {
+                "summary": "docs/architecture.md §4.5, leader, admin: remove a topic from every broker set "
+                "of the cluster (mqadmin deleteTopic); an absent topic is success",
+                "requestBody": _body(request_schema(DeleteTopicRequest)),
+                "responses": _responses(_WRITE),
             },
         ),
     ]

@@ -11,9 +11,12 @@ A record says what changes and what it was decided against; ``mqha.controller.ap
 | ElectMasterRecord           | masterEpoch and syncStateSetEpoch equal the expected ones      |
 | AlterSyncStateSetRecord     | master id, masterEpoch, syncStateSetEpoch equal the expected   |
 | CleanBrokerDataRecord       | masterEpoch and syncStateSetEpoch equal the expected ones      |
+| UpdateTopicRecord           | nothing (sets the named sets' queues; the last write wins)    |
+| DeleteTopicRecord           | nothing (removes the named sets' queues; idempotent)           |
 | NoopRecord                  | nothing (a new leader's barrier)                               |
 
-The first two never touch an epoch, so they do not carry any: fencing them on epochs would only
+The first two never touch an epoch (nor do the topic records, which touch no broker set), so they do
+not carry any: fencing them on epochs would only
 reject a registration that raced with an unrelated election.
 
 The records are wire structs: their shape and encoding live in ``mqha.wire.records`` (docs/architecture.md

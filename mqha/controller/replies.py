@@ -10,9 +10,11 @@ from mqha.controller.apply import Outcome, apply
 from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
+    DeleteTopicRecord,
     ElectMasterRecord,
     Record,
     UpdateBrokerAddressRecord,
+    UpdateTopicRecord,
 )
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import BrokerGroupState, ControllerState
@@ -103,6 +105,8 @@ def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
         return Reply(outcome.code, outcome.remark)
     code, remark = result.reply.code, result.reply.remark
     record, group = outcome.record, outcome.group
+    if isinstance(record, UpdateTopicRecord | DeleteTopicRecord):
+        return result.reply  # apply accepts every topic record: its reply is the decision's
     if isinstance(record, ApplyBrokerIdRecord):
         return Reply(
             code,

@@ -79,6 +79,10 @@ class ControllerService:
         self.alter_sync_state_set = self.writes.alter_sync_state_set
         self.clean_broker_data = self.writes.clean_broker_data
         self.elect_master = self.writes.elect_master
+        self.update_topic = self.writes.update_topic
+        self.delete_topic = self.writes.delete_topic
+        self.topic_list = self.writes.topic_list
+        self.topic_route = self.writes.topic_route
         self.record_heartbeat = self.liveness.record_heartbeat
         self.on_session_closed = self.liveness.on_session_closed
         self.max_message_bytes = self.config_store.max_message_bytes

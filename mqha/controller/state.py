@@ -20,6 +20,10 @@ Invariants that ``apply`` preserves (the property tests check them):
 ELR and ``acked_watermark`` are the state of the election rule (docs/architecture.md §3.2, KIP-966):
 the replicas that left the SyncStateSet holding everything acknowledged up to a credited offset,
 and the highest offset the controller knows was acknowledged.
+
+``topics`` maps a topic to its queues in each broker set (``mqadmin updateTopic``, docs/architecture.md
+§4.5). A topic's entry for a broker set that is no longer registered is kept (a set cleaned and
+registered again finds its topics back); routes list registered sets only.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from mqha.wire.snapshot import (
     ReplicaSnapshot,
     SnapshotFormatError,
     StateSnapshot,
+    TopicQueuesSnapshot,
+    TopicSnapshot,
     decode_snapshot,
     encode_snapshot,
 )
@@ -48,6 +54,8 @@ __all__ = [
     "FrozenMap",
     "ReplicaInfo",
     "SnapshotFormatError",
+    "TopicQueues",
+    "TopicState",
     "decode_state",
     "encode_state",
 ]
@@ -139,16 +147,56 @@ class BrokerGroupState:
         return text
 
 
+READ_PERM = 4
+WRITE_PERM = 2
+DEFAULT_PERM = READ_PERM | WRITE_PERM
+"""RocketMQ's ``PermName`` bits (6 = read and write, ``RW-``)."""
+
+
+@dataclass(frozen=True)
+class TopicQueues:
+    """A topic's queues in one broker set: read and write queue counts and RocketMQ's perm bits."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = DEFAULT_PERM
+
+    @property
+    def readable(self) -> int:
+        """Queues 0..n-1 a consumer reads (0 when the perm forbids reading)."""
+        return self.read_queue_nums if self.perm & READ_PERM else 0
+
+    @property
+    def writable(self) -> int:
+        """Queues 0..n-1 a producer writes (0 when the perm forbids writing)."""
+        return self.write_queue_nums if self.perm & WRITE_PERM else 0
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """One topic: its queues in each broker set, by broker name."""
+
+    topic_name: str
+    queues: Mapping[str, TopicQueues] = field(default_factory=FrozenMap)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.queues, FrozenMap):
+            object.__setattr__(self, "queues", FrozenMap(self.queues))
+
+
 @dataclass(frozen=True)
 class ControllerState:
-    """Every broker set, plus the raft index of the last entry applied (for snapshots)."""
+    """Every broker set and topic, plus the raft index of the last entry applied (for snapshots)."""
 
     groups: Mapping[str, BrokerGroupState] = field(default_factory=FrozenMap)
     applied_index: int = 0
+    topics: Mapping[str, TopicState] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.groups, FrozenMap):
             object.__setattr__(self, "groups", FrozenMap(self.groups))
+        if not isinstance(self.topics, FrozenMap):
+            object.__setattr__(self, "topics", FrozenMap(self.topics))
 
     @classmethod
     def empty(cls) -> ControllerState:
@@ -165,6 +213,12 @@ class ControllerState:
 
     def groups_of_cluster(self, cluster_name: str) -> list[BrokerGroupState]:
         return [g for _, g in sorted(self.groups.items()) if g.cluster_name == cluster_name]
+
+    def with_topic(self, topic: TopicState) -> ControllerState:
+        """The state with ``topic`` set; a topic left without queues anywhere is removed."""
+        if not topic.queues:
+            return replace(self, topics=self.topics.remove(topic.topic_name))  # type: ignore[attr-defined]
+        return replace(self, topics=self.topics.set(topic.topic_name, topic))  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,6 +253,16 @@ def encode_state(state: ControllerState) -> bytes:
             version=SNAPSHOT_VERSION,
             applied_index=state.applied_index,
             groups=[_group_snapshot(group) for _, group in sorted(state.groups.items())],
+            topics=[
+                TopicSnapshot(
+                    topic_name=name,
+                    queues=[
+                        TopicQueuesSnapshot(broker, q.read_queue_nums, q.write_queue_nums, q.perm)
+                        for broker, q in sorted(topic.queues.items())
+                    ],
+                )
+                for name, topic in sorted(state.topics.items())
+            ],
         )
     )
 
@@ -236,4 +300,14 @@ def decode_state(data: bytes) -> ControllerState:
         if group.broker_name in groups:
             raise SnapshotFormatError(f"snapshot: duplicate broker set {group.broker_name}")
         groups[group.broker_name] = group
-    return ControllerState(groups=groups, applied_index=snapshot.applied_index)
+    topics: dict[str, TopicState] = {}
+    for entry in snapshot.topics:
+        if entry.topic_name in topics:
+            raise SnapshotFormatError(f"snapshot: duplicate topic {entry.topic_name}")
+        queues = {
+            q.broker_name: TopicQueues(q.read_queue_nums, q.write_queue_nums, q.perm) for q in entry.queues
+        }
+        if len(queues) != len(entry.queues):
+            raise SnapshotFormatError(f"snapshot: duplicate broker set in topic {entry.topic_name}")
+        topics[entry.topic_name] = TopicState(entry.topic_name, queues)
+    return ControllerState(groups=groups, applied_index=snapshot.applied_index, topics=topics)

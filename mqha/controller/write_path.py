@@ -5,7 +5,7 @@ or null when unknown or when this node was elected but does not serve yet) unles
 ``ReplicatedLog.is_serving_leader()`` -- barrier applied in this term and a quorum-confirmed lease.
 
 Writes (apply-id, register, elect, alter, clean) run one at a time per broker set (an ``asyncio.Lock``
-per brokerName, dropped when idle; docs/raft.md §3):
+per brokerName, dropped when idle; docs/raft.md §3), topic writes one at a time per topic:
 
 1. check serving leadership (again, after waiting for the lock);
 2. decide with the pure core on the current state and a frozen liveness view;
@@ -54,10 +54,18 @@ from mqha.controller.raft import (
 from mqha.controller.records import encode_record
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import ControllerState
+from mqha.controller.topics import (
+    handle_delete_topic,
+    handle_topic_list,
+    handle_topic_route,
+    handle_update_topic,
+    topic_lock_key,
+)
 from mqha.wire.controller_api import (
     AlterSyncStateSetRequest,
     ApplyBrokerIdRequest,
     CleanBrokerDataRequest,
+    DeleteTopicRequest,
     ElectMasterPayload,
     ElectMasterRequest,
     GetNextBrokerIdRequest,
@@ -67,6 +75,8 @@ from mqha.wire.controller_api import (
     NotLeaderPayload,
     RegisterBrokerRequest,
     Reply,
+    TopicRouteRequest,
+    UpdateTopicRequest,
 )
 
 log = logging.getLogger(__name__)
@@ -157,6 +167,12 @@ class WritePath(NodePart):
 
         return await self._read(decide)
 
+    async def topic_list(self) -> Reply:
+        return await self._read(handle_topic_list)
+
+    async def topic_route(self, request: TopicRouteRequest) -> Reply:
+        return await self._read(lambda state: handle_topic_route(state, request))
+
     # ----------------------------------------------------------------------------- writes
 
     @contextlib.asynccontextmanager
@@ -235,6 +251,14 @@ class WritePath(NodePart):
         return await self._write(
             request.broker_name, lambda state, live: handle_clean_broker_data(state, request, live)
         )
+
+    async def update_topic(self, request: UpdateTopicRequest) -> Reply:
+        key = topic_lock_key(request.topic_name)
+        return await self._write(key, lambda state, _: handle_update_topic(state, request))
+
+    async def delete_topic(self, request: DeleteTopicRequest) -> Reply:
+        key = topic_lock_key(request.topic_name)
+        return await self._write(key, lambda state, _: handle_delete_topic(state, request))
 
     async def elect_master(
         self, request: ElectMasterRequest, *, trigger: str | None = None, timeout: float = WRITE_TIMEOUT

@@ -39,12 +39,16 @@ from mqha.wire.types import (
     NameList,
     Offset,
     OptionalName,
+    Perm,
     Priority,
+    QueueNums,
     TimeoutMs,
+    TopicName,
 )
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT_MS",
+    "DEFAULT_TOPIC_QUEUE_NUMS",
     "INT32_MAX",
     "AlterSyncStateSetPayload",
     "AlterSyncStateSetRequest",
@@ -54,6 +58,7 @@ __all__ = [
     "BrokerMemberGroup",
     "CleanBrokerDataRequest",
     "ControllerMetadataPayload",
+    "DeleteTopicRequest",
     "ElectMasterPayload",
     "ElectMasterRequest",
     "GetNextBrokerIdRequest",
@@ -71,6 +76,13 @@ __all__ = [
     "Reply",
     "RoleChangedMessage",
     "SyncStateDataPayload",
+    "TopicBrokerData",
+    "TopicListPayload",
+    "TopicQueueData",
+    "TopicRoutePayload",
+    "TopicRouteRequest",
+    "UpdateTopicPayload",
+    "UpdateTopicRequest",
     "decode_reply",
 ]
 
@@ -233,6 +245,36 @@ class CleanBrokerDataRequest(Request, frozen=True, kw_only=True):
     clean_living_broker: bool = False
 
 
+DEFAULT_TOPIC_QUEUE_NUMS = 8
+"""``mqadmin updateTopic``'s queue counts when -r / -w are not given (RocketMQ's)."""
+
+
+class UpdateTopicRequest(Request, frozen=True, kw_only=True):
+    """The body of updateTopic: a topic's queues in every broker set of a cluster (docs/architecture.md §4.5).
+
+    RocketMQ's ``mqadmin updateTopic -c -t -r -w -p``; ``perm`` is RocketMQ's PermName bits (6 = RW).
+    """
+
+    topic_name: TopicName
+    cluster_name: ClusterName
+    read_queue_nums: QueueNums = DEFAULT_TOPIC_QUEUE_NUMS
+    write_queue_nums: QueueNums = DEFAULT_TOPIC_QUEUE_NUMS
+    perm: Perm = 6
+
+
+class DeleteTopicRequest(Request, frozen=True, kw_only=True):
+    """The body of deleteTopic: remove a topic from every broker set of a cluster (mqadmin deleteTopic)."""
+
+    topic_name: TopicName
+    cluster_name: ClusterName
+
+
+class TopicRouteRequest(Request, frozen=True, kw_only=True):
+    """The query of topicRoute: the topic whose queues and broker sets are wanted."""
+
+    topic: TopicName
+
+
 # --------------------------------------------------------------------------------------------------
 # Reply payloads (docs/architecture.md §3 field names). Absent values are JSON null.
 
@@ -375,6 +417,57 @@ class GroupsPayload(Payload, frozen=True, kw_only=True):
     """The reply of ``GET /v1/groups``: the broker sets of each cluster."""
 
     clusters: dict[str, list[str]]
+
+
+class TopicQueueData(Payload, frozen=True, kw_only=True):
+    """A topic's queues in one broker set (RocketMQ's ``QueueData``)."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+class TopicBrokerData(Payload, frozen=True, kw_only=True):
+    """One broker set of a route (RocketMQ's ``BrokerData``): its cluster and addresses, 0 the master."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.broker_addrs, IntKeyMap):
+            _force(self, "broker_addrs", IntKeyMap(self.broker_addrs))
+
+
+class TopicRoutePayload(Payload, frozen=True, kw_only=True):
+    """The reply of topicRoute (RocketMQ's ``TopicRouteData``): registered broker sets only."""
+
+    topic: str
+    broker_datas: tuple[TopicBrokerData, ...] = ()
+    queue_datas: tuple[TopicQueueData, ...] = ()
+
+
+class TopicListPayload(Payload, frozen=True, kw_only=True):
+    """The reply of topicList: every topic, its queues in the registered broker sets, and their clusters."""
+
+    topic_list: tuple[str, ...] = ()
+    topic_queues: dict[str, tuple[TopicQueueData, ...]] = msgspec.field(default_factory=dict)
+    clusters: dict[str, str] = msgspec.field(default_factory=dict)
+    """Broker set -> its cluster, for the sets the queues name."""
+
+
+class UpdateTopicPayload(Payload, frozen=True, kw_only=True):
+    """The reply of updateTopic: the topic's queues and the broker sets (and masters) that hold them."""
+
+    topic_name: str
+    cluster_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    broker_names: tuple[str, ...] = ()
+    master_addresses: dict[str, str | None] = msgspec.field(default_factory=dict)
 
 
 class RoleChangedMessage(MasterView, frozen=True, kw_only=True):

@@ -17,7 +17,16 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
-from mqha.wire.types import Epoch, Offset, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
+from mqha.wire.types import (
+    Epoch,
+    Offset,
+    StoredAddress,
+    StoredBrokerId,
+    StoredCount,
+    StoredIdSet,
+    StoredName,
+    StoredNameList,
+)
 
 __all__ = [
     "RECORD_TYPES",
@@ -25,11 +34,13 @@ __all__ = [
     "AlterSyncStateSetRecord",
     "ApplyBrokerIdRecord",
     "CleanBrokerDataRecord",
+    "DeleteTopicRecord",
     "ElectMasterRecord",
     "NoopRecord",
     "Record",
     "RecordFormatError",
     "UpdateBrokerAddressRecord",
+    "UpdateTopicRecord",
     "decode_record",
     "encode_record",
     "record_from_json",
@@ -177,6 +188,36 @@ class CleanBrokerDataRecord(_Record, frozen=True, tag="CleanBrokerData"):
             msgspec.structs.force_setattr(self, "broker_ids", _ids(self.broker_ids))
 
 
+class UpdateTopicRecord(_Record, frozen=True, tag="UpdateTopic"):
+    """Create a topic, or set its queues, in the named broker sets (``mqadmin updateTopic``).
+
+    docs/architecture.md §4.5. The sets are named by the decision (a cluster's sets when it was taken), so
+    apply needs no look-up; the other sets' entries stay as they are.
+    """
+
+    TYPE: ClassVar[str] = "UpdateTopic"
+
+    topic_name: StoredName
+    broker_names: StoredNameList
+    read_queue_nums: StoredCount
+    write_queue_nums: StoredCount
+    perm: StoredCount
+    version: int = 1
+
+
+class DeleteTopicRecord(_Record, frozen=True, tag="DeleteTopic"):
+    """Remove a topic's queues from the named broker sets; a topic left without any is gone.
+
+    docs/architecture.md §4.5 (``mqadmin deleteTopic``).
+    """
+
+    TYPE: ClassVar[str] = "DeleteTopic"
+
+    topic_name: StoredName
+    broker_names: StoredNameList
+    version: int = 1
+
+
 Record = (
     NoopRecord
     | ApplyBrokerIdRecord
@@ -184,6 +225,8 @@ Record = (
     | ElectMasterRecord
     | AlterSyncStateSetRecord
     | CleanBrokerDataRecord
+    | UpdateTopicRecord
+    | DeleteTopicRecord
 )
 
 RECORD_TYPES: tuple[type[Any], ...] = (
@@ -193,6 +236,8 @@ RECORD_TYPES: tuple[type[Any], ...] = (
     ElectMasterRecord,
     AlterSyncStateSetRecord,
     CleanBrokerDataRecord,
+    UpdateTopicRecord,
+    DeleteTopicRecord,
 )
 _BY_TAG: dict[str, type[Any]] = {cls.TYPE: cls for cls in RECORD_TYPES}
 _TAG = re.compile(r'"record"\s*:\s*"([A-Za-z]+)"')

@@ -1,9 +1,10 @@
 """The controller's state snapshot as wire structs (docs/raft.md §2.7, docs/architecture.md §8).
 
-Versioned JSON: ``{"format": "mqha-controller-state", "version": 2, "appliedIndex", "groups": [...]}``,
-keys sorted and id sets sorted, so equal states give equal bytes. Version 2 adds each group's
-``eligibleReplicas`` and ``ackedWatermark`` (docs/architecture.md §3.2); a version 1 snapshot reads as
-an empty ELR and watermark -1. ``mqha.controller.state`` converts
+Versioned JSON: ``{"format": "mqha-controller-state", "version": 3, "appliedIndex", "groups": [...],
+"topics": [...]}``, keys sorted and id sets sorted, so equal states give equal bytes. Version 2 adds each
+group's ``eligibleReplicas`` and ``ackedWatermark`` (docs/architecture.md §3.2); a version 1 snapshot reads
+as an empty ELR and watermark -1. Version 3 adds ``topics`` (docs/architecture.md §4.5); an older snapshot
+reads as no topic. ``mqha.controller.state`` converts
 between these and its immutable state values; this module is only the shape and the codec.
 """
 
@@ -15,10 +16,19 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
-from mqha.wire.types import Epoch, Int64, Offset, StoredAddress, StoredBrokerId, StoredIdSet, StoredName
+from mqha.wire.types import (
+    Epoch,
+    Int64,
+    Offset,
+    StoredAddress,
+    StoredBrokerId,
+    StoredCount,
+    StoredIdSet,
+    StoredName,
+)
 
 SNAPSHOT_FORMAT = "mqha-controller-state"
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 
 
 class SnapshotFormatError(ProtocolError):
@@ -62,6 +72,22 @@ class GroupSnapshot(_Strict, frozen=True):
     acked_watermark: Offset = -1
 
 
+class TopicQueuesSnapshot(_Strict, frozen=True):
+    """A topic's queues in one broker set."""
+
+    broker_name: StoredName
+    read_queue_nums: StoredCount
+    write_queue_nums: StoredCount
+    perm: StoredCount
+
+
+class TopicSnapshot(_Strict, frozen=True):
+    """One topic and its queues in each broker set."""
+
+    topic_name: StoredName
+    queues: list[TopicQueuesSnapshot]
+
+
 class StateSnapshot(_Strict, frozen=True):
     """The whole replicated state at ``applied_index``."""
 
@@ -69,6 +95,7 @@ class StateSnapshot(_Strict, frozen=True):
     version: Int64
     applied_index: Int64
     groups: list[GroupSnapshot]
+    topics: list[TopicSnapshot] = []  # version 3
 
 
 def encode_snapshot(snapshot: StateSnapshot) -> bytes:

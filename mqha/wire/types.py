@@ -61,6 +61,12 @@ Priority = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
 _NAME = Meta(pattern=NAME_PATTERN, min_length=1, max_length=MAX_NAME_LENGTH, extra={"rule": NAME_RULE})
 ClusterName = Annotated[str, _NAME]
 BrokerName = Annotated[str, _NAME]
+TopicName = Annotated[str, _NAME]
+MAX_QUEUE_NUMS = 1024
+"""Read or write queues of a topic in one broker set (RocketMQ has no bound; 1024 keeps routes small)."""
+QueueNums = Annotated[int, Meta(ge=0, le=MAX_QUEUE_NUMS)]
+PERM_RULE = "RocketMQ's PermName bits: 4 read, 2 write, 1 inherit (0..7)"
+Perm = Annotated[int, Meta(ge=0, le=7, extra={"rule": PERM_RULE})]
 OptionalName = Annotated[
     str,
     Meta(
@@ -108,6 +114,8 @@ StoredBrokerId = Annotated[int, Meta(ge=-1, le=INT64_MAX)]
 StoredName = Annotated[str, Meta(max_length=MAX_STORED_NAME_LENGTH)]
 StoredAddress = Annotated[str, Meta(max_length=MAX_ADDRESS_LENGTH)]
 StoredIdSet = Annotated[frozenset[StoredBrokerId], Meta(max_length=MAX_ID_SET)]
+StoredNameList = Annotated[tuple[StoredName, ...], Meta(max_length=MAX_NAME_LIST)]
+StoredCount = Annotated[int, Meta(ge=0, le=INT64_MAX)]
 
 
 _NAME_RE = re.compile(NAME_PATTERN)

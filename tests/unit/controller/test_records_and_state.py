@@ -12,10 +12,12 @@ from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
+    DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
     RecordFormatError,
     UpdateBrokerAddressRecord,
+    UpdateTopicRecord,
     decode_record,
     encode_record,
 )
@@ -41,6 +43,8 @@ EVERY_RECORD = [
     AlterSyncStateSetRecord("g1", 1, frozenset({3, 1}), 2, 5, confirm_offset=700, release_eligible=True),
     CleanBrokerDataRecord(None, "g1", None, 0, 0),
     CleanBrokerDataRecord("c1", "g1", frozenset({2}), 1, 1),
+    UpdateTopicRecord("t1", ("g1", "g2"), 8, 2, 6),
+    DeleteTopicRecord("t1", ("g2",)),
 ]
 
 
@@ -180,7 +184,7 @@ def group_doc(**changes: object) -> bytes:
         (b"\xff", "not JSON"),
         (b"[]", "not a controller state snapshot"),
         (snapshot_doc(format="other"), "not a controller state snapshot"),
-        (snapshot_doc(version=3), "unsupported snapshot version 3"),
+        (snapshot_doc(version=4), "unsupported snapshot version 4"),
         (
             snapshot_doc(appliedIndex="1"),
             "field 'appliedIndex' of StateSnapshot: expected an integer, got string",
