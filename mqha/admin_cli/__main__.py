@@ -29,7 +29,7 @@ from typing import Any, NoReturn, TextIO
 
 import aiohttp
 
-from mqha.admin_cli import brokers, voters
+from mqha.admin_cli import brokers, topics, voters
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import (
     ACCESS_TIMEOUT,
@@ -385,6 +385,10 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
     "getControllerQuorum": voters.run_get_controller_quorum,
     "addControllerPeer": voters.run_add_controller_peer,
     "removeControllerPeer": voters.run_remove_controller_peer,
+    "updateTopic": topics.run_update_topic,
+    "deleteTopic": topics.run_delete_topic,
+    "topicList": topics.run_topic_list,
+    "topicRoute": topics.run_topic_route,
 }
 
 

@@ -92,6 +92,76 @@ _CHANGE_EPILOG = (
     "catching up, leadership is moving) until --timeout, which bounds the whole command here."
 )
 
+_TOPIC = _opt("-t", "--topic", dest="topic", help="topic name", required=True)
+
+_TOPIC_COMMANDS = (
+    Command(
+        "updateTopic",
+        "Create a topic, or change its queues, in every broker set of a cluster.",
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _opt(
+                "-c",
+                "--clusterName",
+                dest="clusterName",
+                help="every broker set of this cluster",
+                required=True,
+            ),
+            _TOPIC,
+            _opt(
+                "-r",
+                "--readQueueNums",
+                dest="readQueueNums",
+                help="read queues per broker set (8)",
+                kind="int",
+            ),
+            _opt(
+                "-w",
+                "--writeQueueNums",
+                dest="writeQueueNums",
+                help="write queues per broker set (8)",
+                kind="int",
+            ),
+            _opt(
+                "-p",
+                "--perm",
+                dest="perm",
+                help="permission: 2 write, 4 read, 6 read and write (6)",
+                kind="int",
+            ),
+        ),
+        mutating=True,
+        epilog="The topic lives in the controller's replicated state; mqproxy routes by it.",
+    ),
+    Command(
+        "deleteTopic",
+        "Delete a topic from every broker set of a cluster.",
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _opt("-c", "--clusterName", dest="clusterName", help="cluster name", required=True),
+            _TOPIC,
+        ),
+        mutating=True,
+    ),
+    Command(
+        "topicList",
+        "List the topics (with -c: those of the cluster, with their cluster).",
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _opt("-c", "--clusterName", dest="clusterName", help="only this cluster, in RocketMQ's columns"),
+        ),
+    ),
+    Command(
+        "topicRoute",
+        "Show a topic's route: its broker sets and their read and write queues.",
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _TOPIC,
+            _opt("-l", "--list", dest="list", help="a row per broker set instead of JSON", kind="flag"),
+        ),
+    ),
+)
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
@@ -238,6 +308,7 @@ COMMANDS: dict[str, Command] = {
             "Remove a controller from the voter set (it may be down; it is never contacted).",
             "to remove",
         ),
+        *_TOPIC_COMMANDS,
     )
 }
 

@@ -59,6 +59,10 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "updateBrokerConfig": {"-a", "-b", "-c", "-k", "-v"},
         "addControllerPeer": {"-a", "-p"},
         "removeControllerPeer": {"-a", "-p"},
+        "updateTopic": {"-a", "-c", "-t", "-r", "-w", "-p"},
+        "deleteTopic": {"-a", "-c", "-t"},
+        "topicList": {"-a", "-c"},
+        "topicRoute": {"-a", "-t", "-l"},
     }
     mutating = {name for name, c in core.COMMANDS.items() if c.mutating}
     assert mutating == {
@@ -68,6 +72,8 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "updateBrokerConfig",
         "addControllerPeer",
         "removeControllerPeer",
+        "updateTopic",
+        "deleteTopic",
     }
 
 

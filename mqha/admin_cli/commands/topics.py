@@ -1,0 +1,135 @@
+"""mqadmin's topic commands (updateTopic, deleteTopic, topicList, topicRoute; docs/architecture.md §4.5,
+§6): their controller calls, and RocketMQ's output lines and the ``--json`` shapes. No I/O."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from mqha.admin_cli.commands.calls import Answer, HttpCall
+
+TOPIC_LIST_HEADER = f"{'#Cluster Name':<20}  {'#Topic':<48}  {'#Consumer Group':<48}"
+ROUTE_LIST_FORMAT = "{:<45} {:<32} {:<50} {:<10} {:<11} {:<5}"
+
+
+# Both writes are idempotent on the controller (the last word on a topic's queues wins; deleting an
+# absent topic succeeds), so a lost answer may be sent again: not marked ``write``.
+def update_topic_call(cluster: str, topic: str, read: int, write: int, perm: int) -> HttpCall:
+    body = {
+        "clusterName": cluster,
+        "topicName": topic,
+        "readQueueNums": read,
+        "writeQueueNums": write,
+        "perm": perm,
+    }
+    return HttpCall("POST", "/v1/topics/update", body)
+
+
+def delete_topic_call(cluster: str, topic: str) -> HttpCall:
+    return HttpCall("POST", "/v1/topics/delete", {"clusterName": cluster, "topicName": topic})
+
+
+def topic_list_call() -> HttpCall:
+    return HttpCall("GET", "/v1/topics")
+
+
+def topic_route_call(topic: str) -> HttpCall:
+    return HttpCall("GET", f"/v1/topics/route?{urlencode({'topic': topic})}")
+
+
+def perm_text(perm: int) -> str:
+    """RocketMQ's ``PermName.perm2String``: ``R``, ``W``, ``X`` (inherit) or ``-`` each."""
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
+
+
+def format_update_topic(answer: Answer) -> str:
+    """``create topic to <master> success.`` per broker set (its name when it has no master), then
+    RocketMQ's ``TopicConfig [...]`` line."""
+    p = answer.payload
+    masters: Mapping[str, Any] = p.get("masterAddresses") or {}
+    lines = [f"create topic to {masters.get(name) or name} success." for name in p.get("brokerNames") or ()]
+    lines.append(
+        f"TopicConfig [topicName={p.get('topicName')}, readQueueNums={p.get('readQueueNums')}, "
+        f"writeQueueNums={p.get('writeQueueNums')}, perm={perm_text(int(p.get('perm') or 0))}, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def update_topic_json(answer: Answer) -> dict[str, Any]:
+    p = answer.payload
+    keys = ("topicName", "clusterName", "readQueueNums", "writeQueueNums", "perm", "brokerNames")
+    return {key: p.get(key) for key in keys}
+
+
+def format_delete_topic(cluster: str, topic: str) -> str:
+    # RocketMQ prints a second line for the name server; mqha has none (the controller is both).
+    return f"delete topic [{topic}] from cluster [{cluster}] success.\n"
+
+
+def topic_list_of(answer: Answer, cluster: str | None) -> list[tuple[str, str]]:
+    """(cluster, topic) pairs, sorted; with ``cluster``, only topics with queues in that cluster."""
+    p = answer.payload
+    clusters: Mapping[str, str] = p.get("clusters") or {}
+    queues: Mapping[str, Any] = p.get("topicQueues") or {}
+    pairs: set[tuple[str, str]] = set()
+    for topic in p.get("topicList") or ():
+        for data in queues.get(topic) or ():
+            pairs.add((clusters.get(data.get("brokerName"), ""), topic))
+        if cluster is None and not queues.get(topic):
+            pairs.add(("", topic))
+    return sorted(pair for pair in pairs if cluster is None or pair[0] == cluster)
+
+
+def format_topic_list(pairs: list[tuple[str, str]], with_cluster: bool) -> str:
+    """RocketMQ's topicList: one topic per line; with ``-c`` its header and a row per (cluster, topic)
+    (mqha keeps no consumer groups in the controller: that column is empty)."""
+    if not with_cluster:
+        return "".join(f"{topic}\n" for topic in dict.fromkeys(topic for _, topic in pairs))
+    rows = [TOPIC_LIST_HEADER] + [f"{c:<20}  {topic:<48}  {'':<48}" for c, topic in pairs]
+    return "\n".join(rows) + "\n"
+
+
+def topic_list_json(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"topics": [{"clusterName": c or None, "topic": topic} for c, topic in pairs]}
+
+
+def route_json(answer: Answer) -> dict[str, Any]:
+    """RocketMQ's ``TopicRouteData`` as JSON (``filterServerTable`` always empty)."""
+    p = answer.payload
+    return {
+        "brokerDatas": list(p.get("brokerDatas") or ()),
+        "filterServerTable": {},
+        "queueDatas": list(p.get("queueDatas") or ()),
+    }
+
+
+def format_topic_route(answer: Answer, list_format: bool) -> str:
+    """RocketMQ's topicRoute: the route as indented JSON, or (``-l``) a row per broker set and a total."""
+    route = route_json(answer)
+    if not list_format:
+        return json.dumps(route, indent=4, sort_keys=True) + "\n"
+    datas = {d.get("brokerName"): d for d in route["queueDatas"]}
+    lines = [
+        ROUTE_LIST_FORMAT.format(
+            "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"
+        )
+    ]
+    total_read = total_write = 0
+    for broker in sorted(route["brokerDatas"], key=lambda b: (b.get("cluster"), b.get("brokerName"))):
+        data = datas.get(broker.get("brokerName")) or {}
+        read, write = int(data.get("readQueueNums") or 0), int(data.get("writeQueueNums") or 0)
+        total_read, total_write = total_read + read, total_write + write
+        addrs = broker.get("brokerAddrs") or {}
+        addr_text = "{" + ", ".join(f"{k}={addrs[k]}" for k in sorted(addrs, key=int)) + "}"
+        lines.append(
+            ROUTE_LIST_FORMAT.format(
+                broker.get("cluster"), broker.get("brokerName"), addr_text, read, write, data.get("perm")
+            )
+        )
+    lines.append(
+        ROUTE_LIST_FORMAT.format("Total:", len(route["brokerDatas"]), "", total_read, total_write, "")
+    )
+    return "\n".join(line.rstrip() for line in lines) + "\n"
