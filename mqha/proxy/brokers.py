@@ -1,7 +1,8 @@
 """The broker groups behind the proxy and one mqha producer per group (shell; docs/architecture.md §13).
 
-Groups come from the controllers (``GET /v1/groups`` on the leader, through ``controller_client``),
-reused for ``proxyGroupRefreshMillis``. Each group's master is followed by mqha's own
+Groups and topics come from the controllers (``GET /v1/groups`` and ``GET /v1/topics`` on the leader,
+through ``controller_client``), reused for ``proxyGroupRefreshMillis``; a topic's queues in each group
+are ``mqha.proxy.routes.topic_layout``'s. Each group's master is followed by mqha's own
 :class:`~mqha.client.producer.Producer`: it asks the controllers for the master's address
 (replica-info) when a put is refused or a connection breaks, and retries within the deadline it is
 given with the same msgId, so a send that meets a master crash waits for the new master instead of
@@ -21,15 +22,17 @@ import aiohttp
 from mqha.client.producer import OutgoingMessage, Producer
 from mqha.client.results import NoRouteError, Route, SendResult
 from mqha.client.route import RouteResolver
+from mqha.codes import ResponseCode
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy
 from mqha.errors import RemoteProtocolError
 from mqha.proxy.batching import GroupBatcher
 from mqha.proxy.config import controller_addresses
 from mqha.proxy.messages import PutFields, StoredView
+from mqha.proxy.routes import GroupQueues, topic_layout
 from mqha.security.basic import basic_header
 from mqha.security.credentials import User, parse_user
-from mqha.wire.controller_api import GroupsPayload
+from mqha.wire.controller_api import GroupsPayload, TopicListPayload, TopicQueueData
 
 log = logging.getLogger(__name__)
 _LIST_TIMEOUT_S = 1.0
@@ -51,6 +54,9 @@ class BrokerGroups:
         self._session: aiohttp.ClientSession | None = None
         self._caller: LeaderCaller | None = None
         self._groups: tuple[str, ...] = ()
+        self._topics: dict[str, tuple[TopicQueueData, ...]] = {}
+        self._auto_create: bool = config["autoCreateTopicEnable"]
+        self._default_queue_nums: int = config["defaultTopicQueueNums"]
         self._listed_at: float | None = None
         self._lock = asyncio.Lock()
         self._producers: dict[str, Producer] = {}
@@ -86,6 +92,17 @@ class BrokerGroups:
                 await self._list()
         return self._groups
 
+    async def layout(self, topic: str) -> tuple[GroupQueues, ...] | None:
+        """``topic``'s queues in each group (``routes.topic_layout``); None when it does not exist."""
+        groups = await self.names()
+        return topic_layout(
+            topic,
+            groups,
+            self._topics,
+            auto_create=self._auto_create,
+            default_queue_nums=self._default_queue_nums,
+        )
+
     async def _list(self) -> None:
         assert self._caller is not None
         try:
@@ -98,8 +115,29 @@ class BrokerGroups:
         except (NoLeaderAnswer, RemoteProtocolError) as exc:
             log.warning("listing broker groups: no controller leader answered: %s", exc)
             return
+        topics = await self._list_topics()
+        if topics is None:
+            return
+        self._topics = topics
         self._groups = tuple(sorted({name for names in payload.clusters.values() for name in names}))
         self._listed_at = time.monotonic()
+
+    async def _list_topics(self) -> dict[str, tuple[TopicQueueData, ...]] | None:
+        """The controllers' topic table; None when it cannot be read now. A controller without topics
+        (older than them: 404 code 3) has none, so every topic is auto-created."""
+        assert self._caller is not None
+        try:
+            answer = await self._caller.call("GET", "/v1/topics", timeout_s=_LIST_TIMEOUT_S)
+            reply = answer.reply
+            if reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return {}
+            if not reply.ok:
+                log.warning("listing topics: %s %s", reply.code.name, reply.remark)
+                return None
+            return dict(TopicListPayload.from_json(reply.payload).topic_queues)
+        except (NoLeaderAnswer, RemoteProtocolError) as exc:
+            log.warning("listing topics: no controller leader answered: %s", exc)
+            return None
 
     def producer(self, group: str) -> Producer:
         """The producer that follows ``group``'s master (made at first use). It keeps its own HTTP

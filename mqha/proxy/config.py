@@ -31,8 +31,14 @@ PROXY_CONFIG = ConfigSpec(
             "defaultTopicQueueNums",
             int,
             8,
-            "queues of a topic in each broker group (every topic exists in every group for now)",
+            "queues of an auto-created topic in each broker group (autoCreateTopicEnable)",
             rule=between(1, 1024),
+        ),
+        Key(
+            "autoCreateTopicEnable",
+            bool,
+            True,
+            "a topic the controllers do not know is in every broker group (else TOPIC_NOT_FOUND)",
         ),
         Key(
             "maxMessageSize",

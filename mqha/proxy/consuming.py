@@ -22,7 +22,7 @@ from typing import Any
 from mqha.proxy.brokers import BrokerGroups, QueueReadError
 from mqha.proxy.messages import TAGS, StoredView, v2_message
 from mqha.proxy.pop import Handle, PopQueue, tag_filter
-from mqha.proxy.routes import status
+from mqha.proxy.routes import status, topic_not_found
 from mqha.proxy.settings import LONG_POLLING_TIMEOUT_S
 from mqha.proxy.v2 import definition as d
 from mqha.proxy.v2 import service as s
@@ -41,7 +41,6 @@ class PopConsumers:
 
     def __init__(self, config: Mapping[str, Any], groups: BrokerGroups) -> None:
         self._groups = groups
-        self._queue_nums: int = config["defaultTopicQueueNums"]
         self._margin_s: float = config["proxySendHoldMarginMillis"] / 1000
         self._queues: dict[tuple[str, str, str, int], PopQueue] = {}
         self._locks: dict[tuple[str, str, str, int], asyncio.Lock] = {}
@@ -61,7 +60,12 @@ class PopConsumers:
         return self._queues[key], self._locks[key]
 
     async def query_assignment(self, request: Any) -> Any:
-        groups = await self._groups.names()
+        layout = await self._groups.layout(request.topic.name)
+        if layout is None:
+            return s.QueryAssignmentResponse(
+                status=status(d.Code.TOPIC_NOT_FOUND, topic_not_found(request.topic.name))
+            )
+        groups = [entry.group for entry in layout if entry.read > 0]
         if not groups:
             return s.QueryAssignmentResponse(status=status(d.Code.NOT_FOUND, "no broker group is registered"))
         assignments = [
@@ -104,12 +108,13 @@ class PopConsumers:
             invisible_ms = AUTO_RENEW_INVISIBLE_MS if request.auto_renew else DEFAULT_INVISIBLE_MS
         else:
             invisible_ms = max(1, request.invisible_duration.ToMilliseconds())
-        brokers = [request.message_queue.broker.name] if request.message_queue.broker.name else None
-        if brokers is None:
-            brokers = list(await self._groups.names())
-        # Every queue of the broker group, whatever queue the client names: RocketMQ's proxy pops with
-        # queue id -1 too (and Node 1.0.8's SimpleConsumer only ever names queue 0).
-        queue_ids = list(range(self._queue_nums))
+        layout = await self._groups.layout(topic)
+        if layout is None:
+            return [], status(d.Code.TOPIC_NOT_FOUND, topic_not_found(topic))
+        named = request.message_queue.broker.name
+        # Every readable queue of the broker group, whatever queue the client names: RocketMQ's proxy
+        # pops with queue id -1 too (and Node 1.0.8's SimpleConsumer only ever names queue 0).
+        readable = {entry.group: entry.read for entry in layout if not named or entry.group == named}
         poll_s = (
             request.long_polling_timeout.ToMilliseconds() / 1000
             if request.HasField("long_polling_timeout")
@@ -117,7 +122,7 @@ class PopConsumers:
         )
         budget = 3.0 if remaining_s is None else max(0.05, remaining_s - self._margin_s)
         deadline = time.monotonic() + min(max(poll_s, 0.0), LONG_POLLING_TIMEOUT_S, budget)
-        slots = [(broker, queue_id) for broker in brokers for queue_id in queue_ids]
+        slots = [(broker, queue_id) for broker, reads in readable.items() for queue_id in range(reads)]
         out: list[Any] = []
         while True:
             self._turn += 1

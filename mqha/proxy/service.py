@@ -24,7 +24,7 @@ from mqha.proxy.brokers import BrokerGroups
 from mqha.proxy.consuming import PopConsumers
 from mqha.proxy.dedupe import Decision, SendLedger
 from mqha.proxy.messages import MessageRefused, put_fields
-from mqha.proxy.routes import QueueChooser, query_route, status
+from mqha.proxy.routes import QueueChooser, query_route, status, topic_not_found
 from mqha.proxy.settings import settings_reply
 from mqha.proxy.v2 import definition as d
 from mqha.proxy.v2 import service as s
@@ -79,17 +79,16 @@ class MessagingService(sg.MessagingServiceServicer):
 
     def __init__(self, config: Mapping[str, Any], groups: BrokerGroups) -> None:
         self._groups = groups
-        self._queue_nums: int = config["defaultTopicQueueNums"]
         self._max_body: int = config["maxMessageSize"]
         self._margin_s: float = config["proxySendHoldMarginMillis"] / 1000
-        self._chooser = QueueChooser(self._queue_nums)
+        self._chooser = QueueChooser()
         self._ledger: SendLedger[Any] = SendLedger(DEDUPE_WINDOW_MS, DEDUPE_CAPACITY)
         self._done: dict[str, asyncio.Event] = {}  # message id -> set when its in-flight send ends
         self._pop = PopConsumers(config, groups)
 
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        groups = await self._groups.names()
-        return query_route(request.topic, request.endpoints, groups, self._queue_nums)
+        layout = await self._groups.layout(request.topic.name)
+        return query_route(request.topic, request.endpoints, layout)
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return s.HeartbeatResponse(status=status())
@@ -164,13 +163,22 @@ class MessagingService(sg.MessagingServiceServicer):
 
     async def _store(self, message: Any, deadline: float) -> Any:
         msg_id = message.system_properties.message_id
-        groups = await self._groups.names()
-        if not groups:
+        topic = message.topic.name
+        layout = await self._groups.layout(topic)
+        if layout is None:
+            return s.SendResultEntry(
+                status=status(d.Code.TOPIC_NOT_FOUND, topic_not_found(topic)), message_id=msg_id
+            )
+        if not layout:
             return s.SendResultEntry(
                 status=status(d.Code.PROXY_TIMEOUT, "no broker group is registered with the controllers"),
                 message_id=msg_id,
             )
-        group, queue_id = self._chooser.choose(message.topic.name, groups)
+        try:
+            group, queue_id = self._chooser.choose(topic, layout)
+        except ValueError:
+            forbidden = f"the topic[{topic}] sending message is forbidden: it has no writable queue"
+            return s.SendResultEntry(status=status(d.Code.FORBIDDEN, forbidden), message_id=msg_id)
         try:
             fields = put_fields(message, queue_id, self._max_body)
         except MessageRefused as exc:
