@@ -20,13 +20,17 @@ GROUP = "broker-a"
 QUEUES = 4
 
 
-def start_proxy(group: ProcessGroup, cluster: LocalCluster, run_dir: Path) -> tuple[ManagedProcess, str]:
-    """An mqproxy in front of the cluster, listening; the process and its access point."""
+def start_proxy(
+    group: ProcessGroup, cluster: LocalCluster, run_dir: Path, settings: str = ""
+) -> tuple[ManagedProcess, str]:
+    """An mqproxy in front of the cluster, listening; the process and its access point. ``settings``:
+    more ``key=value`` lines of its config."""
     port = free_port()
     conf = run_dir / f"proxy-{port}.conf"
     conf.write_text(
         f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
         f"controllerAddr={';'.join(cluster.controller_addresses)}\ndefaultTopicQueueNums={QUEUES}\n"
+        + settings
     )
     process = group.start(
         [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / f"mqproxy-{port}.log"
