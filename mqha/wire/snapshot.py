@@ -4,7 +4,7 @@ Versioned JSON: ``{"format": "mqha-controller-state", "version": 3, "appliedInde
 "topics": [...]}``, keys sorted and id sets sorted, so equal states give equal bytes. Version 2 adds each
 group's ``eligibleReplicas`` and ``ackedWatermark`` (docs/architecture.md §3.2); a version 1 snapshot reads
 as an empty ELR and watermark -1. Version 3 adds ``topics`` (docs/architecture.md §4.5); an older snapshot
-reads as no topic. ``mqha.controller.state`` converts
+reads as no topic, and a state without topics is written as version 2. ``mqha.controller.state`` converts
 between these and its immutable state values; this module is only the shape and the codec.
 """
 
@@ -15,7 +15,7 @@ from typing import Literal
 import msgspec
 
 from mqha.errors import ProtocolError
-from mqha.wire.codec import decode_json, encode, remark_for
+from mqha.wire.codec import decode_json, encode, remark_for, to_builtins
 from mqha.wire.types import (
     Epoch,
     Int64,
@@ -98,8 +98,18 @@ class StateSnapshot(_Strict, frozen=True):
     topics: list[TopicSnapshot] = []  # version 3
 
 
+TOPICS_VERSION = 3
+"""The first version with ``topics``; a state without topics is still written as version 2, so a
+controller older than topics reads it (a rolling upgrade stays possible until the first topic)."""
+
+
 def encode_snapshot(snapshot: StateSnapshot) -> bytes:
-    return encode(snapshot, sort_keys=True)
+    if snapshot.topics or snapshot.version < TOPICS_VERSION:
+        return encode(snapshot, sort_keys=True)
+    doc = to_builtins(snapshot)
+    del doc["topics"]
+    doc["version"] = TOPICS_VERSION - 1
+    return encode(doc, sort_keys=True)
 
 
 def decode_snapshot(data: bytes) -> StateSnapshot:

@@ -210,9 +210,11 @@ def test_a_newer_topic_record_version_is_refused_without_raising() -> None:
     assert outcome.code == C.SYSTEM_ERROR and "newer" in outcome.remark and state.topics == STATE.topics
 
 
-def test_a_version_2_snapshot_reads_as_no_topics() -> None:
+def test_a_version_2_snapshot_reads_as_no_topics_and_no_topics_is_written_as_version_2() -> None:
+    assert json.loads(encode_state(STATE))["version"] == 2 and "topics" not in json.loads(encode_state(STATE))
     state = written(STATE, handle_update_topic(STATE, update()))
     doc = json.loads(encode_state(state))
+    assert doc["version"] == 3
     doc["version"] = 2
     del doc["topics"]
     old = decode_state(json.dumps(doc).encode())
