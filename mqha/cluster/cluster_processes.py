@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 
 from mqha.cluster.layout import ClusterLayout
-from mqha.cluster.nodes import CONTROLLER, ClusterError, Node, command_of
+from mqha.cluster.nodes import BROKER, CONTROLLER, PROXY, ClusterError, Node, command_of
 from mqha.cluster.processes import NodeProcess, stop_all
 from mqha.cluster.tmpfs import mount_tmpfs
 
@@ -35,16 +35,16 @@ class ClusterProcesses:
             raise ClusterError(f"{node.name} is already running (pid {current.pid})")
         if not node.conf.exists():
             self.layout.write_config(node)
-        if node.kind != CONTROLLER and self.layout.store_tmpfs_mib > 0:
+        if node.kind == BROKER and self.layout.store_tmpfs_mib > 0:
             try:
                 mount_tmpfs(node.store, self.layout.store_tmpfs_mib)  # kept across restarts
             except (OSError, subprocess.SubprocessError) as exc:
                 raise ClusterError(f"{node.name}: {exc}") from None
-        program = (
-            command_of("mqcontroller", "mqha.controller")
-            if node.kind == CONTROLLER
-            else command_of("mqbroker", "mqha.broker")
-        )
+        program = {
+            CONTROLLER: command_of("mqcontroller", "mqha.controller"),
+            BROKER: command_of("mqbroker", "mqha.broker"),
+            PROXY: command_of("mqproxy", "mqha.proxy"),
+        }[node.kind]
         args = [*program, "-c", str(node.conf), "--log-level", self.layout.log_level]
         env = {**self.layout.env, **self.layout.node_env.get(node.name, {})}
         proc = NodeProcess.spawn(args, node.log, env=env, die_with_parent=self.die_with_parent)
@@ -52,9 +52,9 @@ class ClusterProcesses:
         self.layout.save(self.procs)
 
     def stop_all(self, timeout: float = 5.0) -> None:
-        """Stop every node (SIGTERM in parallel, SIGKILL after ``timeout``), brokers first."""
+        """Stop every node (SIGTERM in parallel, SIGKILL after ``timeout``), proxies and brokers first."""
         layout = self.layout
-        order = [n.name for n in layout.brokers] + [n.name for n in layout.controllers]
+        order = [n.name for n in (*layout.proxies, *layout.brokers, *layout.controllers)]
         stop_all([self.procs[name] for name in order if name in self.procs], timeout)
         layout.save(self.procs)
 

@@ -46,6 +46,15 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--replicas", type=int, default=3, help="replicas per group (default 3)")
     up.add_argument("--cluster-name", default="DefaultCluster", help="brokerClusterName")
     up.add_argument(
+        "--proxy",
+        type=int,
+        nargs="?",
+        const=1,
+        default=0,
+        metavar="N",
+        help="also start N mqproxy processes for RocketMQ 5 clients (1 when given without N)",
+    )
+    up.add_argument(
         "--broker-set", action="append", default=[], metavar="KEY=VALUE", help="a broker config key"
     )
     up.add_argument(
@@ -193,10 +202,13 @@ def _up(args: argparse.Namespace, run_dir: Path) -> int:
             die_with_parent=False,  # the cluster outlives this command
             secure=not args.insecure,
             base_port=args.base_port,
+            proxies=args.proxy,
         )
         cluster.start(timeout=args.timeout)
     print(cluster.status_table())
     print(f"\ncontrollers: {';'.join(cluster.controller_addresses)}")
+    if cluster.proxies:
+        print(f"proxies: {';'.join(cluster.proxy_addresses)}  (RocketMQ 5 clients' access point)")
     user = broker_user(cluster.broker_settings)
     if user is not None:  # a local cluster's own secrets; the run directory is owner-only
         print(f"user: {user.username} {user.password}  (producers and consumers: user=User(...))")

@@ -18,11 +18,12 @@ from mqha.cluster.nodes import (
     CONTROLLER,
     CONTROLLER_DEFAULTS,
     DEFAULT_CLUSTER_NAME,
+    PROXY,
     ClusterError,
     Node,
     group_names,
 )
-from mqha.cluster.processes import NodeProcess, free_port_pair, port_free
+from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair, port_free
 from mqha.cluster.secrets import secure_settings
 from mqha.config import render_properties
 from mqha.controller.__main__ import PID_FILE as CONTROLLER_PID_FILE
@@ -92,19 +93,21 @@ class ClusterLayout:
         secure: bool = False,
         store_tmpfs_mib: int = 0,
         base_port: int | None = None,
+        proxies: int = 0,
     ) -> ClusterLayout:
         """A new cluster's nodes, each with a free port pair under ``run_dir``; ``secure``: authentication
         on with fresh secrets (``mqha.cluster.secrets``), under any settings given. ``base_port``: fixed
-        ports instead, ``base_port_plan``."""
+        ports instead, ``base_port_plan``. ``proxies``: mqproxy processes beside the brokers (last)."""
         if controllers < 1 or groups < 1 or replicas < 1:
             raise ValueError("a cluster needs at least one controller, one group and one replica")
         root = Path(run_dir).resolve()
         names = [(f"n{i}", CONTROLLER, None) for i in range(controllers)]
         names += [(f"{group}-{r}", BROKER, group) for group in group_names(groups) for r in range(replicas)]
+        names += [(f"proxy-{i}", PROXY, None) for i in range(proxies)]
         ports = base_port_plan(base_port, len(names)) if base_port is not None else None
         nodes: dict[str, Node] = {}
         for index, (name, kind, group) in enumerate(names):
-            base = root / ("controllers" if kind == CONTROLLER else "brokers") / name
+            base = root / {CONTROLLER: "controllers", BROKER: "brokers", PROXY: "proxies"}[kind] / name
             port = ports[index] if ports is not None else free_port_pair()
             nodes[name] = Node(name, kind, port, str(base), group=group)
         secure_controller, secure_broker = secure_settings() if secure else ({}, {})
@@ -198,6 +201,10 @@ class ClusterLayout:
         return [n for n in self.nodes.values() if n.kind == BROKER]
 
     @property
+    def proxies(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind == PROXY]
+
+    @property
     def groups(self) -> list[str]:
         return list(dict.fromkeys(n.group for n in self.brokers if n.group is not None))
 
@@ -229,6 +236,15 @@ class ClusterLayout:
                 "controllerStorePath": str(node.store),
                 "configStorePath": str(Path(node.base) / "controller.properties"),
             }
+        elif node.kind == PROXY:
+            # The brokers' user, so the proxy may put when they require it (docs/architecture.md §13).
+            shared = ("authenticationEnabled", "initAuthenticationUser", "maxMessageSize")
+            values = {key: self.broker_settings[key] for key in shared if key in self.broker_settings}
+            values.update(
+                grpcServerPort=str(node.port),
+                grpcBindAddress=LOCALHOST,
+                controllerAddr=";".join(self.controller_addresses),
+            )
         else:
             values = {
                 **self.broker_settings,

@@ -5,6 +5,7 @@ Everything lives in one run directory::
     <run_dir>/cluster.json                     nodes, addresses, pids (what ``down`` stops)
     <run_dir>/controllers/n0/controller.conf   + controller.log, store/ (journal, history.db)
     <run_dir>/brokers/broker-a-0/broker.conf   + broker.log, store/ (commit log, epochs, history.db)
+    <run_dir>/proxies/proxy-0/proxy.conf       + proxy.log (with ``proxies``: mqproxy, its gRPC port p)
 
 Every node listens on 127.0.0.1 with free ports (controller API port p, Raft p+1; broker API port p,
 HA p+1), or with ``base_port`` P on P+2k and P+2k+1 for node k (controllers first). Timeouts are
@@ -44,7 +45,7 @@ __all__ = ["STATE_FILE", "LocalCluster"]
 
 
 class LocalCluster:
-    """Runs N controllers + M groups x R brokers on 127.0.0.1 through its layout, processes and probe."""
+    """Runs N controllers + M groups x R brokers (+ P mqproxies) on 127.0.0.1 through its parts."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class LocalCluster:
         secure: bool = False,
         store_tmpfs_mib: int = 0,
         base_port: int | None = None,
+        proxies: int = 0,
     ) -> None:
         """``store_tmpfs_mib`` > 0: each broker's store on its own tmpfs of that size (root only),
         mounted at the broker's first start; :meth:`unmount_stores` takes them down."""
@@ -76,6 +78,7 @@ class LocalCluster:
             secure=secure,
             store_tmpfs_mib=store_tmpfs_mib,
             base_port=base_port,
+            proxies=proxies,
         )
         self._compose(layout, ClusterProcesses(layout, die_with_parent=die_with_parent))
 
@@ -155,6 +158,15 @@ class LocalCluster:
         return self.layout.brokers
 
     @property
+    def proxies(self) -> list[Node]:
+        return self.layout.proxies
+
+    @property
+    def proxy_addresses(self) -> list[str]:
+        """The mqproxies' gRPC addresses: the RocketMQ clients' access point (docs/architecture.md §13)."""
+        return [n.address for n in self.layout.proxies]
+
+    @property
     def groups(self) -> list[str]:
         return self.layout.groups
 
@@ -184,8 +196,8 @@ class LocalCluster:
     ) -> None:
         """Write the configs (unless ``rewrite_configs`` is False: a reused cluster keeps its files and
         the changes saved into them), start the controllers, then the brokers but those named in
-        ``later`` (``start_node`` them); with ``wait``, return once every group has a master and a full
-        SyncStateSet (``wait_ready``)."""
+        ``later`` (``start_node`` them), then the proxies (each waited for until it takes connections);
+        with ``wait``, return once every group has a master and a full SyncStateSet (``wait_ready``)."""
         layout, processes, probe = self.layout, self.processes, self.probe
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         for node in layout.nodes.values():
@@ -200,6 +212,10 @@ class LocalCluster:
             for node in layout.brokers:
                 if node.name not in later:
                     processes.start(node)
+            for node in layout.proxies:
+                processes.start(node)
+            for node in layout.proxies:
+                probe.wait_healthy(node, deadline - time.monotonic())
             if wait:
                 probe.wait_ready(max(1.0, deadline - time.monotonic()))
         except BaseException:

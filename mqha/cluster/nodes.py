@@ -19,6 +19,7 @@ from mqha.table_text import columns
 
 CONTROLLER = "controller"
 BROKER = "broker"
+PROXY = "proxy"  # mqproxy (docs/architecture.md §13): ``port`` is its gRPC port
 DEFAULT_CLUSTER_NAME = "DefaultCluster"
 
 CONTROLLER_DEFAULTS: dict[str, str] = {
@@ -124,7 +125,7 @@ class Node(LocalEndpoint):
     """One process of the cluster, as recorded in ``mqha.cluster.json``."""
 
     name: str
-    kind: str  # CONTROLLER | BROKER
+    kind: str  # CONTROLLER | BROKER | PROXY
     port: int
     base: str  # its directory: config, log, store
     group: str | None = None  # brokers: brokerName

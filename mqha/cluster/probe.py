@@ -1,11 +1,13 @@
 """Asks a local cluster's nodes over HTTP: health, status, the master, the leader, readiness (shell).
 
-A node that is down or paused is not asked (it would only cost a timeout). Every wait is bounded.
+A node that is down or paused is not asked (it would only cost a timeout). Every wait is bounded. An
+mqproxy speaks gRPC only: it is healthy once its port takes a connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +15,15 @@ from typing import Any
 
 from mqha.cluster.cluster_processes import ClusterProcesses
 from mqha.cluster.layout import ClusterLayout
-from mqha.cluster.nodes import CONTROLLER, ClusterError, Node, NodeStatus, format_status_table, http_get
+from mqha.cluster.nodes import (
+    CONTROLLER,
+    PROXY,
+    ClusterError,
+    Node,
+    NodeStatus,
+    format_status_table,
+    http_get,
+)
 
 
 class ClusterProbe:
@@ -41,7 +51,8 @@ class ClusterProbe:
         return self._get(node, "/v1/controller/metadata", timeout)
 
     def wait_healthy(self, node: Node, timeout: float) -> None:
-        """Until the node answers ``/healthz``; ClusterError if it exits or ``timeout`` passes first."""
+        """Until the node answers ``/healthz`` (a proxy: takes a connection); ClusterError if it exits or
+        ``timeout`` passes first."""
         deadline = time.monotonic() + max(0.0, timeout)
         log_tail = self.layout.log_tail
         while True:
@@ -50,10 +61,16 @@ class ClusterProbe:
                 code = proc.returncode if proc is not None else None
                 raise ClusterError(f"{node.name} exited (code {code}) during start\n{log_tail(node)}")
             with contextlib.suppress(OSError):
+                if node.kind == PROXY:
+                    socket.create_connection(
+                        (node.address.rpartition(":")[0], node.port), timeout=0.5
+                    ).close()
+                    return
                 if http_get(node.url + "/healthz", timeout=0.5)[0] == 200:
                     return
             if time.monotonic() >= deadline:
-                raise ClusterError(f"{node.name} not answering /healthz in time\n{log_tail(node)}")
+                what = "taking connections" if node.kind == PROXY else "answering /healthz"
+                raise ClusterError(f"{node.name} not {what} in time\n{log_tail(node)}")
             time.sleep(0.05)
 
     def node_status(self, node: Node) -> NodeStatus:
@@ -61,6 +78,8 @@ class ClusterProbe:
         running = proc is not None and proc.is_running()
         state = "down" if not running else ("paused" if proc is not None and proc.paused else "running")
         pid = proc.pid if running and proc is not None else None
+        if node.kind == PROXY:
+            return NodeStatus(node.name, node.kind, node.address, pid, state, "PROXY")
         if node.kind == CONTROLLER:
             meta = self.controller_metadata(node) if state == "running" else None
             role = "-" if meta is None else ("LEADER" if meta.get("isLeader") else "FOLLOWER")
