@@ -37,10 +37,12 @@ from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
+    DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
     Record,
     UpdateBrokerAddressRecord,
+    UpdateTopicRecord,
     decode_record,
     encode_record,
 )
@@ -215,6 +217,8 @@ VALID = [
     ElectMasterRecord("c1", "g1", 2, 1, 2),
     AlterSyncStateSetRecord("g1", 1, frozenset({1}), 1, 2),
     CleanBrokerDataRecord("c1", "g1", frozenset({2}), 1, 2),
+    UpdateTopicRecord("t1", ("g1",), 4, 4, 6),
+    DeleteTopicRecord("t1", ("g1",)),
 ]
 
 
