@@ -8,6 +8,8 @@ them and fails a run on the first two):
 - *out of order*: two acknowledged sends of one producer (one send loop: it waits for each answer
   before the next send), both still in the final log, whose offsets do not grow in the order they
   were sent;
+- *lost controller writes*: a topic the controller-write workload (``mqha.chaos.controller_writes``)
+  had acknowledged that the final state does not hold;
 - *unavailability outside faults*: a stretch longer than ``UNAVAILABLE_AFTER`` seconds without any
   acknowledged send on a group that no fault touched at the time (reported, not a failure: a shared
   machine stalls too).
@@ -17,10 +19,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mqha.client.results import SendResult
 
+PROBE_PREFIX = "chaos-probe-"  # the controller-write workload's topics: chaos-probe-<n>
 UNAVAILABLE_AFTER = 1.0  # seconds without an ack that count as a window
 FAULT_MARGIN = 2.0  # seconds after a fault's end (whole again) that still belong to it
 
@@ -113,3 +116,17 @@ def not_injected(asked: Sequence[str], reached: Iterable[str], injected: Iterabl
         for kind in asked
         if kind not in done
     }
+
+
+@dataclass
+class WriteLog:
+    """What the controller-write workload saw: its topic names by outcome."""
+
+    acked: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+
+def lost_writes(log: WriteLog, present: set[str]) -> list[str]:
+    """Acknowledged probe topics the final state does not hold, in write order."""
+    return sorted(set(log.acked) - present, key=lambda name: int(name.rsplit("-", 1)[1]))

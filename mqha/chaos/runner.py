@@ -35,11 +35,13 @@ from mqha.chaos import links as chaos_links
 from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
+from mqha.chaos.controller_writes import present_topics
 from mqha.chaos.declared import declared_ranges
 from mqha.chaos.disk_fill import DISK_FULL_SETTINGS, DiskFill, disk_full_problem
 from mqha.chaos.network_faults import NETWORK_KINDS, NetworkFaults
 from mqha.chaos.power_cuts import PowerCuts
 from mqha.chaos.proxy import FaultProxy
+from mqha.chaos.run_clients import RunClients
 from mqha.chaos.run_files import exported_rows, write_fault_rows
 from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
@@ -76,14 +78,10 @@ from mqha.cluster.checking import (
     dump_final_logs,
     export_and_analyze,
 )
-from mqha.cluster.client_auth import broker_user
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import ClusterError
 from mqha.cluster.processes import free_port_pair
-from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 from mqha.testing.planted_bugs import planted_env
-
-TOPIC = "chaos"
 
 
 @dataclass
@@ -171,8 +169,6 @@ class ChaosRun:
             },
             seed=options.seed,
         )
-        self.producers: dict[str, ProduceWorkload] = {}
-        self.consumers: dict[str, ConsumeWorkload] = {}
         self.outcomes: list[FaultOutcome] = []
         self.reached: list[str] = []  # the kind of every step reached, injected or skipped
         self.stores = ControllerStores(self.cluster)
@@ -180,9 +176,13 @@ class ChaosRun:
         self.power = PowerCuts(self.cluster, self.say)
         # Controller-network and client faults: the kernel's packet filter.
         network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
-        self.client_source = network.client_source if network is not None else None
         heartbeat_timeout = int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000
         self.net = NetworkFaults(self.proxy, self.links, network, heartbeat_timeout, self.say)
+        client_source = network.client_source if network is not None else None
+        self.clients = RunClients(
+            self.cluster, self.run_dir / "clients", options.concurrency, options.body_size, client_source
+        )
+        self.producers = self.clients.producers
         self.child = ToolChild()
         self.started = time.monotonic()
 
@@ -237,32 +237,8 @@ class ChaosRun:
         self.proxy.start()
         t0 = time.monotonic()
         self.cluster.start(timeout=90)
-        self.say(f"cluster ready in {time.monotonic() - t0:.1f} s; starting producers and consumers")
-        controllers = self.cluster.controller_addresses
-        clients = self.run_dir / "clients"
-        user = broker_user(self.cluster.broker_settings)  # None unless the brokers require a user
-        for group in self.cluster.groups:
-            self.producers[group] = ProduceWorkload(
-                controllers,
-                group,
-                concurrency=self.options.concurrency,
-                topic=TOPIC,
-                body_size=self.options.body_size,
-                record_to=clients / f"producer-{group}",
-                client_id=f"chaos-producer-{group}",
-                user=user,
-                local_address=self.client_source,
-            ).start()
-            self.consumers[group] = ConsumeWorkload(
-                controllers,
-                group,
-                record_to=clients / f"consumer-{group}",
-                client_id=f"chaos-consumer-{group}",
-                user=user,
-                local_address=self.client_source,
-            ).start()
-        for workload in self.producers.values():
-            workload.wait_acked(workload.concurrency * 10, timeout=30)
+        self.say(f"cluster ready in {time.monotonic() - t0:.1f} s; starting the clients")
+        self.clients.start()
 
     def inject_all(self) -> None:
         faults_from = time.monotonic()  # the duration counts from the first fault, not the set-up
@@ -418,15 +394,11 @@ class ChaosRun:
     def finish(self) -> Verdict:
         settled = self.heal_all()
         time.sleep(2.0)  # traffic on the healed cluster
-        for workload in self.producers.values():
-            workload.stop()
-        sends = tuple(r for w in self.producers.values() for r in w.snapshot())
-        for group, consumer in self.consumers.items():
-            master = self.cluster.master(group, timeout=10)
-            end = int((self.cluster.broker_status(master) or {}).get("confirmOffset") or 0) if master else 0
-            consumer.catch_up(end, timeout=30)
-            consumer.stop()
-        reads = sum(c.delivered for c in self.consumers.values())
+        sends = self.clients.stop_producers()
+        reads = self.clients.drain_consumers()
+        writes = self.clients.stop_writes()
+        token = self.cluster.broker_settings.get("adminAuthToken")
+        present = present_topics(list(self.cluster.controller_addresses), token) if writes else None
         controllers = self.stores.agreement(30.0)
         staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
         dumped = dump_final_logs(self.cluster, staging)
@@ -467,7 +439,9 @@ class ChaosRun:
             declared=declared,
             reads_seen=tuple((r["brokerName"], r["offset"], r["msgId"]) for r in reads_seen),
             reads_recorded=bool(reads_seen) or check.invariants is not None,
-            sequences=tuple(tuple(q) for w in self.producers.values() for q in w.sequence_snapshot()),
+            sequences=self.clients.sequences(),
+            controller_writes=writes,
+            probe_topics=present,
             asked=self.options.kinds,
             reached=tuple(self.reached),
         )
@@ -479,12 +453,7 @@ class ChaosRun:
         return verdict
 
     def cleanup(self) -> None:
-        for workload in self.producers.values():
-            with contextlib.suppress(Exception):
-                workload.stop(timeout=5, cancel=True)
-        for consumer in self.consumers.values():
-            with contextlib.suppress(Exception):
-                consumer.stop(timeout=5)
+        self.clients.cancel()
         self.child.stop()
         with contextlib.suppress(RuntimeError):
             self.net.clear()

@@ -37,7 +37,14 @@ from typing import Any
 
 from mqha.analysis.invariants import DUPLICATE, LOST_ACK, READ_UNCOMMITTED
 from mqha.chaos.agreement import Agreement
-from mqha.chaos.client_checks import not_injected, out_of_order, unavailable_outside_faults, unread_acks
+from mqha.chaos.client_checks import (
+    WriteLog,
+    lost_writes,
+    not_injected,
+    out_of_order,
+    unavailable_outside_faults,
+    unread_acks,
+)
 from mqha.chaos.declared import PowerCut, Ranges, declared_lost, declared_read, never_fsynced
 from mqha.chaos.schedule import (
     KILL,
@@ -93,6 +100,8 @@ class RunFacts:
     reads_seen: tuple[tuple[str, int, str], ...] = ()  # (group, offset, msgId) of every recorded read
     reads_recorded: bool = False  # reads_seen holds the export's reads (consumer completeness checked)
     sequences: tuple[tuple[SendResult, ...], ...] = ()  # each producer's sends in the order it sent them
+    controller_writes: WriteLog | None = None  # the controller-write workload's answers (None: none ran)
+    probe_topics: set[str] | None = None  # its topics in the final state (None: could not be read)
     asked: tuple[str, ...] = ()  # the fault kinds asked for
     reached: tuple[str, ...] = ()  # the kinds of every step the run reached (injected or skipped)
 
@@ -404,6 +413,24 @@ def _client_lines(facts: RunFacts) -> tuple[list[str], list[str]]:
             else "none"
         )
     )
+    if facts.controller_writes is not None:
+        writes = facts.controller_writes
+        if facts.probe_topics is None:
+            reasons.append("the controller writes could not be checked: no leader listed the topics")
+            lines.append("controller writes: NOT CHECKED (no leader answered the topic list)")
+        else:
+            lost = lost_writes(writes, facts.probe_topics)
+            if lost:
+                reasons.append(f"{len(lost)} acknowledged controller write(s) lost")
+            lines.append(
+                f"controller writes: {len(writes.acked):,} acknowledged, {len(writes.unknown):,} unknown, "
+                f"{len(writes.refused):,} refused; "
+                + (
+                    f"{len(lost)} acknowledged LOST, e.g. {lost[0]}"
+                    if lost
+                    else "every acknowledged one applied"
+                )
+            )
     missing = not_injected(facts.asked, facts.reached, (f.step.kind for f in facts.faults))
     lines += [f"not injected: {kind}: {why}" for kind, why in missing.items()]
     return lines, reasons

@@ -17,6 +17,11 @@ from mqha.autoswitch_ha.ack import AckStatus
 ACK_BEFORE_REPLICATION_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_REPLICATION"
 """``=1`` in a broker's environment: its put path answers before any replica acked, whatever the ack
 policy, so a run can show that it catches lost acknowledged messages. Never set it anywhere else."""
+ANSWER_BEFORE_COMMIT_ENV = "MQHA_TEST_ONLY_ANSWER_BEFORE_COMMIT"
+"""``=1`` in a controller's environment: the leader answers a topic write (updateTopic, deleteTopic) as
+soon as it has handed it to its own log, before a quorum has it -- a leader cut off from the others
+acknowledges decisions that never commit. (Only topic writes: the brokers' own writes stay correct, so
+a run's start is not the first thing to break.)"""
 STALE_LEADER_ENV = "MQHA_TEST_ONLY_STALE_LEADER"
 """``=1`` in a controller's environment: once it has led, it goes on claiming to lead until it hears
 of another leader (no leader lease), and it grants AlterSyncStateSet from its own copy of the state
@@ -40,6 +45,12 @@ PLANTED: dict[str, PlantedBug] = {
         "broker",
         "the master acknowledges before any replica has the message",
         ("partition", "client-partition", "delay"),
+    ),
+    "answer-before-commit": PlantedBug(
+        ANSWER_BEFORE_COMMIT_ENV,
+        "controller",
+        "the controller leader acknowledges a write before a quorum has it",
+        ("raft-partition", "asym-partition"),
     ),
     "stale-leader": PlantedBug(
         STALE_LEADER_ENV,
@@ -98,6 +109,8 @@ def maybe_plant_controller(
     from memory, and while it leads only from memory (its quorum lost) AlterSyncStateSet is answered
     from ``decide_alter`` (the controller's own decision, ``handle_alter_sync_state_set``) against its
     own copy of the state, which ``apply_record`` (``apply``) moves on: never proposed."""
+    if environ.get(ANSWER_BEFORE_COMMIT_ENV) == "1":
+        _answer_before_commit(service.writes)
     if environ.get(STALE_LEADER_ENV) != "1":
         return
     writes = service.writes
@@ -128,3 +141,28 @@ def maybe_plant_controller(
 
     log.is_serving_leader = still_leading
     service.alter_sync_state_set = alter
+
+
+def _answer_before_commit(writes: Any) -> None:
+    """Every topic write of ``writes`` (the controller's WritePath) answers its decision's predicted reply
+    once the record is handed to the Raft log, not once it commits."""
+    import asyncio
+
+    commit = writes._write
+    pending: set[Any] = set()
+
+    async def write_without_waiting(broker_name: str, decide: Any, timeout: float = 3.0) -> Any:
+        if not broker_name.startswith("topic/"):  # the topic writes' lock key (controller.topics)
+            return await commit(broker_name, decide, timeout)
+        if (reply := writes._not_leader()) is not None:
+            return reply
+        result = decide(writes.applier.state, writes.heartbeats.view(writes.clock.now_ms()))
+        if not result.records:
+            return result.reply
+        task = asyncio.ensure_future(commit(broker_name, lambda *_: result, timeout))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        await asyncio.sleep(0)  # the proposal is on its way
+        return result.reply
+
+    writes._write = write_without_waiting

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from mqha.chaos.client_checks import (
     Window,
+    WriteLog,
+    lost_writes,
     not_injected,
     out_of_order,
     unavailable_outside_faults,
@@ -53,3 +55,9 @@ def test_kinds_never_injected_say_why() -> None:
         "delay": "every step of it was skipped (no target found)",
         "raft-loss": "the duration ended before its turn (run longer)",
     }
+
+
+def test_an_acknowledged_controller_write_missing_at_the_end_is_lost() -> None:
+    log = WriteLog(acked=["chaos-probe-1", "chaos-probe-2", "chaos-probe-10"], unknown=["chaos-probe-3"])
+    assert lost_writes(log, {"chaos-probe-1"}) == ["chaos-probe-2", "chaos-probe-10"]  # in write order
+    assert lost_writes(log, {"chaos-probe-1", "chaos-probe-2", "chaos-probe-10"}) == []  # unknown: either way

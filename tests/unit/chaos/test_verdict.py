@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from mqha.chaos.agreement import Agreement
+from mqha.chaos.client_checks import WriteLog
 from mqha.chaos.declared import PowerCut, declared_ranges, never_fsynced
 from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
 from mqha.chaos.verdict import (
@@ -303,3 +304,14 @@ def test_a_read_of_a_declared_lost_message_nobody_was_told_was_stored_is_explain
     run = _power_run({G: [(300, 500)]}, lost_ack=2, read_uncommitted=2)
     run = replace(run, reads_seen=(*run.reads_seen, (G, 400, "m6")))
     assert judge(run).ok
+
+
+def test_lost_controller_writes_fail_the_run_and_unreadable_ones_are_not_a_pass() -> None:
+    writes = WriteLog(acked=["chaos-probe-1", "chaos-probe-2"], unknown=["chaos-probe-3"])
+    kept = judge(facts(controller_writes=writes, probe_topics={"chaos-probe-1", "chaos-probe-2"}))
+    assert kept.ok and "2 acknowledged, 1 unknown, 0 refused; every acknowledged one applied" in kept.text
+    lost = judge(facts(controller_writes=writes, probe_topics={"chaos-probe-1"}))
+    assert not lost.ok and "1 acknowledged controller write(s) lost" in lost.reasons
+    assert "1 acknowledged LOST, e.g. chaos-probe-2" in lost.text
+    unread = judge(facts(controller_writes=writes, probe_topics=None))
+    assert not unread.ok and "controller writes: NOT CHECKED" in unread.text
