@@ -8,7 +8,7 @@ has not acked yet is absent or ``<= 0``). The master itself is never in it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from enum import Enum
 
@@ -180,6 +180,13 @@ def compute_confirm_offset(
     return confirm
 
 
+def in_sync_ack_point(master_max_offset: int, member_acks: Iterable[int], needed: int) -> int | None:
+    """What an ``inSyncReplicas`` = ``needed`` put waits for: the ``needed``-th highest of the master's
+    log end and its SyncStateSet members' counted acks (None while fewer than ``needed`` can ack)."""
+    reached = sorted([master_max_offset, *member_acks], reverse=True)
+    return reached[needed - 1] if len(reached) >= needed else None
+
+
 def master_confirm_offset(
     *,
     all_ack_in_sync_state_set: bool,
@@ -187,17 +194,26 @@ def master_confirm_offset(
     master_max_offset: int,
     stored_confirm_offset: int,
     computed_confirm_offset: int,
+    in_sync_replicas: int = 1,
+    in_sync_point: int | None = None,
 ) -> int:
-    """The confirmOffset a master reports (docs/reference-behaviour.md §14).
+    """The confirmOffset a master reports (docs/reference-behaviour.md §14): what readers may see.
 
-    With a single-member local set, or without allAckInSyncStateSet, it is the max offset: puts did
-    not wait for replicas, so nothing is gained by holding consumers back. Otherwise the stored value,
-    initialised (when still < 0) with ``computed_confirm_offset`` (:func:`compute_confirm_offset`).
+    With a single-member local set, or without allAckInSyncStateSet and ``inSyncReplicas`` <= 1, it is
+    the max offset: puts did not wait for replicas, so nothing is gained by holding consumers back.
+    With ``inSyncReplicas`` = N >= 2 (no allAck) it is ``in_sync_point`` (:func:`in_sync_ack_point`):
+    what N replicas hold, as far as an acknowledgement reaches -- while fewer than N can ack, the stored
+    value. Deliberate deviation (docs/architecture.md §7): the reference serves the max offset there
+    too, so a consumer can read a message only the master holds, which a failover then truncates (the
+    issue-27 soak: 711 such reads under ``inSyncReplicas=2``). Otherwise the stored value, initialised
+    (when still < 0) with ``computed_confirm_offset`` (:func:`compute_confirm_offset`).
 
     The shell maintains the stored value by storing :func:`compute_confirm_offset` on every ack from a
     member of the local set, on every confirmed set (setSyncStateSet) and on becoming master; this
     function is the read.
     """
+    if not all_ack_in_sync_state_set and in_sync_replicas >= 2:
+        return in_sync_point if in_sync_point is not None else stored_confirm_offset
     if len(local_sync_state_set) == 1 or not all_ack_in_sync_state_set:
         return master_max_offset
     if stored_confirm_offset < 0:

@@ -20,6 +20,7 @@ from mqha.autoswitch_ha.ack import (
     AckStatus,
     compute_confirm_offset,
     countable_acks,
+    in_sync_ack_point,
     in_sync_refusal,
     master_confirm_offset,
     replica_ack_status,
@@ -61,6 +62,7 @@ class AckGate:
         self._keeper = keeper
         self._links = links
         self.policy = policy
+        self._in_sync_point: int | None = None  # inSyncReplicas >= 2: what N copies hold (readers' limit)
         self._slave_timeout_s = slave_timeout_ms / 1000
         self._waiters: list[tuple[int, int, asyncio.Future[AckStatus]]] = []
         self._seq = itertools.count()
@@ -87,21 +89,38 @@ class AckGate:
     def recompute_confirm_offset(self) -> None:
         if self._keeper.in_sync is not None and self._role.is_master:
             self._store.set_stored_confirm_offset(self._computed_confirm_offset())
+            policy = self.policy
+            if not policy.all_ack_in_sync_state_set and policy.in_sync_replicas >= 2:
+                # Kept with the stored value (on each member's ack, each confirmed set, each start as
+                # master): the ack handler compares confirm offsets before and after to tell slaves.
+                self._in_sync_point = self.in_sync_point()
 
     def confirm_offset(self) -> int:
         """The effective confirmOffset: what readers may see and what heartbeats report."""
         role, in_sync = self._role, self._keeper.in_sync
         if role.is_master and not role.fenced and in_sync is not None:
             stored = self._store.stored_confirm_offset
+            policy = self.policy
             return master_confirm_offset(
-                all_ack_in_sync_state_set=self.policy.all_ack_in_sync_state_set,
+                all_ack_in_sync_state_set=policy.all_ack_in_sync_state_set,
                 local_sync_state_set=in_sync.local_set,
                 master_max_offset=self._store.max_offset,
                 stored_confirm_offset=stored,
                 # only read when nothing is stored yet; skip the walk over the links otherwise
                 computed_confirm_offset=self._computed_confirm_offset() if stored < 0 else stored,
+                in_sync_replicas=policy.in_sync_replicas,
+                in_sync_point=self._in_sync_point,
             )
         return self._store.stored_confirm_offset
+
+    def in_sync_point(self) -> int | None:
+        """What an ``inSyncReplicas`` put waits for now: the N-th highest of the log end and the
+        SyncStateSet members' counted acks (``ack.in_sync_ack_point``; None while fewer can ack)."""
+        acks = self.counted_acks()
+        members = self._keeper.sync_state_set() - {self._role.broker_id}
+        return in_sync_ack_point(
+            self._store.max_offset, (acks[m] for m in members if m in acks), self.policy.in_sync_replicas
+        )
 
     def log_view(self) -> LogView:
         store = self._store

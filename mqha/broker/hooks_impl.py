@@ -59,13 +59,7 @@ class BrokerRuntime:
         policy = gate.policy
         if policy.all_ack_in_sync_state_set:
             return gate.confirm_offset()
-        needed = policy.in_sync_replicas
-        if needed <= 1:
-            return None
-        acks = gate.counted_acks()
-        members = self.ha.keeper.sync_state_set() - {self.role.broker_id}
-        reached = sorted([self.store.max_offset, *(acks[m] for m in members if m in acks)], reverse=True)
-        return reached[needed - 1] if len(reached) >= needed else None
+        return gate.in_sync_point() if policy.in_sync_replicas > 1 else None
 
     def set_broker_controller_id(self, broker_id: int) -> None:
         role = self.role

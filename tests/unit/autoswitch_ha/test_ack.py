@@ -12,6 +12,7 @@ from mqha.autoswitch_ha.ack import (
     check_in_sync_replicas,
     compute_confirm_offset,
     countable_acks,
+    in_sync_ack_point,
     in_sync_refusal,
     master_confirm_offset,
     replica_ack_status,
@@ -242,5 +243,33 @@ def test_master_confirm_offset_spec_14(all_ack, local_set, stored, expected) -> 
         master_max_offset=900,
         stored_confirm_offset=stored,
         computed_confirm_offset=400,
+    )
+    assert got == expected
+
+
+def test_in_sync_ack_point_is_the_nth_highest_copy() -> None:
+    assert in_sync_ack_point(900, [700, 400], 2) == 700
+    assert in_sync_ack_point(900, [700, 400], 3) == 400
+    assert in_sync_ack_point(900, [700], 3) is None  # fewer than 3 can ack
+    assert in_sync_ack_point(900, [], 1) == 900
+
+
+@pytest.mark.parametrize(
+    ("in_sync_replicas", "point", "expected"),
+    [
+        (1, None, 900),  # inSyncReplicas=1: puts never waited, the max offset (the reference)
+        (2, 700, 700),  # what 2 copies hold: nothing only the master has is served (deviation, §7)
+        (2, None, 100),  # fewer than 2 can ack: the stored value, no further
+    ],
+)
+def test_readers_see_what_an_in_sync_replicas_put_waits_for(in_sync_replicas, point, expected) -> None:
+    got = master_confirm_offset(
+        all_ack_in_sync_state_set=False,
+        local_sync_state_set={1, 2},
+        master_max_offset=900,
+        stored_confirm_offset=100,
+        computed_confirm_offset=400,
+        in_sync_replicas=in_sync_replicas,
+        in_sync_point=point,
     )
     assert got == expected
