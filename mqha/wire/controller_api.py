@@ -429,16 +429,8 @@ class TopicQueueData(Payload, frozen=True, kw_only=True):
     topic_sys_flag: int = 0
 
 
-class TopicBrokerData(Payload, frozen=True, kw_only=True):
+class TopicBrokerData(BrokerMemberGroup, frozen=True, kw_only=True):
     """One broker set of a route (RocketMQ's ``BrokerData``): its cluster and addresses, 0 the master."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str]
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.broker_addrs, IntKeyMap):
-            _force(self, "broker_addrs", IntKeyMap(self.broker_addrs))
 
 
 class TopicRoutePayload(Payload, frozen=True, kw_only=True):

@@ -25,8 +25,7 @@ from tests.integration.controller_cluster import running_controllers
 
 pytestmark = pytest.mark.integration
 
-SETTINGS = {
-    **BROKER_TEST_SETTINGS,
+IN_SYNC_FREEZE = {
     "allAckInSyncStateSet": "false",
     "inSyncReplicas": "2",
     "slaveTimeout": "1000",
@@ -35,6 +34,8 @@ SETTINGS = {
     "haHousekeepingInterval": "20000",
     "controllerHeartBeatTimeoutMills": "8000",
 }
+"""inSyncReplicas=2 without allAck; frozen slaves stay SyncStateSet members and alive meanwhile."""
+SETTINGS = {**BROKER_TEST_SETTINGS, **IN_SYNC_FREEZE}
 
 
 @pytest.fixture

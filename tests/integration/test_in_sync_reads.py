@@ -15,19 +15,10 @@ import pytest
 
 from mqha.client import SyncConsumer, SyncProducer
 from mqha.cluster.local import LocalCluster
+from tests.integration.test_in_sync_acks import IN_SYNC_FREEZE as SETTINGS
 from tests.integration.test_power_loss import GROUP, TOPIC, put, read_all, sync_state_set, wait_for
 
 pytestmark = pytest.mark.integration
-
-SETTINGS = {
-    "allAckInSyncStateSet": "false",
-    "inSyncReplicas": "2",
-    "slaveTimeout": "1000",
-    # the frozen slaves stay SyncStateSet members and alive for the controllers meanwhile
-    "haMaxTimeSlaveNotCatchup": "15000",
-    "haHousekeepingInterval": "20000",
-    "controllerHeartBeatTimeoutMills": "8000",
-}
 
 
 def test_readers_never_see_what_fewer_than_in_sync_replicas_hold(tmp_path: Path) -> None:
