@@ -29,11 +29,11 @@ class ControllerWrites:
     """Writes ``chaos-probe-<n>`` topics on its own event-loop thread until :meth:`stop`."""
 
     def __init__(
-        self, controllers: list[str], cluster_name: str, admin_token: str | None, interval: float = 0.25
+        self, controllers: list[str], cluster_name: str, headers: dict[str, str], interval: float = 0.25
     ) -> None:
         self.controllers = controllers
         self.cluster_name = cluster_name
-        self.headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
+        self.headers = headers  # the admin token's (``mqha.cluster.client_auth.admin_headers``)
         self.interval = interval
         self.log = WriteLog()
         self._stop = threading.Event()
@@ -76,9 +76,8 @@ class ControllerWrites:
         return "unknown" if answer.status >= 500 else "refused"
 
 
-def present_topics(controllers: list[str], admin_token: str | None, timeout: float = 30.0) -> set[str] | None:
+def present_topics(controllers: list[str], headers: dict[str, str], timeout: float = 30.0) -> set[str] | None:
     """The probe topics in the leader's state (None: no leader answered within ``timeout``)."""
-    headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
 
     async def ask() -> set[str] | None:
         caller = LeaderCaller(controllers, POLICY, headers=headers, call_timeout_s=5.0)

@@ -13,7 +13,7 @@ from pathlib import Path
 from mqha.chaos.client_checks import WriteLog
 from mqha.chaos.controller_writes import ControllerWrites
 from mqha.client.results import SendResult
-from mqha.cluster.client_auth import broker_user
+from mqha.cluster.client_auth import admin_headers, broker_user
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.workload import ConsumeWorkload, ProduceWorkload
 
@@ -58,8 +58,8 @@ class RunClients:
                 user=user,
                 local_address=self.source,
             ).start()
-        token = self.cluster.broker_settings.get("adminAuthToken")
-        self.writes = ControllerWrites(list(controllers), self.cluster.cluster_name, token).start()
+        headers = admin_headers(self.cluster.broker_settings)
+        self.writes = ControllerWrites(list(controllers), self.cluster.cluster_name, headers).start()
         for workload in self.producers.values():
             workload.wait_acked(workload.concurrency * 10, timeout=30)
 

@@ -78,6 +78,7 @@ from mqha.cluster.checking import (
     dump_final_logs,
     export_and_analyze,
 )
+from mqha.cluster.client_auth import admin_headers
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import ClusterError
 from mqha.cluster.processes import free_port_pair
@@ -397,8 +398,8 @@ class ChaosRun:
         sends = self.clients.stop_producers()
         reads = self.clients.drain_consumers()
         writes = self.clients.stop_writes()
-        token = self.cluster.broker_settings.get("adminAuthToken")
-        present = present_topics(list(self.cluster.controller_addresses), token) if writes else None
+        headers = admin_headers(self.cluster.broker_settings)
+        present = present_topics(list(self.cluster.controller_addresses), headers) if writes else None
         controllers = self.stores.agreement(30.0)
         staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
         dumped = dump_final_logs(self.cluster, staging)
