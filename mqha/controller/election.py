@@ -58,7 +58,7 @@ class ElectionResult:
     replicas it waits for). ``unclean``: the new master came from outside the SyncStateSet and ELR.
     ``watermark``: the decision's ``W``. ``lost``: ``(fromOffset, toOffset)`` of acknowledged data the
     new master lacks and no live replica holds, declared lost. ``incomplete``: alive candidates skipped
-    because they lack acknowledged data.
+    because they lack acknowledged data (with ``reports``: the members that have reported).
     """
 
     broker_id: int | None
@@ -67,6 +67,8 @@ class ElectionResult:
     lost: tuple[int, int] | None = None
     waiting_for: tuple[int, ...] = ()
     incomplete: tuple[int, ...] = field(default=())
+    reports: bool = False
+    """The set waits for fresh reports of alive members (``waiting_for``), not for replicas to come back."""
 
     @property
     def waiting(self) -> bool:
@@ -76,6 +78,11 @@ class ElectionResult:
         """The remark of an election that waits."""
         who = ", ".join(str(b) for b in self.waiting_for)
         short = ", ".join(str(b) for b in self.incomplete) or "none"
+        if self.reports:
+            return (
+                f"waiting for the SyncStateSet members' reports since the master was lost (acknowledgements "
+                f"by count): broker(s) {who}; reported: {short}"
+            )
         return (
             f"waiting for a replica that holds every acknowledged message (up to offset {self.watermark}): "
             f"broker(s) {who} not alive; alive but incomplete: {short}"
@@ -119,16 +126,36 @@ def elect(
     wait_timeout_ms: int = 0,
     joined_as: Callable[[int], str | None] | None = None,
     registered: Iterable[int] = (),
+    acks_needed: int | None = None,
+    fresh_since_ms: int = 0,
 ) -> ElectionResult:
     """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect`` with the rule of docs/architecture.md
     §3.2; ``all_replicas`` is None unless unclean election is on, ``eligible`` is the ELR (id -> credit),
     ``waited_ms`` how long the set has been waiting (None: it was not); ``registered`` every replica of
-    the set: a loss that must be declared is made as small as the replicas allow."""
+    the set: a loss that must be declared is made as small as the replicas allow. ``acks_needed``: the
+    set acknowledges by count (``inSyncReplicas`` = N, no allAck; None: every member acks), so the
+    members' reports must be no older than ``fresh_since_ms`` (:func:`_by_count`)."""
     in_sync = frozenset(sync_state_set)
     elr = dict(eligible or {})
     pools: list[list[int]] = [sorted(in_sync), sorted(set(elr) - in_sync)]
     if all_replicas is not None:
         pools.append(sorted(set(all_replicas) - in_sync - set(elr)))
+    bar = watermark  # what a candidate must hold to be complete
+    if acks_needed is not None and prefer is None and not (old_master is not None and is_alive(old_master)):
+        counted = _by_count(
+            in_sync,
+            old_master,
+            acks_needed,
+            is_alive=is_alive,
+            live_info=live_info,
+            fresh_since_ms=fresh_since_ms,
+            waited_ms=waited_ms,
+            watermark=watermark,
+        )
+        if isinstance(counted, ElectionResult):
+            return counted
+        bar = counted
+        joined_as = None  # membership proves nothing: an acknowledgement needed N copies, not every member's
 
     def complete(broker_id: int) -> bool:
         if not is_alive(broker_id):
@@ -145,7 +172,7 @@ def elect(
             # (that is what being in it means); its heartbeat's maxOffset may just lag by one. A member
             # that restarted since is judged by what it reports (its log may have lost a tail).
             return True
-        return _max_offset(info) >= watermark
+        return _max_offset(info) >= bar
 
     def result(chosen: int, lost_ok: bool) -> ElectionResult:
         top = _max_offset(live_info(chosen))
@@ -189,6 +216,52 @@ def elect(
     return result(chosen, lost_ok=True)
 
 
+UNKNOWABLE = 2**63
+"""A bar no log reaches: who holds every acknowledged message cannot be known from the alive replicas."""
+
+
+def _by_count(
+    in_sync: frozenset[int],
+    old_master: int | None,
+    acks_needed: int,
+    *,
+    is_alive: Callable[[int], bool],
+    live_info: Callable[[int], BrokerLiveInfo | None],
+    fresh_since_ms: int,
+    waited_ms: int | None,
+    watermark: int,
+) -> int | ElectionResult:
+    """The completeness bar of a set that acknowledges by count, or the wait for fresh reports.
+
+    An acknowledgement needed N copies, the master's and N - 1 members': which members hold it is not
+    known, and their heartbeats may be older than the master's last acknowledgements (the issue-27 soak
+    lost 3 acknowledged messages to an election that trusted membership and ranked by such reports).
+    So (1) every alive member's report must be fresh: received after the set lost its master
+    (``fresh_since_ms``, the start of the wait) -- the set waits for those that are not, at most until
+    they would have expired (their ``timeout_ms``; a session ping keeps a member alive without a report);
+    (2) with N >= 2, when at least N - 1 members other than the old master are down, the alive ones may
+    all lack an acknowledged message: nobody is complete (the set waits for the others as for any
+    incomplete set); (3) otherwise the longest alive log holds every acknowledged message: the bar is the
+    highest of the watermark and the alive members' maxOffsets."""
+    members = sorted(b for b in in_sync if b != old_master)
+    alive = [b for b in members if is_alive(b)]
+    stale = []
+    patience = 0
+    for broker_id in alive:
+        info = live_info(broker_id)
+        if info is None or info.reported_ms < fresh_since_ms:
+            stale.append(broker_id)
+            patience = max(patience, 0 if info is None else info.timeout_ms)
+    if stale and (waited_ms or 0) < patience:
+        fresh = tuple(b for b in alive if b not in stale)
+        return ElectionResult(
+            None, watermark=watermark, waiting_for=tuple(stale), incomplete=fresh, reports=True
+        )
+    if acks_needed >= 2 and len(members) - len(alive) >= acks_needed - 1:
+        return UNKNOWABLE
+    return max([watermark, *(_max_offset(live_info(b)) for b in alive)])
+
+
 def election_watermark(group: BrokerGroupState, liveness: LivenessView) -> int:
     """``W`` of docs/architecture.md §3.2 (pure): the replicated watermark, the current master's last
     confirm offset in this masterEpoch, and the confirm offsets before recovery of the broker processes
@@ -222,6 +295,7 @@ class ElectionPolicy:
         waited_ms: int | None = None,
     ) -> ElectionResult:
         name = group.broker_name
+        rule = liveness.ack_rule(name)
         return elect(
             sync_state_set=group.sync_state_set,
             all_replicas=group.replicas.keys() if self.enable_elect_unclean_master else None,
@@ -235,4 +309,6 @@ class ElectionPolicy:
             wait_timeout_ms=self.unclean_recovery_timeout_ms,
             joined_as=lambda broker_id: liveness.member_incarnation(name, broker_id),
             registered=group.replicas.keys(),
+            acks_needed=None if rule is None or not rule.by_count else rule.in_sync_replicas,
+            fresh_since_ms=liveness.now_ms - (waited_ms or 0),
         )

@@ -52,6 +52,9 @@ class BrokerLiveInfo:
     """The set's masterEpoch when this node first heard this incarnation: its confirm offset before
     recovery counts in elections only until the set's masterEpoch moves on (an election folded it into
     the replicated watermark, or declared it lost)."""
+    reported_ms: int = 0
+    """When the heartbeat these offsets came with arrived (``last_seen_ms`` also moves on session pings,
+    which carry no offsets)."""
 
     @property
     def lossy(self) -> bool:
@@ -87,6 +90,29 @@ class LivenessView(Protocol):
         this node heard of, alive or not (soft; docs/architecture.md §3.2)."""
         ...
 
+    def ack_rule(self, broker_name: str) -> AckRule | None:
+        """The set's ack rule as its brokers report it (soft; None: not reported)."""
+        ...
+
+    @property
+    def now_ms(self) -> int:
+        """The time of this view."""
+        ...
+
+
+@dataclass(frozen=True)
+class AckRule:
+    """A broker set's ack rule (``allAckInSyncStateSet``, ``inSyncReplicas``), as its brokers report it."""
+
+    all_ack_in_sync_state_set: bool
+    in_sync_replicas: int
+
+    @property
+    def by_count(self) -> bool:
+        """An acknowledgement needs ``in_sync_replicas`` copies, not every SyncStateSet member's: a member
+        need not hold every acknowledged message (docs/architecture.md §3.2)."""
+        return not self.all_ack_in_sync_state_set
+
 
 @dataclass(frozen=True)
 class LivenessSnapshot:
@@ -97,6 +123,7 @@ class LivenessSnapshot:
     master_confirms: Mapping[str, tuple[int, int]] = field(default_factory=FrozenMap)
     member_incarnations: Mapping[LiveKey, str] = field(default_factory=FrozenMap)
     recoveries: Mapping[LiveKey, tuple[int, int]] = field(default_factory=FrozenMap)
+    ack_rules: Mapping[str, AckRule] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, FrozenMap):
@@ -107,6 +134,11 @@ class LivenessSnapshot:
             object.__setattr__(self, "member_incarnations", FrozenMap(self.member_incarnations))
         if not isinstance(self.recoveries, FrozenMap):
             object.__setattr__(self, "recoveries", FrozenMap(self.recoveries))
+        if not isinstance(self.ack_rules, FrozenMap):
+            object.__setattr__(self, "ack_rules", FrozenMap(self.ack_rules))
+
+    def ack_rule(self, broker_name: str) -> AckRule | None:
+        return self.ack_rules.get(broker_name)
 
     def master_confirm(self, broker_name: str) -> tuple[int, int] | None:
         return self.master_confirms.get(broker_name)
@@ -139,6 +171,7 @@ class HeartbeatTable:
         self._acking_masters: dict[str, int] = {}  # brokerName -> masterEpoch whose master acks
         # -> (incarnation, masterEpoch first seen in, confirm offset before recovery)
         self._first_seen: dict[LiveKey, tuple[str | None, int, int]] = {}
+        self._ack_rules: dict[str, AckRule] = {}  # brokerName -> the rule its master (else anyone) reports
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -149,12 +182,21 @@ class HeartbeatTable:
         heartbeat: BrokerHeartbeatRequest,
         session: Hashable | None = None,
         master_epoch: int = -1,
+        from_master: bool = False,
     ) -> BrokerLiveInfo:
         """Store a heartbeat; the latest report wins (deviation, see module docstring).
 
         ``master_epoch`` is the set's current masterEpoch: kept as ``first_seen_master_epoch`` while the
-        heartbeats come from the same incarnation.
+        heartbeats come from the same incarnation. The set's ack rule is the one its master reports (a
+        replica's until the master has reported one); it outlives the entries, for the election after
+        the master's death.
         """
+        if heartbeat.all_ack_in_sync_state_set is not None and (
+            from_master or heartbeat.broker_name not in self._ack_rules
+        ):
+            self._ack_rules[heartbeat.broker_name] = AckRule(
+                heartbeat.all_ack_in_sync_state_set, heartbeat.in_sync_replicas or 1
+            )
         key = (heartbeat.broker_name, heartbeat.broker_id)
         # Remembered beyond the entry (an expiry or a closed session drops it): a process that comes
         # back on a new session is the same incarnation, first seen when it was first seen.
@@ -190,6 +232,7 @@ class HeartbeatTable:
                 else heartbeat.confirm_offset_before_recovery
             ),
             first_seen_master_epoch=first_seen,
+            reported_ms=now_ms,
         )
         self._entries[info.key] = info
         return info
@@ -280,6 +323,7 @@ class HeartbeatTable:
             del self._entries[key]
         self._master_confirms.pop(broker_name, None)
         self._acking_masters.pop(broker_name, None)
+        self._ack_rules.pop(broker_name, None)
         self.note_members(broker_name, {})
         for key in [key for key in self._first_seen if key[0] == broker_name]:
             del self._first_seen[key]
@@ -295,4 +339,5 @@ class HeartbeatTable:
             FrozenMap(self._master_confirms),
             FrozenMap(self._member_incarnations),
             FrozenMap({key: (known[1], known[2]) for key, known in self._first_seen.items()}),
+            FrozenMap(self._ack_rules),
         )

@@ -12,7 +12,8 @@ Liveness is soft state: every node records the heartbeats it receives (HTTP or s
   set whose master is not alive while another replica is -> election; a set that waits for a complete
   replica (docs/architecture.md §3.2) -> election again (its wait may have timed out);
 - a heartbeat in a set that waits, of a new broker process (incarnation), of a replica back from
-  expiry or of one whose maxOffset now reaches the watermark -> election at once (it may be complete);
+  expiry, of one whose maxOffset now reaches the watermark or of one whose fresh report the set waits
+  for -> election at once (it may be complete);
   of the current master after a lossy recovery -> election.
 
 Retries stop at the first definitive answer (SUCCESS, 2004 no candidate, 2011 master alive, 2010 set
@@ -114,8 +115,9 @@ class LivenessWatch(NodePart):
         now = self.clock.now_ms()
         before = self.heartbeats.info(name, broker_id)
         was_alive = before is not None and before.is_alive(now)
-        info = self.heartbeats.record(now, request, session, master_epoch)
-        if group is not None and group.master_broker_id == broker_id:
+        is_master = group is not None and group.master_broker_id == broker_id
+        info = self.heartbeats.record(now, request, session, master_epoch, from_master=is_master)
+        if group is not None and is_master:
             self.heartbeats.note_master_confirm(name, master_epoch, info.confirm_offset)
         new_process = info.incarnation is not None and (
             before is None or before.incarnation != info.incarnation
@@ -128,8 +130,10 @@ class LivenessWatch(NodePart):
             and info.max_offset >= wait.watermark
             and (before is None or before.max_offset < wait.watermark)
         )
-        if group is not None and (new_process or not was_alive or caught_up):
-            self._on_replica_back(name, broker_id, info, is_master=group.master_broker_id == broker_id)
+        # A set waits for this replica's fresh report (inSyncReplicas, docs/architecture.md §3.2).
+        awaited = wait is not None and broker_id in wait.waiting_for and was_alive
+        if group is not None and (new_process or not was_alive or caught_up or awaited):
+            self._on_replica_back(name, broker_id, info, is_master=is_master)
         return Reply(Code.SUCCESS, "Heart beat success")
 
     def _on_new_incarnation(self, info: BrokerLiveInfo) -> None:

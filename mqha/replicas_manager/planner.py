@@ -198,6 +198,8 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
             heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
             election_priority=self.config.election_priority,
             **(self.config.start.request_fields() if self.config.start is not None else {}),
+            all_ack_in_sync_state_set=self.config.all_ack_in_sync_state_set,
+            in_sync_replicas=self.config.in_sync_replicas,
         )
 
     # ---------------------------------------------------------------------------- transitions

@@ -115,6 +115,9 @@ class PlannerConfig:
     heartbeat_interval_ms: int = 1000
     start: BrokerStart | None = None
     """How this process started (register, heartbeats); None for an agent without a store (tests)."""
+    all_ack_in_sync_state_set: bool | None = None
+    in_sync_replicas: int | None = None
+    """The ack rule heartbeats report (docs/architecture.md §3.2); None: not reported (tests)."""
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> PlannerConfig:
@@ -129,6 +132,8 @@ class PlannerConfig:
             heartbeat_timeout_ms=config["controllerHeartBeatTimeoutMills"],
             election_priority=config["brokerElectionPriority"],
             heartbeat_interval_ms=config["brokerHeartbeatInterval"],
+            all_ack_in_sync_state_set=config["allAckInSyncStateSet"],
+            in_sync_replicas=config["inSyncReplicas"],
         )
 
 

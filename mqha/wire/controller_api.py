@@ -42,6 +42,7 @@ from mqha.wire.types import (
     Perm,
     Priority,
     QueueNums,
+    ReplicaCount,
     TimeoutMs,
     TopicName,
 )
@@ -160,6 +161,10 @@ class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True, omit_defaults=T
     clean_shutdown: bool | None = None
     lossy_recovery: bool | None = None
     confirm_offset_before_recovery: Offset | None = None
+    # The broker's ack rule (docs/architecture.md §3.2): with inSyncReplicas and no allAck, a SyncStateSet
+    # member need not hold every acknowledged message, and elections must know it. Absent: older brokers.
+    all_ack_in_sync_state_set: bool | None = None
+    in_sync_replicas: ReplicaCount | None = None
 
     def __post_init__(self) -> None:
         # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional

@@ -90,6 +90,8 @@ CheckCode = Annotated[
 ]
 """``registerCheckCode``: ``<brokerAddress>;<epochMillis>`` (docs/reference-behaviour.md §5.2)."""
 IdSet = Annotated[frozenset[BrokerId], Meta(max_length=MAX_ID_SET)]
+ReplicaCount = Annotated[int, Meta(ge=1, le=MAX_ID_SET)]
+"""``inSyncReplicas``: how many replicas (the master included) an acknowledgement needs."""
 INCARNATION_RULE = "1..64 characters of [0-9a-zA-Z_-] (mqbroker sends 32 lowercase hex digits)"
 Incarnation = Annotated[
     str,

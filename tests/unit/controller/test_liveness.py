@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mqha.controller.liveness import BrokerLiveInfo, HeartbeatTable, LivenessSnapshot
+from mqha.controller.liveness import AckRule, BrokerLiveInfo, HeartbeatTable, LivenessSnapshot
 from mqha.wire.controller_api import BrokerHeartbeatRequest
 
 
@@ -16,7 +16,7 @@ def beat(broker_id: int, name: str = "g1", **fields: int) -> BrokerHeartbeatRequ
 def test_7_1_defaults_of_absent_fields() -> None:
     table = HeartbeatTable()
     info = table.record(1000, beat(1))
-    assert info == BrokerLiveInfo("c1", "g1", 1, "a1", -1, -1, -1, 2**31 - 1, 10_000, 1000)
+    assert info == BrokerLiveInfo("c1", "g1", 1, "a1", -1, -1, -1, 2**31 - 1, 10_000, 1000, reported_ms=1000)
     assert table.info("g1", 1) == info
     assert len(table) == 1
 
@@ -155,3 +155,17 @@ def test_members_are_remembered_with_the_process_they_joined_with() -> None:
     table.note_members("g", {1: "a", 3: None})  # 2 left; 3 joined with an unknown process
     assert (table.member_incarnation("g", 2), table.member_incarnation("g", 3)) == (None, None)
     assert table.member_incarnation("g", 1) == "a"
+
+
+def test_the_ack_rule_is_the_masters_and_outlives_its_entry() -> None:
+    table = HeartbeatTable()
+    table.record(1000, beat(2, name="g1", in_sync_replicas=3, all_ack_in_sync_state_set=True))  # type: ignore[arg-type]
+    assert table.view(1000).ack_rule("g1") == AckRule(True, 3)  # a replica's, until the master reports
+    table.record(1001, beat(1, all_ack_in_sync_state_set=False, in_sync_replicas=2), from_master=True)  # type: ignore[arg-type]
+    table.record(1002, beat(3, all_ack_in_sync_state_set=True, in_sync_replicas=3))  # type: ignore[arg-type]
+    table.remove("g1", 1)
+    assert table.view(1003).ack_rule("g1") == AckRule(False, 2)
+    assert table.view(1003).ack_rule("g1").by_count  # type: ignore[union-attr]
+    assert table.view(1003).ack_rule("other") is None
+    table.touch(5000, "g1", 2)
+    assert table.info("g1", 2).reported_ms == 1000  # type: ignore[union-attr]  # a ping is no report

@@ -6,6 +6,7 @@ Pure: every test feeds values (time, replies, verdicts) and compares the actions
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -785,3 +786,13 @@ def test_no_due_in_the_past_while_the_start_step_is_in_flight() -> None:
         assert wake is None or wake > later, (later, wake)
     p.on_heartbeat_sent(start_heartbeat[0], 3, now + 60_001)
     assert p.state is State.RUNNING
+
+
+def test_heartbeats_report_the_ack_rule_for_elections() -> None:
+    p = ReplicasPlanner(replace(CFG, all_ack_in_sync_state_set=False, in_sync_replicas=2))
+    p.on_identity_loaded(act.BrokerIdentity("c1", "b1", 2), None)
+    body = p.heartbeat_request()
+    assert body.all_ack_in_sync_state_set is False and body.in_sync_replicas == 2
+    unset = ReplicasPlanner(CFG)
+    unset.on_identity_loaded(act.BrokerIdentity("c1", "b1", 2), None)
+    assert unset.heartbeat_request().in_sync_replicas is None  # an agent without the keys reports nothing
