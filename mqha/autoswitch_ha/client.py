@@ -84,6 +84,8 @@ class HAClient:
         incarnation: str | None = None,
     ) -> None:
         self._store = store
+        self.on_link_closed: Callable[[], None] | None = None
+        """Called when a connection to the master closes (the broker heartbeats at once)."""
         self.incarnation = incarnation  # this process's, announced on every connection
         self._ssl = ssl  # verifies the master's certificate (docs/architecture.md §12.5)
         self._credentials = credentials
@@ -297,6 +299,8 @@ class HAClient:
                     self._note_problem(following, f"HA handshake failed: {event.reason}")
                 level = logging.WARNING if event.error is not None else logging.INFO
                 log.log(level, "HA client: connection to %s closed: %s", self.master_address, event.reason)
+                if self.on_link_closed is not None:
+                    self.on_link_closed()
                 return True
         return False
 

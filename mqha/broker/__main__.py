@@ -126,6 +126,7 @@ class Broker:
                 report.incarnation, report.clean_shutdown, report.lossy, report.confirm_offset_before_recovery
             ),
         )
+        self.ha.client.on_link_closed = self.manager.report_now
         # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
         # Full disk and retention (docs/architecture.md §4.2): one DiskGuard holds the disk state (puts
         # refused while FULL, status, metrics); the retention task measures each pass and feeds it.

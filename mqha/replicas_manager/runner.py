@@ -140,6 +140,12 @@ class ReplicasManager(SyncStateSetReporter):
         incarnations = self._slave_incarnations()
         self._put(lambda now: self.planner.on_sync_state_set_proposal(proposal, now, incarnations))
 
+    def report_now(self) -> None:
+        """This replica's log stopped growing from its master (the HA link closed): heartbeat at once, so
+        an election by count does not wait a heartbeat interval for this report (docs/architecture.md
+        §3.2)."""
+        self._put(self.planner.on_master_link_closed)
+
     def release_eligible_replicas(self, master_epoch: int) -> None:
         """The HA layer acknowledges beyond the eligible replicas' credits next: release them first;
         the verdict comes back through ``hooks.eligible_release_done``."""

@@ -796,3 +796,13 @@ def test_heartbeats_report_the_ack_rule_for_elections() -> None:
     unset = ReplicasPlanner(CFG)
     unset.on_identity_loaded(act.BrokerIdentity("c1", "b1", 2), None)
     assert unset.heartbeat_request().in_sync_replicas is None  # an agent without the keys reports nothing
+
+
+def test_a_closed_master_link_makes_a_slave_heartbeat_at_once() -> None:
+    slave = running_slave()
+    assert not any(isinstance(a, act.SendHeartbeat) for a in slave.tick(1))
+    assert slave.on_master_link_closed(2) == []
+    assert any(isinstance(a, act.SendHeartbeat) for a in slave.tick(2))
+    master = running_master()
+    master.on_master_link_closed(2)
+    assert not any(isinstance(a, act.SendHeartbeat) for a in master.tick(2))
