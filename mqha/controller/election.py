@@ -239,10 +239,11 @@ def _by_count(
     So (1) every alive member's report must be fresh: received after the set lost its master
     (``fresh_since_ms``, the start of the wait) -- the set waits for those that are not, at most until
     they would have expired (their ``timeout_ms``; a session ping keeps a member alive without a report);
-    (2) with N >= 2, when at least N - 1 members other than the old master are down, the alive ones may
-    all lack an acknowledged message: nobody is complete (the set waits for the others as for any
-    incomplete set); (3) otherwise the longest alive log holds every acknowledged message: the bar is the
-    highest of the watermark and the alive members' maxOffsets."""
+    (2) with N >= 2, when at least N members are down (the old master among them, whether the set still
+    names it or an election cleared it), the alive ones may all lack an acknowledged message: nobody is
+    complete (the set waits for the others as for any incomplete set); (3) otherwise the longest alive
+    log holds every acknowledged message: the bar is the highest of the watermark and the alive members'
+    maxOffsets."""
     members = sorted(b for b in in_sync if b != old_master)
     alive = [b for b in members if is_alive(b)]
     stale = []
@@ -257,7 +258,8 @@ def _by_count(
         return ElectionResult(
             None, watermark=watermark, waiting_for=tuple(stale), incomplete=fresh, reports=True
         )
-    if acks_needed >= 2 and len(members) - len(alive) >= acks_needed - 1:
+    down = sum(1 for b in in_sync if not is_alive(b))  # the old master too, known or not (a cleared one)
+    if acks_needed >= 2 and down >= acks_needed:
         return UNKNOWABLE
     return max([watermark, *(_max_offset(live_info(b)) for b in alive)])
 

@@ -165,3 +165,10 @@ def test_the_policy_reads_the_rule_and_the_wait_start_from_the_view() -> None:
     )
     assert ElectionPolicy().elect(group, view, waited_ms=60).broker_id == 3
     assert ElectionPolicy().elect(group, view, waited_ms=None).reports  # its first attempt
+
+
+def test_a_cleared_master_still_counts_as_one_down_member() -> None:
+    # A whole-group power cut cleared the master; the two healthy slaves are back with everything.
+    live = {2: info(2, 4840), 3: info(3, 4840)}
+    assert run(live, old=None, watermark=4840) == ElectionResult(2, watermark=4840)
+    assert run({2: info(2, 4840)}, old=None, watermark=4840).broker_id is None  # 1 and 3 down: unknowable
