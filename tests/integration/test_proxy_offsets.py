@@ -12,6 +12,8 @@ SimpleConsumer (5.1.2) in one consumer group.
    (leader change, journal and snapshot), a proxy starts again, and the group consumes the rest:
    never a message of step 1 again; of step 2 only messages at or above the offsets committed before
    the kill (what was acknowledged after proxy-1's last commit, counted); every message at least once.
+4. ``mqadmin consumerProgress -g`` shows every queue of the topic with no backlog left, and 300
+   messages in all.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ProcessGroup
 from tests.helpers.proxy_harness import consume, start_producer, wait_done
 from tests.helpers.rocketmq_client import client_python
+from tests.integration.test_mqadmin import mqadmin
 
 pytestmark = pytest.mark.integration
 
@@ -135,3 +138,14 @@ def test_a_group_goes_on_from_its_committed_offsets_across_proxy_and_controller_
     assert not step1 & set(step3), "a message acknowledged and committed in step 1 came again"
     assert len(redelivered) < len(step2), "the group started from the beginning again"
     assert everything <= step1 | step2 | set(step3), sorted(everything - step1 - step2 - set(step3))[:10]
+
+    # 4. mqadmin consumerProgress: the controllers' offsets against each queue of the master.
+    done = mqadmin("consumerProgress", "-a", ";".join(cluster.controller_addresses), "-g", GROUP, "-t", TOPIC)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["#Topic", "#Broker", "Name"] and lines[-1] == "Consume Diff Total: 0", (
+        lines
+    )
+    rows = [line.split() for line in lines[1:-2]]
+    assert rows and all(row[0] == TOPIC and row[3] == row[4] and row[5] == "0" for row in rows), rows
+    assert sum(int(row[3]) for row in rows) == COUNT

@@ -194,3 +194,20 @@ def test_an_update_request_is_bounded() -> None:
     with pytest.raises(RequestError):
         UpdateConsumerOffsetRequest.from_json({"offsets": [entry] * 4097})
     assert len(UpdateConsumerOffsetRequest.from_json({"offsets": [entry] * 4096}).offsets) == 4096
+
+
+def test_topic_list_names_the_consumer_groups_of_each_topic() -> None:
+    from mqha.controller.state import BrokerGroupState, ReplicaInfo, TopicQueues, TopicState
+    from mqha.controller.topics import handle_topic_list
+
+    group = BrokerGroupState("c1", "a", {1: ReplicaInfo("h:1")}, 1, 1, frozenset({1}), 1)
+    state = ControllerState(
+        groups={"a": group},
+        topics={
+            "t": TopicState("t", {"a": TopicQueues(4, 4)}),
+            "u": TopicState("u", {"a": TopicQueues(1, 1)}),
+        },
+        consumer_offsets={("g2", "t", "a", 0): 1, ("g1", "t", "a", 1): 2, ("g3", "gone", "a", 0): 3},
+    )
+    payload = handle_topic_list(state).reply.payload
+    assert payload.consumer_groups == {"t": ("g1", "g2")}  # type: ignore[union-attr]
