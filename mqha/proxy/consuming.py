@@ -59,7 +59,10 @@ class PopConsumers:
         self._store = OffsetStore(config)
         self._commits = OffsetCommits(MAX_OFFSETS_PER_UPDATE)
         self._flush_s: float = config["flushConsumerOffsetInterval"] / 1000
-        self._loaded: dict[tuple[str, str], dict[tuple[str, int], int]] = {}  # (group, topic) -> offsets
+        # (group, topic) -> (when loaded, its offsets by (broker group, queue)): reused for a period
+        # only, so a queue first used later starts where another proxy may have taken the group since.
+        self._loaded: dict[tuple[str, str], tuple[float, dict[tuple[str, int], int]]] = {}
+        self._load_failed: dict[tuple[str, str], float] = {}  # (group, topic) -> when a load last failed
         self._flusher: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
@@ -114,12 +117,18 @@ class PopConsumers:
         while they cannot answer: starting at 0 would hand everything out again)."""
         if key not in self._queues:
             group, topic, broker, queue_id = key
-            offsets = self._loaded.get((group, topic))
-            if offsets is None:
+            loaded_at, offsets = self._loaded.get((group, topic), (0.0, None))
+            if offsets is None or time.monotonic() - loaded_at > self._flush_s:
+                failed_at = self._load_failed.get((group, topic))
+                if failed_at is not None and time.monotonic() - failed_at < self._flush_s:
+                    # One try per period: a receive over many queues must not wait for each in turn.
+                    raise QueueReadError(f"the offsets of {group} in {topic}: no controller leader answered")
                 offsets = await self._store.load(group, topic)
                 if offsets is None:
+                    self._load_failed[(group, topic)] = time.monotonic()
                     raise QueueReadError(f"the offsets of {group} in {topic}: no controller leader answered")
-                self._loaded[(group, topic)] = offsets
+                self._load_failed.pop((group, topic), None)
+                self._loaded[(group, topic)] = (time.monotonic(), offsets)
             if key not in self._queues:  # another receive may have made it meanwhile
                 start = offsets.get((broker, queue_id), 0)
                 self._queues[key] = PopQueue(start)
