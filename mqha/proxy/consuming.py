@@ -8,8 +8,9 @@ the delivery timestamp) and long-polls until the client's long polling time (cap
 of the topic, else re-reading every ``POLL_PAUSE_S`` (messages sent through another proxy, or
 invisibility that ran out).
 
-Offsets: a queue starts where the controllers say the group got to (``OffsetStore.load``, once per
-group and topic; a receive while they cannot say skips the queue rather than start it at 0), and
+Offsets: a queue starts where the controllers say the group got to (``OffsetStore.load``, one load
+per group and topic serving its queues for a period; a receive while they cannot say skips the queue
+rather than start it at 0), and
 every ``flushConsumerOffsetInterval`` the acknowledged positions that rose since the last commit are
 committed in one request (``OffsetCommits``), whose answer also moves a queue forward when another
 proxy serving the group got further.
