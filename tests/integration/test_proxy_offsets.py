@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +154,45 @@ def test_a_group_goes_on_from_its_committed_offsets_across_proxy_and_controller_
     rows = [line.split() for line in lines[1:-2]]
     assert rows and all(row[0] == TOPIC and row[3] == row[4] and row[5] == "0" for row in rows), rows
     assert sum(int(row[3]) for row in rows) == COUNT
+
+
+def test_an_unsigned_offset_commit_is_refused(cluster: LocalCluster) -> None:
+    """With authentication on, only a holder of the inner credentials (mqproxy, as a broker) moves
+    offsets: an unsigned commit is 401 on every controller and changes nothing."""
+    body = {
+        "offsets": [
+            {
+                "consumerGroup": "Intruder",
+                "topic": TOPIC,
+                "brokerName": "broker-a",
+                "queueId": 0,
+                "commitOffset": 99,
+            }
+        ]
+    }
+    for address in cluster.controller_addresses:
+        request = urllib.request.Request(
+            f"http://{address}/v1/consumer-offsets/update",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            urllib.request.urlopen(request, timeout=5)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401, exc.code
+            assert json.loads(exc.read())["code"] == 16  # NO_PERMISSION
+        else:
+            raise AssertionError(f"{address} took an unsigned offset commit")
+    url = f"http://{cluster.controller_addresses[0]}/v1/consumer-offsets?consumerGroup=Intruder"
+    for address in cluster.controller_addresses:
+        try:
+            with urllib.request.urlopen(
+                url.replace(cluster.controller_addresses[0], address), timeout=5
+            ) as r:
+                reply = json.loads(r.read())
+        except urllib.error.HTTPError:
+            continue  # not the leader (421)
+        assert reply["code"] == 0 and reply["offsets"] == [], reply
+        return
+    raise AssertionError("no controller answered the read")
