@@ -53,9 +53,11 @@ class QueueSpan:
 
 @dataclass(frozen=True)
 class QueueStats:
-    """One queue as mqadmin's consumerProgress and topicStatus see it: its first message's position,
-    the position after its last (``max_offset``), how many messages, and how many a consumer at a
-    given position has yet to consume (None when no position was given)."""
+    """One queue as mqadmin's consumerProgress sees it.
+
+    Its first message's position, the position after its last (``max_offset``), how many messages,
+    and how many a consumer at a given position has yet to consume (None when no position was given).
+    """
 
     queue_id: int
     min_offset: int

@@ -43,15 +43,14 @@ from mqha.broker.protocol import (
     envelope,
     illegal,
     parse_queue_read_request,
-    parse_queue_stats_request,
     parse_read_request,
     put_reply,
     queue_read_reply,
-    queue_stats_reply,
     read_diverged_reply,
     read_moved_reply,
     read_reply,
 )
+from mqha.broker.queue_stats import parse_queue_stats_request, queue_stats_reply
 from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
 from mqha.epoch.history import reader_divergence

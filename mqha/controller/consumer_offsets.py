@@ -20,7 +20,7 @@ from mqha.controller.records import ConsumerOffsetEntry, UpdateConsumerOffsetRec
 from mqha.controller.replies import write_result
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import ControllerState, OffsetKey
-from mqha.wire import controller_api as api
+from mqha.wire import offsets_api
 from mqha.wire.controller_api import Reply
 
 __all__ = [
@@ -34,20 +34,20 @@ CONSUMER_OFFSETS_LOCK_KEY = "consumer-offsets/"
 One for all: an update is one Raft entry whatever it names, and the merge needs no ordering."""
 
 
-def _data(key: OffsetKey, offset: int) -> api.ConsumerOffsetData:
+def _data(key: OffsetKey, offset: int) -> offsets_api.ConsumerOffsetData:
     group, topic, broker, queue_id = key
-    return api.ConsumerOffsetData(
+    return offsets_api.ConsumerOffsetData(
         consumer_group=group, topic=topic, broker_name=broker, queue_id=queue_id, commit_offset=offset
     )
 
 
 def handle_update_consumer_offset(
-    state: ControllerState, request: api.UpdateConsumerOffsetRequest
+    state: ControllerState, request: offsets_api.UpdateConsumerOffsetRequest
 ) -> ControllerResult:
     raised = state.raised_offsets((entry.key, entry.commit_offset) for entry in request.offsets)
     named = dict.fromkeys(entry.key for entry in request.offsets)
     after = {key: raised.get(key, state.consumer_offsets.get(key)) for key in named}
-    payload = api.ConsumerOffsetsPayload(
+    payload = offsets_api.ConsumerOffsetsPayload(
         offsets=tuple(_data(key, offset) for key, offset in sorted(after.items()) if offset is not None)
     )
     reply = Reply(ResponseCode.SUCCESS, "", payload)
@@ -60,12 +60,12 @@ def handle_update_consumer_offset(
 
 
 def handle_query_consumer_offset(
-    state: ControllerState, request: api.QueryConsumerOffsetRequest
+    state: ControllerState, request: offsets_api.QueryConsumerOffsetRequest
 ) -> ControllerResult:
     found = sorted(
         (key, offset)
         for key, offset in state.consumer_offsets.items()
         if key[0] == request.consumer_group and (request.topic is None or key[1] == request.topic)
     )
-    payload = api.ConsumerOffsetsPayload(offsets=tuple(_data(key, offset) for key, offset in found))
+    payload = offsets_api.ConsumerOffsetsPayload(offsets=tuple(_data(key, offset) for key, offset in found))
     return ControllerResult.read(Reply(ResponseCode.SUCCESS, "", payload))

@@ -24,7 +24,6 @@ from mqha.wire.controller_api import (
     ApplyBrokerIdRequest,
     BrokerHeartbeatRequest,
     CleanBrokerDataRequest,
-    ConsumerOffsetsPayload,
     ControllerMetadataPayload,
     DeleteTopicRequest,
     ElectMasterPayload,
@@ -40,11 +39,11 @@ from mqha.wire.controller_api import (
     SyncStateDataPayload,
     TopicListPayload,
     TopicRoutePayload,
-    UpdateConsumerOffsetRequest,
     UpdateTopicPayload,
     UpdateTopicRequest,
 )
 from mqha.wire.controller_quorum import AddControllerPeerRequest, RemoveControllerPeerRequest
+from mqha.wire.offsets_api import ConsumerOffsetsPayload, UpdateConsumerOffsetRequest
 
 _REF = "#/components/schemas/{name}"
 _MESSAGES: tuple[type[msgspec.Struct], ...] = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from mqha.wire import controller_api as wire
+from mqha.wire import offsets_api
 
 
 async def update_topic(request: web.Request) -> web.Response:
@@ -48,14 +49,14 @@ async def topic_route(request: web.Request) -> web.Response:
 async def update_consumer_offset(request: web.Request) -> web.Response:
     from mqha.controller import http_api as api
 
-    req = await api._read_request(request, wire.UpdateConsumerOffsetRequest)
+    req = await api._read_request(request, offsets_api.UpdateConsumerOffsetRequest)
     return api.respond(request, await api._service(request).update_consumer_offset(req))
 
 
 async def query_consumer_offset(request: web.Request) -> web.Response:
     from mqha.controller import http_api as api
 
-    req = api._parse(wire.QueryConsumerOffsetRequest, api._query(request, ("consumerGroup", "topic")))
+    req = api._parse(offsets_api.QueryConsumerOffsetRequest, api._query(request, ("consumerGroup", "topic")))
     return api.respond(request, await api._service(request).query_consumer_offset(req))
 
 

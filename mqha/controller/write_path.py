@@ -78,13 +78,12 @@ from mqha.wire.controller_api import (
     GetSyncStateDataRequest,
     GroupsPayload,
     NotLeaderPayload,
-    QueryConsumerOffsetRequest,
     RegisterBrokerRequest,
     Reply,
     TopicRouteRequest,
-    UpdateConsumerOffsetRequest,
     UpdateTopicRequest,
 )
+from mqha.wire.offsets_api import QueryConsumerOffsetRequest, UpdateConsumerOffsetRequest
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from mqha.proxy.routes import status, topic_not_found
 from mqha.proxy.settings import LONG_POLLING_TIMEOUT_S
 from mqha.proxy.v2 import definition as d
 from mqha.proxy.v2 import service as s
-from mqha.wire.controller_api import MAX_OFFSETS_PER_UPDATE
+from mqha.wire.offsets_api import MAX_OFFSETS_PER_UPDATE
 
 log = logging.getLogger(__name__)
 

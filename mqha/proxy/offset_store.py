@@ -24,7 +24,7 @@ from mqha.errors import RemoteProtocolError
 from mqha.proxy.config import controller_addresses
 from mqha.proxy.pop import OffsetKey
 from mqha.replicas_manager.client import request_signer
-from mqha.wire.controller_api import ConsumerOffsetData, ConsumerOffsetsPayload
+from mqha.wire.offsets_api import ConsumerOffsetData, ConsumerOffsetsPayload
 
 log = logging.getLogger(__name__)
 _TIMEOUT_S = 2.0

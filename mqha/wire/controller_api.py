@@ -18,8 +18,6 @@ side, ``Reply.decode`` / ``Reply.from_json`` give the payload as the JSON object
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
 
 from mqha.codes import ResponseCode
@@ -32,7 +30,6 @@ from mqha.wire.types import (
     BrokerName,
     CheckCode,
     ClusterName,
-    ConsumerGroupName,
     Epoch,
     IdSet,
     IdsToClean,
@@ -44,9 +41,7 @@ from mqha.wire.types import (
     OptionalName,
     Perm,
     Priority,
-    QueueId,
     QueueNums,
-    QueueOffset,
     TimeoutMs,
     TopicName,
 )
@@ -55,7 +50,6 @@ __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT_MS",
     "DEFAULT_TOPIC_QUEUE_NUMS",
     "INT32_MAX",
-    "MAX_OFFSETS_PER_UPDATE",
     "AlterSyncStateSetPayload",
     "AlterSyncStateSetRequest",
     "ApplyBrokerIdPayload",
@@ -63,8 +57,6 @@ __all__ = [
     "BrokerHeartbeatRequest",
     "BrokerMemberGroup",
     "CleanBrokerDataRequest",
-    "ConsumerOffsetData",
-    "ConsumerOffsetsPayload",
     "ControllerMetadataPayload",
     "DeleteTopicRequest",
     "ElectMasterPayload",
@@ -76,7 +68,6 @@ __all__ = [
     "MasterView",
     "NextBrokerIdPayload",
     "NotLeaderPayload",
-    "QueryConsumerOffsetRequest",
     "RegisterBrokerPayload",
     "RegisterBrokerRequest",
     "ReplicaIdentity",
@@ -90,7 +81,6 @@ __all__ = [
     "TopicQueueData",
     "TopicRoutePayload",
     "TopicRouteRequest",
-    "UpdateConsumerOffsetRequest",
     "UpdateTopicPayload",
     "UpdateTopicRequest",
     "decode_reply",
@@ -285,40 +275,6 @@ class TopicRouteRequest(Request, frozen=True, kw_only=True):
     topic: TopicName
 
 
-MAX_OFFSETS_PER_UPDATE = 4096
-"""Queue positions in one updateConsumerOffset request (a proxy sends more as several)."""
-
-
-class ConsumerOffsetData(Request, frozen=True, kw_only=True):
-    """One consumer group's committed position in one queue (docs/architecture.md §4.5, §13): every
-    message of the queue below ``commitOffset`` (a commit-log offset, §4.4) is acknowledged. Requests
-    and replies carry it alike."""
-
-    consumer_group: ConsumerGroupName
-    topic: TopicName
-    broker_name: BrokerName
-    queue_id: QueueId
-    commit_offset: QueueOffset
-
-    @property
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.consumer_group, self.topic, self.broker_name, self.queue_id)
-
-
-class UpdateConsumerOffsetRequest(Request, frozen=True, kw_only=True):
-    """The body of updateConsumerOffset: raise consumer groups' positions (RocketMQ's
-    UPDATE_CONSUMER_OFFSET, many queues at once). A position below the stored one changes nothing."""
-
-    offsets: Annotated[tuple[ConsumerOffsetData, ...], msgspec.Meta(max_length=MAX_OFFSETS_PER_UPDATE)]
-
-
-class QueryConsumerOffsetRequest(Request, frozen=True, kw_only=True):
-    """The query of queryConsumerOffset: a consumer group's positions, in one topic or in all."""
-
-    consumer_group: ConsumerGroupName
-    topic: TopicName | None = None
-
-
 # --------------------------------------------------------------------------------------------------
 # Reply payloads (docs/architecture.md §3 field names). Absent values are JSON null.
 
@@ -506,13 +462,6 @@ class UpdateTopicPayload(Payload, frozen=True, kw_only=True):
     perm: int
     broker_names: tuple[str, ...] = ()
     master_addresses: dict[str, str | None] = msgspec.field(default_factory=dict)
-
-
-class ConsumerOffsetsPayload(Payload, frozen=True, kw_only=True):
-    """The reply of queryConsumerOffset and updateConsumerOffset: positions as the state holds them
-    (after the update: every queue it named, its offset raised or already higher)."""
-
-    offsets: tuple[ConsumerOffsetData, ...] = ()
 
 
 class RoleChangedMessage(MasterView, frozen=True, kw_only=True):

@@ -222,8 +222,10 @@ class DeleteTopicRecord(_Record, frozen=True, tag="DeleteTopic"):
 
 
 class ConsumerOffsetEntry(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
-    """One consumer group's committed position in one queue: every message of the queue below
-    ``commit_offset`` (a commit-log offset, docs/architecture.md §4.4) is acknowledged by the group."""
+    """One consumer group's committed position in one queue, as records and snapshots hold it.
+
+    Every message of the queue below ``commit_offset`` (a commit-log offset, docs/architecture.md §4.4)
+    is acknowledged by the group."""
 
     consumer_group: StoredName
     topic: StoredName

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqha.broker.protocol import parse_queue_read_request, parse_queue_stats_request
+from mqha.broker.protocol import parse_queue_read_request
 from mqha.broker.queue_index import QueueIndex, QueueSpan, QueueStats, queue_id_of
+from mqha.broker.queue_stats import parse_queue_stats_request
 from mqha.errors import RequestError
 
 

@@ -23,7 +23,7 @@ from mqha.controller.records import (
 )
 from mqha.controller.state import ControllerState, decode_state, encode_state
 from mqha.errors import RequestError
-from mqha.wire.controller_api import (
+from mqha.wire.offsets_api import (
     ConsumerOffsetData,
     ConsumerOffsetsPayload,
     QueryConsumerOffsetRequest,
