@@ -389,6 +389,7 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
     "deleteTopic": topics.run_delete_topic,
     "topicList": topics.run_topic_list,
     "topicRoute": topics.run_topic_route,
+    "consumerProgress": topics.run_consumer_progress,
 }
 
 

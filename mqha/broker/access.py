@@ -175,13 +175,8 @@ class BrokerAccess:
         ``INDEX_CATCH_UP`` messages per call). Returns (messages, the position to continue from, the
         limit used)."""
         log = self.store.log
-        limit = log.max_offset if self.store.settings.read_uncommitted else self.gate.confirm_offset()
+        limit = self.index_step()
         index = self.queue_index
-        if index.generation != self.store.log_generation or index.indexed_to < log.min_offset:
-            index.reset(log.min_offset, self.store.log_generation)  # cut, emptied or retained past
-        if index.indexed_to < limit:
-            found, next_offset = log.read_messages(index.indexed_to, INDEX_CATCH_UP, limit, skip_deleted=True)
-            index.add(found, next_offset)
         entries = index.read(request.topic, request.queue_id, request.offset, request.max_messages)
         messages: list[StoredMessage] = []
         resume = request.offset
@@ -194,6 +189,19 @@ class BrokerAccess:
         if len(entries) < request.max_messages:  # nothing more of this queue below the indexed offset
             resume = max(resume, min(index.indexed_to, limit))
         return messages, resume, limit
+
+    def index_step(self) -> int:
+        """Bring the queue index closer to what reads may see (at most ``INDEX_CATCH_UP`` messages);
+        returns that limit (the confirm offset, or the log end with ``read_uncommitted``)."""
+        log = self.store.log
+        limit = log.max_offset if self.store.settings.read_uncommitted else self.gate.confirm_offset()
+        index = self.queue_index
+        if index.generation != self.store.log_generation or index.indexed_to < log.min_offset:
+            index.reset(log.min_offset, self.store.log_generation)  # cut, emptied or retained past
+        if index.indexed_to < limit:
+            found, next_offset = log.read_messages(index.indexed_to, INDEX_CATCH_UP, limit, skip_deleted=True)
+            index.add(found, next_offset)
+        return limit
 
 
 INDEX_CATCH_UP = 4096

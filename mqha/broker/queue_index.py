@@ -51,6 +51,21 @@ class QueueSpan:
     count: int
 
 
+@dataclass(frozen=True)
+class QueueStats:
+    """One queue as mqadmin's consumerProgress sees it.
+
+    Its first message's position, the position after its last (``max_offset``), how many messages,
+    and how many a consumer at a given position has yet to consume (None when no position was given).
+    """
+
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    count: int
+    pending: int | None = None
+
+
 class QueueIndex:
     """The commit-log offsets of each (topic, queue id)'s messages, in log order, up to ``indexed_to``."""
 
@@ -88,6 +103,21 @@ class QueueIndex:
             return []
         start = bisect_left(offsets, position)
         return offsets[start : start + max_count].tolist()
+
+    def queue_stats(self, topic: str, limit: int, positions: Mapping[int, int]) -> list[QueueStats]:
+        """Every queue of ``topic`` with messages below ``limit``, and for each queue named in
+        ``positions`` how many of them are at or after that position (a consumer's backlog)."""
+        out = []
+        for (name, queue_id), offsets in sorted(self._queues.items()):
+            if name != topic:
+                continue
+            end = bisect_left(offsets, limit)
+            if end == 0:
+                continue
+            position = positions.get(queue_id)
+            pending = None if position is None else end - min(end, bisect_left(offsets, position))
+            out.append(QueueStats(queue_id, offsets[0], offsets[end - 1] + 1, end, pending))
+        return out
 
     def spans(self, topic: str) -> dict[int, QueueSpan]:
         """Every queue of ``topic`` that has messages, by queue id."""

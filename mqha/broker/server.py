@@ -1,6 +1,7 @@
 """The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
 
-Routes: POST/GET ``/v1/messages``, GET ``/v1/queues/messages`` (docs/architecture.md §4.4), GET
+Routes: POST/GET ``/v1/messages``, GET ``/v1/queues/messages`` and ``/v1/queues`` (docs/architecture.md
+§4.4), GET
 ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET ``/v1/ha/status`` (§10.7), GET ``/v1/status``,
 GET ``/metrics``, GET ``/healthz``, GET and PUT ``/v1/config`` (``mqha.broker.config_store``), POST
 ``/v1/history/final-log`` and GET ``/v1/history/rows`` (docs/architecture.md §5); the status documents
@@ -49,6 +50,7 @@ from mqha.broker.protocol import (
     read_moved_reply,
     read_reply,
 )
+from mqha.broker.queue_stats import parse_queue_stats_request, queue_stats_reply
 from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
 from mqha.epoch.history import reader_divergence
@@ -57,6 +59,10 @@ from mqha.security.signing import Denial
 from mqha.security.tls import server_context
 
 log = logging.getLogger(__name__)
+
+QUEUE_STATS_MAX_STEPS = 256
+"""Index steps (4096 messages each) one ``GET /v1/queues`` takes at most; beyond, its counts cover
+``indexedTo`` only."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RUNTIME = web.AppKey("runtime", BrokerRuntime)
@@ -127,6 +133,7 @@ class BrokerHttpServer:
         app.router.add_post("/v1/messages", self.put_messages)
         app.router.add_get("/v1/messages", self.get_messages)
         app.router.add_get("/v1/queues/messages", self.get_queue_messages)
+        app.router.add_get("/v1/queues", self.get_queues)
         app.router.add_get("/v1/epochs", self.get_epochs)
         app.router.add_get("/v1/ha/status", self.get_ha_status)
         app.router.add_get("/v1/status", self.get_status)
@@ -213,6 +220,10 @@ class BrokerHttpServer:
         if denial is not None:
             self.metrics.observe_refused("read", denial.status)
             return _refused(denial, BASIC_CHALLENGE)
+        return self._log_refused()
+
+    def _log_refused(self) -> web.Response | None:
+        """Why this broker's log is not served now (fenced, an unverified slave), or None."""
         if self.role.fenced:
             return _error(
                 BrokerCode.SERVICE_NOT_AVAILABLE, "broker is fenced: not registered with the controller yet"
@@ -230,6 +241,25 @@ class BrokerHttpServer:
         read = parse_queue_read_request(request.query)
         messages, next_offset, limit = self.access.read_queue(read)
         return _json(200, queue_read_reply(read, messages, next_offset, limit, self.store.max_offset))
+
+    async def get_queues(self, request: web.Request) -> web.Response:
+        """A topic's queues and a consumer's backlog in each (mqadmin consumerProgress; §4.4): the
+        index is brought up to the confirm offset first, a step at a time (the loop keeps serving).
+        Open like ``/v1/status`` (positions and counts, no message data); a fenced broker or an
+        unverified slave answers 503 as for a read."""
+        refused = self._log_refused()
+        if refused is not None:
+            return refused
+        stats = parse_queue_stats_request(request.query)
+        index = self.access.queue_index
+        limit = self.access.index_step()
+        for _ in range(QUEUE_STATS_MAX_STEPS):
+            if index.indexed_to >= limit:
+                break
+            await asyncio.sleep(0)
+            limit = self.access.index_step()
+        found = index.queue_stats(stats.topic, limit, stats.positions)
+        return _json(200, queue_stats_reply(stats.topic, found, index.indexed_to, limit))
 
     async def get_messages(self, request: web.Request) -> web.Response:
         refused = self._read_refused(request)

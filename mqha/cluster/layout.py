@@ -237,8 +237,14 @@ class ClusterLayout:
                 "configStorePath": str(Path(node.base) / "controller.properties"),
             }
         elif node.kind == PROXY:
-            # The brokers' user, so the proxy may put when they require it (docs/architecture.md §13).
-            shared = ("authenticationEnabled", "initAuthenticationUser", "maxMessageSize")
+            # The brokers' user, so the proxy may put when they require it, and the inner credentials,
+            # so it may commit consumer offsets to the controllers (docs/architecture.md §13).
+            shared = (
+                "authenticationEnabled",
+                "initAuthenticationUser",
+                "innerClientAuthenticationCredentials",
+                "maxMessageSize",
+            )
             values = {key: self.broker_settings[key] for key in shared if key in self.broker_settings}
             values.update(
                 grpcServerPort=str(node.port),

@@ -5,9 +5,9 @@ Three kinds of routes (docs/architecture.md §3.3):
 * ``OPEN`` -- reads of public state (metadata, the masked config, status, groups, replica-info,
   sync-state-data, next-id, metrics, healthz, the console, openapi): no credential, ever;
 * ``BROKER`` -- what brokers call (apply-id, register, heartbeat, the session upgrade, sync-state-set,
-  elect): with ``authenticationEnabled`` a valid ``MQHA-HMAC-SHA256`` signature by
-  ``innerClientAuthenticationCredentials``, or the admin token (an operator may do what a broker can);
-  without it, open as before;
+  elect) and mqproxy's consumer-offset commits: with ``authenticationEnabled`` a valid
+  ``MQHA-HMAC-SHA256`` signature by ``innerClientAuthenticationCredentials``, or the admin token (an
+  operator may do what a broker can); without it, open as before;
 * ``ADMIN`` -- config PUT, clean, a designated elect and any other non-GET route: the admin token
   (``Authorization: Bearer <adminAuthToken>``); a broker's signature is not enough (403). Without
   ``authenticationEnabled`` the token is checked only when one is set, as before.
@@ -52,6 +52,7 @@ ROUTE_ACCESS: dict[str, Access] = {
     "brokerSession": Access.BROKER,
     "alterSyncStateSet": Access.BROKER,
     "electMaster": Access.BROKER,  # ADMIN when designated: the handler asks again after decoding
+    "updateConsumerOffset": Access.BROKER,  # mqproxy commits with the inner credentials (§13)
     "updateControllerConfig": Access.ADMIN,
     "cleanBrokerData": Access.ADMIN,
     "addControllerPeer": Access.ADMIN,

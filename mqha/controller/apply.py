@@ -40,6 +40,7 @@ from mqha.controller.records import (
     Record,
     RecordFormatError,
     UpdateBrokerAddressRecord,
+    UpdateConsumerOffsetRecord,
     UpdateTopicRecord,
     decode_record,
 )
@@ -275,12 +276,21 @@ def _apply_delete_topic(state: ControllerState, record: DeleteTopicRecord) -> Co
     if topic is None:
         return state  # deleted already: idempotent
     table = {name: q for name, q in topic.queues.items() if name not in record.broker_names}
+    state = state.without_consumer_offsets(record.topic_name, record.broker_names)
     return state.with_topic(TopicState(record.topic_name, table))
+
+
+def _apply_consumer_offsets(state: ControllerState, record: UpdateConsumerOffsetRecord) -> ControllerState:
+    # The larger offset wins per queue, so a replayed, reordered or stale record moves nothing back.
+    return state.with_consumer_offsets(
+        state.raised_offsets((entry.key, entry.commit_offset) for entry in record.offsets)
+    )
 
 
 _APPLIERS: dict[type[Any], Callable[[ControllerState, Any], ControllerState]] = {
     UpdateTopicRecord: _apply_update_topic,
     DeleteTopicRecord: _apply_delete_topic,
+    UpdateConsumerOffsetRecord: _apply_consumer_offsets,
     NoopRecord: _apply_noop,
     ApplyBrokerIdRecord: _apply_broker_id,
     UpdateBrokerAddressRecord: _apply_update_address,

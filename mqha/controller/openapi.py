@@ -43,6 +43,7 @@ from mqha.wire.controller_api import (
     UpdateTopicRequest,
 )
 from mqha.wire.controller_quorum import AddControllerPeerRequest, RemoveControllerPeerRequest
+from mqha.wire.offsets_api import ConsumerOffsetsPayload, UpdateConsumerOffsetRequest
 
 _REF = "#/components/schemas/{name}"
 _MESSAGES: tuple[type[msgspec.Struct], ...] = (
@@ -71,6 +72,8 @@ _MESSAGES: tuple[type[msgspec.Struct], ...] = (
     UpdateTopicPayload,
     TopicListPayload,
     TopicRoutePayload,
+    UpdateConsumerOffsetRequest,
+    ConsumerOffsetsPayload,
 )
 
 
@@ -549,6 +552,31 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "of the cluster (mqadmin deleteTopic); an absent topic is success",
                 "requestBody": _body(request_schema(DeleteTopicRequest)),
                 "responses": _responses(_WRITE),
+            },
+        ),
+        (
+            "GET",
+            "/v1/consumer-offsets",
+            "queryConsumerOffset",
+            {
+                "summary": "docs/architecture.md §13, leader: a consumer group's committed queue offsets "
+                "(in one topic, or in all)",
+                "parameters": [
+                    _query_param("consumerGroup", "the consumer group", required=True),
+                    _query_param("topic", "only this topic's offsets"),
+                ],
+                "responses": _responses(_READ, ConsumerOffsetsPayload),
+            },
+        ),
+        (
+            "POST",
+            "/v1/consumer-offsets/update",
+            "updateConsumerOffset",
+            {
+                "summary": "docs/architecture.md §13, leader, broker credentials (mqproxy): raise consumer "
+                "groups' committed queue offsets (never lowered); answers every named queue's offset",
+                "requestBody": _body(request_schema(UpdateConsumerOffsetRequest)),
+                "responses": _responses(_WRITE, ConsumerOffsetsPayload),
             },
         ),
     ]

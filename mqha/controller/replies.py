@@ -14,6 +14,7 @@ from mqha.controller.records import (
     ElectMasterRecord,
     Record,
     UpdateBrokerAddressRecord,
+    UpdateConsumerOffsetRecord,
     UpdateTopicRecord,
 )
 from mqha.controller.result import ControllerResult
@@ -105,8 +106,8 @@ def reply_from_outcome(result: ControllerResult, outcome: Outcome) -> Reply:
         return Reply(outcome.code, outcome.remark)
     code, remark = result.reply.code, result.reply.remark
     record, group = outcome.record, outcome.group
-    if isinstance(record, UpdateTopicRecord | DeleteTopicRecord):
-        return result.reply  # apply accepts every topic record: its reply is the decision's
+    if isinstance(record, UpdateTopicRecord | DeleteTopicRecord | UpdateConsumerOffsetRecord):
+        return result.reply  # apply accepts every topic and offset record: its reply is the decision's
     if isinstance(record, ApplyBrokerIdRecord):
         return Reply(
             code,

@@ -83,6 +83,8 @@ class ControllerService:
         self.delete_topic = self.writes.delete_topic
         self.topic_list = self.writes.topic_list
         self.topic_route = self.writes.topic_route
+        self.update_consumer_offset = self.writes.update_consumer_offset
+        self.query_consumer_offset = self.writes.query_consumer_offset
         self.record_heartbeat = self.liveness.record_heartbeat
         self.on_session_closed = self.liveness.on_session_closed
         self.max_message_bytes = self.config_store.max_message_bytes

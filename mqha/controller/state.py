@@ -24,13 +24,19 @@ and the highest offset the controller knows was acknowledged.
 ``topics`` maps a topic to its queues in each broker set (``mqadmin updateTopic``, docs/architecture.md
 §4.5). A topic's entry for a broker set that is no longer registered is kept (a set cleaned and
 registered again finds its topics back); routes list registered sets only.
+
+``consumer_offsets`` maps (consumer group, topic, broker set, queue id) to the group's committed
+position there, a commit-log offset every message below which the group acknowledged (mqproxy commits
+them, docs/architecture.md §13). An offset never decreases while its entry exists; deleting a topic
+from a broker set removes that set's offsets of the topic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from mqha.wire.records import ConsumerOffsetEntry
 from mqha.wire.snapshot import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
@@ -52,6 +58,7 @@ __all__ = [
     "BrokerGroupState",
     "ControllerState",
     "FrozenMap",
+    "OffsetKey",
     "ReplicaInfo",
     "SnapshotFormatError",
     "TopicQueues",
@@ -184,19 +191,26 @@ class TopicState:
             object.__setattr__(self, "queues", FrozenMap(self.queues))
 
 
+OffsetKey = tuple[str, str, str, int]
+"""(consumer group, topic, broker set, queue id): one consumer group's place in one queue."""
+
+
 @dataclass(frozen=True)
 class ControllerState:
-    """Every broker set and topic, plus the raft index of the last entry applied (for snapshots)."""
+    """Every broker set, topic and consumer offset, plus the raft index of the last entry applied."""
 
     groups: Mapping[str, BrokerGroupState] = field(default_factory=FrozenMap)
     applied_index: int = 0
     topics: Mapping[str, TopicState] = field(default_factory=FrozenMap)
+    consumer_offsets: Mapping[OffsetKey, int] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.groups, FrozenMap):
             object.__setattr__(self, "groups", FrozenMap(self.groups))
         if not isinstance(self.topics, FrozenMap):
             object.__setattr__(self, "topics", FrozenMap(self.topics))
+        if not isinstance(self.consumer_offsets, FrozenMap):
+            object.__setattr__(self, "consumer_offsets", FrozenMap(self.consumer_offsets))
 
     @classmethod
     def empty(cls) -> ControllerState:
@@ -219,6 +233,31 @@ class ControllerState:
         if not topic.queues:
             return replace(self, topics=self.topics.remove(topic.topic_name))  # type: ignore[attr-defined]
         return replace(self, topics=self.topics.set(topic.topic_name, topic))  # type: ignore[attr-defined]
+
+    def raised_offsets(self, offsets: Iterable[tuple[OffsetKey, int]]) -> dict[OffsetKey, int]:
+        """The entries of ``offsets`` above the stored ones (the merge rule: an offset only rises;
+        of one key given twice, the larger)."""
+        raised: dict[OffsetKey, int] = {}
+        for key, offset in offsets:
+            if offset > max(self.consumer_offsets.get(key, -1), raised.get(key, -1)):
+                raised[key] = offset
+        return raised
+
+    def with_consumer_offsets(self, offsets: Mapping[OffsetKey, int]) -> ControllerState:
+        """The state with ``offsets`` set (callers pass ``raised_offsets``' result)."""
+        if not offsets:
+            return self
+        merged = dict(self.consumer_offsets)
+        merged.update(offsets)
+        return replace(self, consumer_offsets=FrozenMap(merged))
+
+    def without_consumer_offsets(self, topic: str, broker_names: Iterable[str]) -> ControllerState:
+        """The state without the offsets of ``topic`` in ``broker_names`` (a deleted topic's)."""
+        names = set(broker_names)
+        kept = {k: v for k, v in self.consumer_offsets.items() if not (k[1] == topic and k[2] in names)}
+        if len(kept) == len(self.consumer_offsets):
+            return self
+        return replace(self, consumer_offsets=FrozenMap(kept))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,6 +301,10 @@ def encode_state(state: ControllerState) -> bytes:
                     ],
                 )
                 for name, topic in sorted(state.topics.items())
+            ],
+            consumer_offsets=[
+                ConsumerOffsetEntry(group, topic, broker, queue_id, offset)
+                for (group, topic, broker, queue_id), offset in sorted(state.consumer_offsets.items())
             ],
         )
     )
@@ -310,4 +353,9 @@ def decode_state(data: bytes) -> ControllerState:
         if len(queues) != len(entry.queues):
             raise SnapshotFormatError(f"snapshot: duplicate broker set in topic {entry.topic_name}")
         topics[entry.topic_name] = TopicState(entry.topic_name, queues)
-    return ControllerState(groups=groups, applied_index=snapshot.applied_index, topics=topics)
+    offsets = {entry.key: entry.commit_offset for entry in snapshot.consumer_offsets}
+    if len(offsets) != len(snapshot.consumer_offsets):
+        raise SnapshotFormatError("snapshot: duplicate consumer offset")
+    return ControllerState(
+        groups=groups, applied_index=snapshot.applied_index, topics=topics, consumer_offsets=offsets
+    )

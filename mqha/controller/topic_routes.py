@@ -1,9 +1,11 @@
 """The topic routes of the controller API (docs/architecture.md §3.3, §4.5). SHELL (aiohttp).
 
 ``POST /v1/topics/update`` and ``POST /v1/topics/delete`` (admin, leader), ``GET /v1/topics`` and
-``GET /v1/topics/route?topic=`` (open, leader). Kept beside ``mqha.controller.http_api`` (which lists
-them in ``ROUTES`` and whose parsing, admin check and answers they use) so that module stays within its
-size; the decisions are ``mqha.controller.topics``.
+``GET /v1/topics/route?topic=`` (open, leader); consumer groups' offsets (§13): ``POST
+/v1/consumer-offsets/update`` (broker credentials: mqproxy signs it, leader) and ``GET
+/v1/consumer-offsets?consumerGroup=[&topic=]`` (open, leader). Kept beside ``mqha.controller.http_api``
+(which lists them in ``ROUTES`` and whose parsing, admin check and answers they use) so that module
+stays within its size; the decisions are ``mqha.controller.topics`` and ``consumer_offsets``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from mqha.wire import controller_api as wire
+from mqha.wire import offsets_api
 
 
 async def update_topic(request: web.Request) -> web.Response:
@@ -43,10 +46,27 @@ async def topic_route(request: web.Request) -> web.Response:
     return api.respond(request, await api._service(request).topic_route(req))
 
 
+async def update_consumer_offset(request: web.Request) -> web.Response:
+    from mqha.controller import http_api as api
+
+    req = await api._read_request(request, offsets_api.UpdateConsumerOffsetRequest)
+    return api.respond(request, await api._service(request).update_consumer_offset(req))
+
+
+async def query_consumer_offset(request: web.Request) -> web.Response:
+    from mqha.controller import http_api as api
+
+    req = api._parse(offsets_api.QueryConsumerOffsetRequest, api._query(request, ("consumerGroup", "topic")))
+    return api.respond(request, await api._service(request).query_consumer_offset(req))
+
+
 ROUTES = (
     ("GET", "/v1/topics", "topicList", topic_list),
     ("GET", "/v1/topics/route", "topicRoute", topic_route),
     ("POST", "/v1/topics/update", "updateTopic", update_topic),
     ("POST", "/v1/topics/delete", "deleteTopic", delete_topic),
+    ("GET", "/v1/consumer-offsets", "queryConsumerOffset", query_consumer_offset),
+    ("POST", "/v1/consumer-offsets/update", "updateConsumerOffset", update_consumer_offset),
 )
-"""(method, path, name, handler) as ``http_api.ROUTES``; the names are RocketMQ's mqadmin commands."""
+"""(method, path, name, handler) as ``http_api.ROUTES``; the names are RocketMQ's mqadmin commands and
+request codes (QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET)."""

@@ -104,7 +104,16 @@ def handle_topic_list(state: ControllerState) -> ControllerResult:
     topics = {name: _queue_datas(state, topic) for name, topic in sorted(state.topics.items())}
     named = {q.broker_name for datas in topics.values() for q in datas}
     clusters = {name: group.cluster_name for name, group in sorted(state.groups.items()) if name in named}
-    payload = api.TopicListPayload(topic_list=tuple(topics), topic_queues=topics, clusters=clusters)
+    consumers: dict[str, set[str]] = {}
+    for group, topic, _, _ in state.consumer_offsets:
+        if topic in topics:
+            consumers.setdefault(topic, set()).add(group)
+    payload = api.TopicListPayload(
+        topic_list=tuple(topics),
+        topic_queues=topics,
+        clusters=clusters,
+        consumer_groups={topic: tuple(sorted(groups)) for topic, groups in sorted(consumers.items())},
+    )
     return ControllerResult.read(Reply(SUCCESS, "", payload))
 
 

@@ -29,6 +29,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from mqha.codes import ResponseCode
+from mqha.controller.consumer_offsets import (
+    CONSUMER_OFFSETS_LOCK_KEY,
+    handle_query_consumer_offset,
+    handle_update_consumer_offset,
+)
 from mqha.controller.election import ElectionPolicy, ElectionResult
 from mqha.controller.liveness import LivenessView
 from mqha.controller.metrics import ControllerMetrics
@@ -78,6 +83,7 @@ from mqha.wire.controller_api import (
     TopicRouteRequest,
     UpdateTopicRequest,
 )
+from mqha.wire.offsets_api import QueryConsumerOffsetRequest, UpdateConsumerOffsetRequest
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +179,9 @@ class WritePath(NodePart):
     async def topic_route(self, request: TopicRouteRequest) -> Reply:
         return await self._read(lambda state: handle_topic_route(state, request))
 
+    async def query_consumer_offset(self, request: QueryConsumerOffsetRequest) -> Reply:
+        return await self._read(lambda state: handle_query_consumer_offset(state, request))
+
     # ----------------------------------------------------------------------------- writes
 
     @contextlib.asynccontextmanager
@@ -255,6 +264,11 @@ class WritePath(NodePart):
     async def update_topic(self, request: UpdateTopicRequest) -> Reply:
         key = topic_lock_key(request.topic_name)
         return await self._write(key, lambda state, _: handle_update_topic(state, request))
+
+    async def update_consumer_offset(self, request: UpdateConsumerOffsetRequest) -> Reply:
+        return await self._write(
+            CONSUMER_OFFSETS_LOCK_KEY, lambda state, _: handle_update_consumer_offset(state, request)
+        )
 
     async def delete_topic(self, request: DeleteTopicRequest) -> Reply:
         key = topic_lock_key(request.topic_name)

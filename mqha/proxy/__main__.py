@@ -3,7 +3,7 @@ docs/architecture.md).
 
 Start: config, the broker-group client, then the gRPC server (bound, or one line and exit 1).
 SIGTERM / SIGINT stop it in reverse order: the server first (in-flight calls get a grace period), then
-the producers.
+the last commit of the consumer offsets, then the producers.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         ("grpc.max_send_message_length", limit),
     ]
     server = grpc.aio.server(options=options)
+    service = MessagingService(config, groups)
     try:
-        service_grpc.add_MessagingServiceServicer_to_server(MessagingService(config, groups), server)
+        service_grpc.add_MessagingServiceServicer_to_server(service, server)
         try:
             bound = server.add_insecure_port(address)
         except RuntimeError as exc:
@@ -62,6 +63,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         await stop.wait()
     finally:
         await server.stop(STOP_GRACE_S)
+        await service.close()
         await groups.close()
 
 

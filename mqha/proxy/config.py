@@ -9,10 +9,13 @@ from typing import Any
 from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
 from mqha.errors import ConfigError
 from mqha.security.credentials import check_authentication_keys
-from mqha.security.keys import BROKER_USER_KEYS
+from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS
 from mqha.wire.types import is_valid_address
 
 _MIB = 1024 * 1024
+INNER_CREDENTIALS_KEY = next(
+    k for k in AUTHENTICATION_KEYS if k.name == "innerClientAuthenticationCredentials"
+)
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
 
 PROXY_CONFIG = ConfigSpec(
@@ -65,12 +68,24 @@ PROXY_CONFIG = ConfigSpec(
             rocketmq=False,
         ),
         Key(
+            "flushConsumerOffsetInterval",
+            int,
+            1000,
+            "how often the consumer groups' acknowledged positions are committed to the controllers",
+            rule=between(100, 60_000),
+            unit="ms",
+            deviation="RocketMQ's broker persists its consumer offsets every 5000 ms; mqproxy commits to the "
+            "controllers every 1000 ms, so a proxy restart redelivers at most about a second of acks",
+        ),
+        Key(
             "authenticationEnabled",
             bool,
             False,
-            "the brokers require their API user: the proxy puts as initAuthenticationUser",
+            "the brokers require their API user (the proxy puts as initAuthenticationUser) and the "
+            "controllers a signature (the proxy commits offsets with innerClientAuthenticationCredentials)",
         ),
         *BROKER_USER_KEYS,
+        INNER_CREDENTIALS_KEY,
     ]
 )
 
@@ -85,7 +100,7 @@ def check_proxy_config(values: Mapping[str, Any]) -> None:
             raise ConfigError(
                 "controllerAddr", f"expected host:port;host:port (port 1..65535), got {address!r}"
             )
-    check_authentication_keys(values, ("initAuthenticationUser",))
+    check_authentication_keys(values, ("initAuthenticationUser", "innerClientAuthenticationCredentials"))
 
 
 def controller_addresses(values: Mapping[str, Any]) -> list[str]:

@@ -7,6 +7,13 @@ the delivery timestamp) and long-polls until the client's long polling time (cap
 ``LONG_POLLING_TIMEOUT_S`` and its deadline) runs out: woken at once when this proxy stores a message
 of the topic, else re-reading every ``POLL_PAUSE_S`` (messages sent through another proxy, or
 invisibility that ran out).
+
+Offsets: a queue starts where the controllers say the group got to (``OffsetStore.load``, one load
+per group and topic serving its queues for a period; a receive while they cannot say skips the queue
+rather than start it at 0), and
+every ``flushConsumerOffsetInterval`` the acknowledged positions that rose since the last commit are
+committed in one request (``OffsetCommits``), whose answer also moves a queue forward when another
+proxy serving the group got further.
 """
 
 from __future__ import annotations
@@ -21,11 +28,13 @@ from typing import Any
 
 from mqha.proxy.brokers import BrokerGroups, QueueReadError
 from mqha.proxy.messages import TAGS, StoredView, v2_message
-from mqha.proxy.pop import Handle, PopQueue, tag_filter
+from mqha.proxy.offset_store import OffsetStore
+from mqha.proxy.pop import Handle, OffsetCommits, OffsetKey, PopQueue, tag_filter
 from mqha.proxy.routes import status, topic_not_found
 from mqha.proxy.settings import LONG_POLLING_TIMEOUT_S
 from mqha.proxy.v2 import definition as d
 from mqha.proxy.v2 import service as s
+from mqha.wire.offsets_api import MAX_OFFSETS_PER_UPDATE
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +43,8 @@ AUTO_RENEW_INVISIBLE_MS = 60_000
 """A hand-out with ``auto_renew`` stays invisible this long (the Java proxy's default; no renewal yet)."""
 DEFAULT_INVISIBLE_MS = 30_000
 MAX_BATCH = 32
+MAX_COMMITS_PER_FLUSH = 8
+"""Commit requests in one period at most (each up to ``MAX_OFFSETS_PER_UPDATE`` queues)."""
 
 
 class PopConsumers:
@@ -42,10 +53,59 @@ class PopConsumers:
     def __init__(self, config: Mapping[str, Any], groups: BrokerGroups) -> None:
         self._groups = groups
         self._margin_s: float = config["proxySendHoldMarginMillis"] / 1000
-        self._queues: dict[tuple[str, str, str, int], PopQueue] = {}
-        self._locks: dict[tuple[str, str, str, int], asyncio.Lock] = {}
+        self._queues: dict[OffsetKey, PopQueue] = {}
+        self._locks: dict[OffsetKey, asyncio.Lock] = {}
         self._turn = 0
         self._arrivals: dict[str, asyncio.Event] = {}  # topic -> set when this proxy stores into it
+        self._store = OffsetStore(config)
+        self._commits = OffsetCommits(MAX_OFFSETS_PER_UPDATE)
+        self._flush_s: float = config["flushConsumerOffsetInterval"] / 1000
+        # (group, topic) -> (when loaded, its offsets by (broker group, queue)): reused for a period
+        # only, so a queue first used later starts where another proxy may have taken the group since.
+        self._loaded: dict[tuple[str, str], tuple[float, dict[tuple[str, int], int]]] = {}
+        self._load_failed: dict[tuple[str, str], float] = {}  # (group, topic) -> when a load last failed
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def close(self) -> None:
+        """Stop committing; commit what was acknowledged since the last period first."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.flush(), 3.0)
+        await self._store.close()
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush_s)
+            try:
+                await self.flush()
+            except Exception:  # the loop must outlive any one failure; the next period tries again
+                log.exception("committing consumer offsets")
+
+    async def flush(self) -> None:
+        """Commit the positions that rose (and ask for the ones in use); move queues forward that
+        another proxy serving their group got further in."""
+        for _ in range(MAX_COMMITS_PER_FLUSH):
+            entries = self._commits.due({key: queue.committed for key, queue in self._queues.items()})
+            if not entries:
+                return
+            answer = await self._store.commit(entries)
+            if answer is None:
+                return
+            self._commits.answered(answer)
+            for key, offset in answer:
+                queue, lock = self._queues.get(key), self._locks.get(key)
+                # Never while a fetch of the queue is under way (its read position would move under it).
+                if (
+                    queue is not None
+                    and lock is not None
+                    and not lock.locked()
+                    and queue.fast_forward(offset)
+                ):
+                    log.info("%s: another proxy committed %d; going on from there", key, offset)
 
     def stored(self, topic: str) -> None:
         """This proxy stored a message of ``topic``: wake the receives long-polling it."""
@@ -53,10 +113,31 @@ class PopConsumers:
         if event is not None:
             event.set()
 
-    def _queue(self, key: tuple[str, str, str, int]) -> tuple[PopQueue, asyncio.Lock]:
+    async def _queue(self, key: OffsetKey) -> tuple[PopQueue, asyncio.Lock]:
+        """The group's queue, made at first use at the offset the controllers hold (QueueReadError
+        while they cannot answer: starting at 0 would hand everything out again)."""
         if key not in self._queues:
-            self._queues[key] = PopQueue()
-            self._locks[key] = asyncio.Lock()
+            group, topic, broker, queue_id = key
+            loaded_at, offsets = self._loaded.get((group, topic), (0.0, None))
+            if offsets is None or time.monotonic() - loaded_at > self._flush_s:
+                failed_at = self._load_failed.get((group, topic))
+                if failed_at is not None and time.monotonic() - failed_at < self._flush_s:
+                    # One try per period: a receive over many queues must not wait for each in turn.
+                    raise QueueReadError(f"the offsets of {group} in {topic}: no controller leader answered")
+                offsets = await self._store.load(group, topic)
+                if offsets is None:
+                    self._load_failed[(group, topic)] = time.monotonic()
+                    raise QueueReadError(f"the offsets of {group} in {topic}: no controller leader answered")
+                self._load_failed.pop((group, topic), None)
+                self._loaded[(group, topic)] = (time.monotonic(), offsets)
+            if key not in self._queues:  # another receive may have made it meanwhile
+                start = offsets.get((broker, queue_id), 0)
+                self._queues[key] = PopQueue(start)
+                self._locks[key] = asyncio.Lock()
+                self._commits.loaded(key, start)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_forever())
+        self._commits.touched(key)
         return self._queues[key], self._locks[key]
 
     async def query_assignment(self, request: Any) -> Any:
@@ -144,14 +225,14 @@ class PopConsumers:
 
     async def _take(
         self,
-        key: tuple[str, str, str, int],
+        key: OffsetKey,
         tags: frozenset[str] | None,
         want: int,
         invisible_ms: int,
         deadline: float,
     ) -> list[Any]:
         _, topic, broker, queue_id = key
-        queue, lock = self._queue(key)
+        queue, lock = await self._queue(key)
         out: list[Any] = []
         timeout = max(0.2, deadline - time.monotonic())
         async with lock:  # one fetch of a queue at a time: two would hand out the same messages

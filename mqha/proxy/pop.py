@@ -4,8 +4,11 @@ RocketMQ 5's POP model, per (consumer group, topic, broker group, queue): the se
 position and hands messages out; a handed-out message is invisible for a while and comes back with
 its attempt count raised unless it is acknowledged first. Positions are commit-log offsets (the
 broker's queue index, docs/architecture.md §4.4), the same on every replica, so a group keeps its
-place when the broker group's master moves. The state lives in the proxy's memory: a proxy restart
-starts every group at the queues' beginning again (delivery stays at least once).
+place when the broker group's master moves. What is in flight lives in the proxy's memory; the
+acknowledged prefix of each queue (``PopQueue.committed``) is committed to the controllers
+(``OffsetCommits`` decides what to send, ``mqha.proxy.offset_store`` sends it), and a queue starts from
+the committed offset there. So a proxy restart, or a second proxy, redelivers at most what was
+acknowledged after the last commit, and what was in flight (delivery stays at least once).
 
 A receipt handle names the delivery it acknowledges: ``"<broker> <queue> <offset> <token>"``, the
 token fresh for each hand-out and each visibility change, so a stale handle is refused.
@@ -14,6 +17,7 @@ token fresh for each hand-out and each visibility change, so a stale handle is r
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -135,6 +139,18 @@ class PopQueue:
         entry = self._entries.get(offset)
         return entry.attempt if entry is not None else 0
 
+    def fast_forward(self, position: int) -> bool:
+        """The group is known to have acknowledged everything below ``position`` (another proxy serving
+        it committed that): forget what this queue holds below it. True when that moved the queue."""
+        if position <= self.committed:
+            return False
+        for offset in [offset for offset in self._entries if offset < position]:
+            del self._entries[offset]  # a hand-out below it is acknowledged already: its handle goes stale
+        self.fetched_to = max(self.fetched_to, position)
+        self.committed = position
+        self._advance()
+        return True
+
     def _advance(self) -> None:
         while self._entries:
             offset, entry = next(iter(self._entries.items()))
@@ -151,3 +167,44 @@ def tag_filter(expression: str) -> frozenset[str] | None:
     if not text or text == "*":
         return None
     return frozenset(tag.strip() for tag in text.split("||") if tag.strip())
+
+
+OffsetKey = tuple[str, str, str, int]
+"""(consumer group, topic, broker group, queue id)."""
+
+
+class OffsetCommits:
+    """What this proxy tells the controllers about its consumer groups' positions, and when.
+
+    Per key, the offset last known stored at the controllers (loaded, or answered by a commit). Each
+    period the proxy sends ``due``: the positions above what is stored (an offset only rises there,
+    so nothing else is worth a write), plus the keys received from since the last period, whose
+    answer tells whether another proxy serving the group got further (``fast_forward``).
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self.stored: dict[OffsetKey, int] = {}
+        self._active: set[OffsetKey] = set()
+
+    def loaded(self, key: OffsetKey, offset: int) -> None:
+        self.stored[key] = max(offset, self.stored.get(key, 0))
+
+    def touched(self, key: OffsetKey) -> None:
+        """``key`` was received from: ask for its stored offset at the next commit."""
+        self._active.add(key)
+
+    def due(self, positions: Mapping[OffsetKey, int]) -> list[tuple[OffsetKey, int]]:
+        """The entries of the next commit (at most ``max_entries``; raised positions first, the rest
+        wait for the next period), and forget the active keys it names."""
+        raised = [(k, p) for k, p in sorted(positions.items()) if p > self.stored.get(k, 0)]
+        named = {k for k, _ in raised}
+        refresh = [(k, positions[k]) for k in sorted(self._active) if k in positions and k not in named]
+        out = (raised + refresh)[: self.max_entries]
+        self._active.difference_update(k for k, _ in out)
+        return out
+
+    def answered(self, offsets: Iterable[tuple[OffsetKey, int]]) -> None:
+        """What the controllers hold after a commit (each named queue's offset)."""
+        for key, offset in offsets:
+            self.loaded(key, offset)

@@ -86,6 +86,10 @@ class MessagingService(sg.MessagingServiceServicer):
         self._done: dict[str, asyncio.Event] = {}  # message id -> set when its in-flight send ends
         self._pop = PopConsumers(config, groups)
 
+    async def close(self) -> None:
+        """Commit the consumer groups' last acknowledged positions and stop committing."""
+        await self._pop.close()
+
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         layout = await self._groups.layout(request.topic.name)
         return query_route(request.topic, request.endpoints, layout)

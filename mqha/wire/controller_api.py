@@ -453,6 +453,8 @@ class TopicListPayload(Payload, frozen=True, kw_only=True):
     topic_queues: dict[str, tuple[TopicQueueData, ...]] = msgspec.field(default_factory=dict)
     clusters: dict[str, str] = msgspec.field(default_factory=dict)
     """Broker set -> its cluster, for the sets the queues name."""
+    consumer_groups: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    """Topic -> the consumer groups with committed offsets in it (§13), for the listed topics."""
 
 
 class UpdateTopicPayload(Payload, frozen=True, kw_only=True):

@@ -11,13 +11,14 @@ the one it knows and rejects newer ones (``RecordFormatError``).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
 from mqha.wire.types import (
+    MAX_NAME_LIST,
     Epoch,
     Offset,
     StoredAddress,
@@ -34,12 +35,14 @@ __all__ = [
     "AlterSyncStateSetRecord",
     "ApplyBrokerIdRecord",
     "CleanBrokerDataRecord",
+    "ConsumerOffsetEntry",
     "DeleteTopicRecord",
     "ElectMasterRecord",
     "NoopRecord",
     "Record",
     "RecordFormatError",
     "UpdateBrokerAddressRecord",
+    "UpdateConsumerOffsetRecord",
     "UpdateTopicRecord",
     "decode_record",
     "encode_record",
@@ -218,6 +221,37 @@ class DeleteTopicRecord(_Record, frozen=True, tag="DeleteTopic"):
     version: int = 1
 
 
+class ConsumerOffsetEntry(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
+    """One consumer group's committed position in one queue, as records and snapshots hold it.
+
+    Every message of the queue below ``commit_offset`` (a commit-log offset, docs/architecture.md §4.4)
+    is acknowledged by the group."""
+
+    consumer_group: StoredName
+    topic: StoredName
+    broker_name: StoredName
+    queue_id: StoredCount
+    commit_offset: StoredCount
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.consumer_group, self.topic, self.broker_name, self.queue_id)
+
+
+class UpdateConsumerOffsetRecord(_Record, frozen=True, tag="UpdateConsumerOffset"):
+    """Raise consumer groups' committed positions (RocketMQ's UPDATE_CONSUMER_OFFSET, many at once).
+
+    docs/architecture.md §4.5, §13. No compare-and-set: apply keeps the larger of the stored and the
+    recorded offset per (consumer group, topic, broker set, queue), so an offset never moves back and a
+    replayed or reordered record changes nothing.
+    """
+
+    TYPE: ClassVar[str] = "UpdateConsumerOffset"
+
+    offsets: Annotated[tuple[ConsumerOffsetEntry, ...], msgspec.Meta(max_length=MAX_NAME_LIST)]
+    version: int = 1
+
+
 Record = (
     NoopRecord
     | ApplyBrokerIdRecord
@@ -227,6 +261,7 @@ Record = (
     | CleanBrokerDataRecord
     | UpdateTopicRecord
     | DeleteTopicRecord
+    | UpdateConsumerOffsetRecord
 )
 
 RECORD_TYPES: tuple[type[Any], ...] = (
@@ -238,6 +273,7 @@ RECORD_TYPES: tuple[type[Any], ...] = (
     CleanBrokerDataRecord,
     UpdateTopicRecord,
     DeleteTopicRecord,
+    UpdateConsumerOffsetRecord,
 )
 _BY_TAG: dict[str, type[Any]] = {cls.TYPE: cls for cls in RECORD_TYPES}
 _TAG = re.compile(r'"record"\s*:\s*"([A-Za-z]+)"')

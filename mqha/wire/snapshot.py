@@ -4,7 +4,10 @@ Versioned JSON: ``{"format": "mqha-controller-state", "version": 3, "appliedInde
 "topics": [...]}``, keys sorted and id sets sorted, so equal states give equal bytes. Version 2 adds each
 group's ``eligibleReplicas`` and ``ackedWatermark`` (docs/architecture.md §3.2); a version 1 snapshot reads
 as an empty ELR and watermark -1. Version 3 adds ``topics`` (docs/architecture.md §4.5); an older snapshot
-reads as no topic, and a state without topics is written as version 2. ``mqha.controller.state`` converts
+reads as no topic. Version 4 adds ``consumerOffsets`` (docs/architecture.md §4.5, §13; the record's
+``ConsumerOffsetEntry`` shape); an older snapshot reads as none. A snapshot is written with the lowest
+version that holds what it has (no offsets: 3; no topics either: 2), so a controller older than those
+reads it until the first topic or offset. ``mqha.controller.state`` converts
 between these and its immutable state values; this module is only the shape and the codec.
 """
 
@@ -16,6 +19,7 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for, to_builtins
+from mqha.wire.records import ConsumerOffsetEntry
 from mqha.wire.types import (
     Epoch,
     Int64,
@@ -28,7 +32,7 @@ from mqha.wire.types import (
 )
 
 SNAPSHOT_FORMAT = "mqha-controller-state"
-SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION = 4
 
 
 class SnapshotFormatError(ProtocolError):
@@ -96,19 +100,29 @@ class StateSnapshot(_Strict, frozen=True):
     applied_index: Int64
     groups: list[GroupSnapshot]
     topics: list[TopicSnapshot] = []  # version 3
+    consumer_offsets: list[ConsumerOffsetEntry] = []  # version 4
 
 
 TOPICS_VERSION = 3
-"""The first version with ``topics``; a state without topics is still written as version 2, so a
-controller older than topics reads it (a rolling upgrade stays possible until the first topic)."""
+"""The first version with ``topics``."""
+OFFSETS_VERSION = 4
+"""The first version with ``consumerOffsets``."""
 
 
 def encode_snapshot(snapshot: StateSnapshot) -> bytes:
-    if snapshot.topics or snapshot.version < TOPICS_VERSION:
-        return encode(snapshot, sort_keys=True)
+    """The snapshot's bytes, as the lowest version that holds its sections (a rolling upgrade stays
+    possible until the first topic or consumer offset); a section its version lacks is left out."""
     doc = to_builtins(snapshot)
-    del doc["topics"]
-    doc["version"] = TOPICS_VERSION - 1
+    version = snapshot.version
+    if version >= OFFSETS_VERSION and not snapshot.consumer_offsets:
+        version = OFFSETS_VERSION - 1
+        if not snapshot.topics:
+            version = TOPICS_VERSION - 1
+    if version < OFFSETS_VERSION:
+        del doc["consumerOffsets"]
+    if version < TOPICS_VERSION:
+        del doc["topics"]
+    doc["version"] = version
     return encode(doc, sort_keys=True)
 
 

@@ -65,6 +65,12 @@ TopicName = Annotated[str, _NAME]
 MAX_QUEUE_NUMS = 1024
 """Read or write queues of a topic in one broker set (RocketMQ has no bound; 1024 keeps routes small)."""
 QueueNums = Annotated[int, Meta(ge=0, le=MAX_QUEUE_NUMS)]
+ConsumerGroupName = Annotated[str, _NAME]
+"""A consumer group (RocketMQ's group names follow the topic rule)."""
+QueueId = Annotated[int, Meta(ge=0, lt=MAX_QUEUE_NUMS)]
+"""A queue of a topic in one broker set: 0..MAX_QUEUE_NUMS-1."""
+QueueOffset = Annotated[int, Meta(ge=0, le=INT64_MAX)]
+"""A position in a queue: a commit-log offset (docs/architecture.md §4.4), never negative."""
 PERM_RULE = "RocketMQ's PermName bits: 4 read, 2 write, 1 inherit (0..7)"
 Perm = Annotated[int, Meta(ge=0, le=7, extra={"rule": PERM_RULE})]
 OptionalName = Annotated[

@@ -145,6 +145,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "metrics": {"grafanaDashboard": {"enabled": False}},
     },
     "auth-off": {"auth": {"enabled": False}},
+    "proxy-options": {
+        "broker": {"config": {"maxMessageSize": 1048576}},
+        "proxy": {
+            "replicas": 3,
+            "grpcServerPort": 9081,
+            "service": {"type": "LoadBalancer", "port": 8081, "annotations": {"example.com/lb": "internal"}},
+            "config": {"autoCreateTopicEnable": False, "flushConsumerOffsetInterval": 500},
+            "antiAffinity": "hard",
+        },
+    },
+    "no-proxy": {"proxy": {"enabled": False}},
     "no-secrets-at-all": {
         "auth": {
             "enabled": False,
@@ -356,15 +367,19 @@ def test_expected_objects_for_default_values() -> None:
             "ConfigMap/demo-broker-a-config",
             "ConfigMap/demo-controller-config",
             "ConfigMap/demo-grafana-dashboard",
+            "ConfigMap/demo-proxy-config",
             "ConfigMap/demo-scripts",
             "Secret/demo-auth",
             "PodDisruptionBudget/demo-broker-a",
             "PodDisruptionBudget/demo-controller",
+            "PodDisruptionBudget/demo-proxy",
             "Service/demo-broker-a-headless",
             "Service/demo-controller",
             "Service/demo-controller-headless",
+            "Service/demo-proxy",
             "StatefulSet/demo-broker-a",
             "StatefulSet/demo-controller",
+            "Deployment/demo-proxy",
         ]
     )
     for doc in r.docs:

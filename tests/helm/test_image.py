@@ -30,13 +30,15 @@ def test_dockerfile_runs_the_console_scripts_as_a_non_root_user() -> None:
     assert users and re.fullmatch(r"[1-9]\d*(:\d+)?", users[-1]), (
         "the last USER must be a numeric non-root uid"
     )
-    assert any("pip install ." in rest for word, rest in steps if word == "RUN")
+    # the chart runs mqproxy too: the image needs its extra (grpcio, the v2 protocol modules)
+    assert any('pip install ".[proxy]"' in rest for word, rest in steps if word == "RUN")
+    assert any("import mqha.proxy.v2" in rest for word, rest in steps if word == "RUN")
     # the slim base has no compiler: without gcc the commit-log codec would fall back to pure Python
     assert any("gcc" in rest for word, rest in steps if word == "RUN")
     assert any("assert NATIVE" in rest for word, rest in steps if word == "RUN")
     # the chart runs these commands by name: they must be on PATH in the image
     assert any(w == "ENV" and "PATH=/opt/mqha/bin:" in rest for w, rest in steps)
-    for script in ("mqcontroller", "mqbroker", "mqadmin"):
+    for script in ("mqcontroller", "mqbroker", "mqadmin", "mqproxy"):
         assert script in PYPROJECT["project"]["scripts"]
 
 

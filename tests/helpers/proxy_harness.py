@@ -80,10 +80,19 @@ def wait_done(process: ManagedProcess, timeout: float) -> dict[str, Any]:
 
 
 def consume(
-    client: Path, mode: str, access_point: str, topic: str, *, group: str, expected: int, run_dir: Path
+    client: Path,
+    mode: str,
+    access_point: str,
+    topic: str,
+    *,
+    group: str,
+    expected: int,
+    run_dir: Path,
+    pause: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """Run the official client's SimpleConsumer or PushConsumer until ``expected`` distinct bodies came;
-    the messages it consumed (with duplicates)."""
+    """Run the official client's SimpleConsumer or PushConsumer until ``expected`` distinct bodies came
+    (``pause``: seconds the SimpleConsumer waits after each batch); the messages it consumed (with
+    duplicates)."""
     with ProcessGroup() as processes:
         consumer = processes.start(
             [
@@ -95,6 +104,7 @@ def consume(
                 group,
                 str(expected),
                 "120",
+                str(pause),
             ],
             log_path=run_dir / f"consumer-{mode}-{group}.out",
             env={"HOME": str(run_dir)},

@@ -52,6 +52,7 @@ BROKER_ROUTES = (
     ("GET", "/v1/epochs"),
     ("GET", "/v1/ha/status"),
     ("GET", "/v1/status"),
+    ("GET", "/v1/queues"),
     ("GET", "/metrics"),
     ("GET", "/healthz"),
     ("POST", "/v1/history/final-log"),
@@ -168,6 +169,11 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     },
     "/v1/groups/nosuch/clean": {"clusterName": "c1", "brokerControllerIdsToClean": [7]},
     "/v1/messages": {"topic": "orders", "body": "x"},
+    "/v1/consumer-offsets/update": {
+        "offsets": [
+            {"consumerGroup": "g", "topic": "t", "brokerName": "nosuch", "queueId": 0, "commitOffset": 1}
+        ]
+    },
 }
 """Valid bodies to break one field of; writes aim at a set that does not exist, so that a mutation that
 happens to be valid still changes nothing the other examples rely on (apply-id of id 1 creates that

@@ -37,11 +37,13 @@ from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
+    ConsumerOffsetEntry,
     DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
     Record,
     UpdateBrokerAddressRecord,
+    UpdateConsumerOffsetRecord,
     UpdateTopicRecord,
     decode_record,
     encode_record,
@@ -219,6 +221,7 @@ VALID = [
     CleanBrokerDataRecord("c1", "g1", frozenset({2}), 1, 2),
     UpdateTopicRecord("t1", ("g1",), 4, 4, 6),
     DeleteTopicRecord("t1", ("g1",)),
+    UpdateConsumerOffsetRecord((ConsumerOffsetEntry("cg", "t1", "g1", 0, 10),)),
 ]
 
 

@@ -60,6 +60,11 @@ Base of every resource name: fullnameOverride, else the release name. Pods are t
 {{- printf "%s-headless" (include "mqha.brokerStsName" .) -}}
 {{- end -}}
 
+{{/* The mqproxy Deployment and its Service (the clients' access point). */}}
+{{- define "mqha.proxyName" -}}
+{{- include "mqha.stsName" (printf "%s-proxy" (include "mqha.fullname" .)) -}}
+{{- end -}}
+
 {{- define "mqha.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
@@ -81,6 +86,16 @@ app.kubernetes.io/component: controller
 {{ include "mqha.labels" .root }}
 app.kubernetes.io/component: broker
 mqha.io/broker-group: {{ .group.name }}
+{{- end -}}
+
+{{- define "mqha.proxyLabels" -}}
+{{ include "mqha.labels" . }}
+app.kubernetes.io/component: proxy
+{{- end -}}
+
+{{- define "mqha.proxySelectorLabels" -}}
+{{ include "mqha.selectorLabels" . }}
+app.kubernetes.io/component: proxy
 {{- end -}}
 
 {{- define "mqha.selectorLabels" -}}
@@ -156,13 +171,32 @@ printed as integers (1073741824, not 1.073741824e+09); the schema admits no frac
 {{- include "mqha.properties" $config }}
 {{ end -}}
 
+{{/* The rendered proxy.conf (the secrets are appended by run.sh). */}}
+{{- define "mqha.proxyConf" -}}
+# mqproxy config, rendered by the chart. At start run.sh appends the secrets in use
+# (innerClientAuthenticationCredentials, initAuthenticationUser) from the Secret.
+{{- $managed := dict
+    "controllerAddr" (include "mqha.controllerAddr" .)
+    "grpcServerPort" .Values.proxy.grpcServerPort
+    "authenticationEnabled" .Values.auth.enabled
+}}
+{{- include "mqha.properties" $managed }}
+{{- $config := dict }}
+{{- with (.Values.broker.config | default dict).maxMessageSize }}{{ $_ := set $config "maxMessageSize" . }}{{ end }}
+{{- range $k, $v := .Values.proxy.config | default dict }}{{ $_ := set $config $k $v }}{{ end }}
+{{- with $config }}
+# from values: proxy.config (maxMessageSize defaults to broker.config's)
+{{- include "mqha.properties" . }}
+{{- end }}
+{{ end -}}
+
 {{- define "mqha.secretName" -}}
 {{- printf "%s-auth" (include "mqha.fullname" .) -}}
 {{- end -}}
 
 {{/*
-The secrets in use, as JSON: config key -> {"env": variable run.sh reads, "controller"/"broker": which
-pods get it, "json": its two JSON fields or absent}. adminAuthToken and controllerRaftPassword follow
+The secrets in use, as JSON: config key -> {"env": variable run.sh reads, "controller"/"broker"/"proxy":
+which pods get it (mqproxy puts as the brokers' user and commits offsets with the inner credentials), "json": its two JSON fields or absent}. adminAuthToken and controllerRaftPassword follow
 their own `enabled`; the credentials and the user exist only with auth.enabled (authenticationEnabled).
 */}}
 {{- define "mqha.authItems" -}}
@@ -178,8 +212,8 @@ their own `enabled`; the credentials and the user exist only with auth.enabled (
 {{- if not $auth.adminAuthToken.enabled -}}
 {{- fail "auth.enabled is true: controllers then require adminAuthToken, so auth.adminAuthToken.enabled must be true too" -}}
 {{- end -}}
-{{- $_ := set $items "innerClientAuthenticationCredentials" (dict "env" "MQHA_INNER_CREDENTIALS" "controller" true "broker" true "json" (list "accessKey" "secretKey") "generatedName" "mqha-inner") -}}
-{{- $_ := set $items "initAuthenticationUser" (dict "env" "MQHA_INIT_USER" "controller" false "broker" true "json" (list "username" "password") "generatedName" "mqha") -}}
+{{- $_ := set $items "innerClientAuthenticationCredentials" (dict "env" "MQHA_INNER_CREDENTIALS" "controller" true "broker" true "proxy" true "json" (list "accessKey" "secretKey") "generatedName" "mqha-inner") -}}
+{{- $_ := set $items "initAuthenticationUser" (dict "env" "MQHA_INIT_USER" "controller" false "broker" true "proxy" true "json" (list "username" "password") "generatedName" "mqha") -}}
 {{- end -}}
 {{- toJson $items -}}
 {{- end -}}
@@ -238,7 +272,7 @@ generated. `lookup` is empty in `helm template` and dry runs: they show fresh va
 {{- toJson $data -}}
 {{- end -}}
 
-{{/* Env entries for the secrets: dict "root" $ "component" "controller"|"broker" */}}
+{{/* Env entries for the secrets: dict "root" $ "component" "controller"|"broker"|"proxy" */}}
 {{- define "mqha.secretEnv" -}}
 {{- $auth := .root.Values.auth -}}
 {{- $component := .component -}}
@@ -259,6 +293,15 @@ generated. `lookup` is empty in `helm template` and dry runs: they show fresh va
 httpGet:
   path: /healthz
   port: http
+{{- range $key := keys . | sortAlpha }}
+{{ $key }}: {{ get $ $key | int }}
+{{- end }}
+{{- end -}}
+
+{{/* Probe timings of a process without an HTTP port (mqproxy): a TCP connect to its gRPC port. */}}
+{{- define "mqha.tcpProbe" -}}
+tcpSocket:
+  port: grpc
 {{- range $key := keys . | sortAlpha }}
 {{ $key }}: {{ get $ $key | int }}
 {{- end }}

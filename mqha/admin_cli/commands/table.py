@@ -152,6 +152,20 @@ _TOPIC_COMMANDS = (
         ),
     ),
     Command(
+        "consumerProgress",
+        "Show a consumer group's progress: per queue the messages, the consumed ones and the backlog.",
+        (
+            _opt("-a", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True),
+            _opt("-g", "--groupName", dest="groupName", help="consumer group name", required=True),
+            _opt(
+                "-t", "--topicName", dest="topic", help="only this topic (also one the group never consumed)"
+            ),
+        ),
+        epilog="Offsets are the controllers' committed ones (mqproxy commits them); #Broker Offset and "
+        "#Consumer Offset count the messages in each queue of the broker set's master, and below the "
+        "group's committed position.",
+    ),
+    Command(
         "topicRoute",
         "Show a topic's route: its broker sets and their read and write queues.",
         (

@@ -1,5 +1,6 @@
-"""mqadmin's topic commands (updateTopic, deleteTopic, topicList, topicRoute; docs/architecture.md §4.5,
-§6): their controller calls, and RocketMQ's output lines and the ``--json`` shapes. No I/O."""
+"""mqadmin's topic commands (updateTopic, deleteTopic, topicList, topicRoute, consumerProgress;
+docs/architecture.md §4.5, §6): their controller and broker calls, and RocketMQ's output lines and the
+``--json`` shapes. No I/O."""
 
 from __future__ import annotations
 
@@ -83,17 +84,35 @@ def topic_list_of(answer: Answer, cluster: str | None) -> list[tuple[str, str]]:
     return sorted(pair for pair in pairs if cluster is None or pair[0] == cluster)
 
 
-def format_topic_list(pairs: list[tuple[str, str]], with_cluster: bool) -> str:
-    """RocketMQ's topicList: one topic per line; with ``-c`` its header and a row per (cluster, topic)
-    (mqha keeps no consumer groups in the controller: that column is empty)."""
+def consumer_groups_of(answer: Answer) -> dict[str, list[str]]:
+    """Topic -> the consumer groups the controllers hold offsets of in it."""
+    return {topic: list(groups) for topic, groups in (answer.payload.get("consumerGroups") or {}).items()}
+
+
+def format_topic_list(
+    pairs: list[tuple[str, str]], with_cluster: bool, groups: Mapping[str, list[str]] | None = None
+) -> str:
+    """RocketMQ's topicList: one topic per line; with ``-c`` its header and a row per (cluster, topic,
+    consumer group), the group column empty for a topic no group has consumed."""
     if not with_cluster:
         return "".join(f"{topic}\n" for topic in dict.fromkeys(topic for _, topic in pairs))
-    rows = [TOPIC_LIST_HEADER] + [f"{c:<20}  {topic:<48}  {'':<48}" for c, topic in pairs]
+    rows = [TOPIC_LIST_HEADER]
+    for c, topic in pairs:
+        for group in (groups or {}).get(topic) or [""]:
+            rows.append(f"{c:<20}  {topic:<48}  {group:<48}".rstrip())
     return "\n".join(rows) + "\n"
 
 
-def topic_list_json(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    return {"topics": [{"clusterName": c or None, "topic": topic} for c, topic in pairs]}
+def topic_list_json(
+    pairs: list[tuple[str, str]], groups: Mapping[str, list[str]] | None = None
+) -> dict[str, Any]:
+    entries = []
+    for c, topic in pairs:
+        entry: dict[str, Any] = {"clusterName": c or None, "topic": topic}
+        if (groups or {}).get(topic):
+            entry["consumerGroups"] = list((groups or {})[topic])
+        entries.append(entry)
+    return {"topics": entries}
 
 
 def route_json(answer: Answer) -> dict[str, Any]:
@@ -133,3 +152,86 @@ def format_topic_route(answer: Answer, list_format: bool) -> str:
         ROUTE_LIST_FORMAT.format("Total:", len(route["brokerDatas"]), "", total_read, total_write, "")
     )
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ consumerProgress
+
+PROGRESS_FORMAT = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {}"
+"""RocketMQ's consumerProgress columns that mqha has (no #Inflight, #LastTime: in-flight state is in
+the proxies)."""
+
+
+def consumer_offsets_call(group: str, topic: str | None) -> HttpCall:
+    query = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+    return HttpCall("GET", f"/v1/consumer-offsets?{urlencode(query)}")
+
+
+def committed_of(answer: Answer) -> dict[str, dict[str, dict[int, int]]]:
+    """The group's committed offsets: topic -> broker set -> queue id -> offset (a queue position)."""
+    out: dict[str, dict[str, dict[int, int]]] = {}
+    for entry in answer.payload.get("offsets") or ():
+        queues = out.setdefault(entry["topic"], {}).setdefault(entry["brokerName"], {})
+        queues[int(entry["queueId"])] = int(entry["commitOffset"])
+    return out
+
+
+def queue_stats_call(topic: str, positions: Mapping[int, int]) -> HttpCall:
+    """A broker's ``GET /v1/queues``: the topic's queues, with the backlog behind each position."""
+    query = {"topic": topic}
+    if positions:
+        query["consumerOffsets"] = ",".join(f"{q}:{o}" for q, o in sorted(positions.items()))
+    return HttpCall("GET", f"/v1/queues?{urlencode(query)}")
+
+
+def progress_rows(
+    topic: str, broker: str, stats: Mapping[str, Any] | None, positions: Mapping[int, int]
+) -> list[dict[str, Any]]:
+    """One row per queue of ``broker`` that has messages or a committed offset: offsets as message
+    counts in the broker's queue index (RocketMQ's are consume-queue indices, also counts), the
+    positions (commit-log offsets) beside them. ``stats`` None: the broker set could not be asked."""
+    known = {int(q["queueId"]): q for q in (stats or {}).get("queues") or ()}
+    rows = []
+    for queue_id in sorted(set(known) | set(positions)):
+        q = known.get(queue_id, {})
+        count = int(q.get("count") or 0)
+        pending = int(q.get("pending", count)) if stats is not None else None
+        rows.append(
+            {
+                "topic": topic,
+                "brokerName": broker,
+                "queueId": queue_id,
+                "brokerOffset": count if stats is not None else None,
+                "consumerOffset": None if pending is None else count - pending,
+                "diff": pending,
+                "commitOffset": positions.get(queue_id),
+                "maxOffset": q.get("maxOffset"),
+            }
+        )
+    return rows
+
+
+def format_consumer_progress(rows: list[dict[str, Any]]) -> str:
+    """RocketMQ's consumerProgress -g: a row per queue, then ``Consume Diff Total``; a broker set
+    that could not be asked shows ``N/A``."""
+
+    def shown(value: Any) -> str:
+        return "N/A" if value is None else str(value)
+
+    lines = [
+        PROGRESS_FORMAT.format(
+            "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff"
+        )
+    ]
+    for row in rows:
+        lines.append(
+            PROGRESS_FORMAT.format(
+                row["topic"],
+                row["brokerName"],
+                row["queueId"],
+                shown(row["brokerOffset"]),
+                shown(row["consumerOffset"]),
+                shown(row["diff"]),
+            )
+        )
+    total = sum(row["diff"] or 0 for row in rows)
+    return "\n".join(lines) + f"\n\nConsume Diff Total: {total}\n"

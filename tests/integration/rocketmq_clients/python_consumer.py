@@ -2,10 +2,11 @@
 
 Runs in the client's own virtualenv. usage::
 
-    python_consumer.py simple|push ACCESS_POINT TOPIC GROUP EXPECTED TIMEOUT_S
+    python_consumer.py simple|push ACCESS_POINT TOPIC GROUP EXPECTED TIMEOUT_S [PAUSE_S]
 
-One JSON line per message consumed -- ``{"body", "msgId", "attempt", "tag", "keys", "props"}`` -- and
-a last line ``{"done": true, "received": N}``; stops once EXPECTED distinct bodies came, or at TIMEOUT_S.
+One JSON line per message consumed -- ``{"body", "msgId", "attempt", "tag", "keys", "props", "handle"}``
+-- and a last line ``{"done": true, "received": N}``; stops once EXPECTED distinct bodies came, or at
+TIMEOUT_S. PAUSE_S: the SimpleConsumer waits that long after each batch (a slower consumer).
 """
 
 import json
@@ -39,11 +40,12 @@ def record(message) -> None:
             "tag": message.tag,
             "keys": sorted(message.keys),
             "props": dict(message.properties),
+            "handle": message.receipt_handle,
         }
         print(json.dumps(line), flush=True)
 
 
-def simple(config, topic: str, group: str, expected: int, deadline: float) -> None:
+def simple(config, topic: str, group: str, expected: int, deadline: float, *, pause: float = 0.0) -> None:
     consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
     consumer.startup()
     try:
@@ -51,6 +53,7 @@ def simple(config, topic: str, group: str, expected: int, deadline: float) -> No
             for message in consumer.receive(16, 15):
                 record(message)
                 consumer.ack(message)
+            time.sleep(pause)
     finally:
         consumer.shutdown()
 
@@ -61,7 +64,7 @@ class Listener(MessageListener):
         return ConsumeResult.SUCCESS
 
 
-def push(config, topic: str, group: str, expected: int, deadline: float) -> None:
+def push(config, topic: str, group: str, expected: int, deadline: float, *, pause: float = 0.0) -> None:
     consumer = PushConsumer(
         config, group, Listener(), {topic: FilterExpression("*")}, consumption_thread_count=4
     )
@@ -77,8 +80,11 @@ def push(config, topic: str, group: str, expected: int, deadline: float) -> None
 def main() -> None:
     mode, access_point, topic, group = sys.argv[1:5]
     expected, timeout = int(sys.argv[5]), float(sys.argv[6])
+    pause = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
     config = ClientConfiguration(access_point, Credentials(), request_timeout=3)
-    {"simple": simple, "push": push}[mode](config, topic, group, expected, time.monotonic() + timeout)
+    {"simple": simple, "push": push}[mode](
+        config, topic, group, expected, time.monotonic() + timeout, pause=pause
+    )
     print(json.dumps({"done": True, "received": received[0], "distinct": len(seen)}), flush=True)
 
 

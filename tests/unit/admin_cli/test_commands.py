@@ -63,6 +63,7 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "deleteTopic": {"-a", "-c", "-t"},
         "topicList": {"-a", "-c"},
         "topicRoute": {"-a", "-t", "-l"},
+        "consumerProgress": {"-a", "-g", "-t"},
     }
     mutating = {name for name, c in core.COMMANDS.items() if c.mutating}
     assert mutating == {

@@ -115,3 +115,70 @@ def test_topic_route_as_json_and_as_a_list() -> None:
     ]
     assert lines[1].split() == ["c1", "a", "{0=h:1,", "2=h:2}", "8", "2", "6"]
     assert lines[2].split() == ["Total:", "1", "8", "2"]
+
+
+def test_consumer_progress_calls_rows_and_lines() -> None:
+    assert topics.consumer_offsets_call("g", None).path == "/v1/consumer-offsets?consumerGroup=g"
+    assert topics.consumer_offsets_call("g", "t").path == "/v1/consumer-offsets?consumerGroup=g&topic=t"
+    assert (
+        topics.queue_stats_call("t", {3: 7, 0: 120}).path
+        == "/v1/queues?topic=t&consumerOffsets=0%3A120%2C3%3A7"
+    )
+    committed = topics.committed_of(
+        answer(
+            {
+                "offsets": [
+                    {
+                        "consumerGroup": "g",
+                        "topic": "t",
+                        "brokerName": "b1",
+                        "queueId": 0,
+                        "commitOffset": 120,
+                    },
+                    {"consumerGroup": "g", "topic": "t", "brokerName": "b1", "queueId": 1, "commitOffset": 0},
+                ]
+            }
+        )
+    )
+    assert committed == {"t": {"b1": {0: 120, 1: 0}}}
+    stats = {
+        "queues": [
+            {"queueId": 0, "minOffset": 0, "maxOffset": 301, "count": 3, "pending": 1},
+            {"queueId": 2, "minOffset": 50, "maxOffset": 51, "count": 1},
+        ]
+    }
+    rows = topics.progress_rows("t", "b1", stats, committed["t"]["b1"])
+    assert [(r["queueId"], r["brokerOffset"], r["consumerOffset"], r["diff"]) for r in rows] == [
+        (0, 3, 2, 1),
+        (1, 0, 0, 0),  # committed, no message there (yet)
+        (2, 1, 0, 1),  # never consumed: all of it is backlog
+    ]
+    unreachable = topics.progress_rows("t", "b2", None, {0: 5})
+    assert unreachable[0]["brokerOffset"] is None and unreachable[0]["diff"] is None
+    text = topics.format_consumer_progress(rows + unreachable)
+    lines = text.splitlines()
+    assert lines[0].split("  ")[0].rstrip() == "#Topic"
+    assert [c for c in lines[0].split(" ") if c] == [
+        "#Topic",
+        "#Broker",
+        "Name",
+        "#QID",
+        "#Broker",
+        "Offset",
+        "#Consumer",
+        "Offset",
+        "#Diff",
+    ]
+    assert lines[1].split() == ["t", "b1", "0", "3", "2", "1"]
+    assert lines[4].split() == ["t", "b2", "0", "N/A", "N/A", "N/A"]
+    assert lines[-2:] == ["", "Consume Diff Total: 2"]
+
+
+def test_topic_list_with_consumer_groups() -> None:
+    groups = topics.consumer_groups_of(answer({**LIST, "consumerGroups": {"t2": ["g1", "g2"]}}))
+    only = topics.topic_list_of(answer(LIST), "c2")
+    text = topics.format_topic_list(only, True, groups).splitlines()
+    assert [line.split() for line in text[1:]] == [["c2", "t2", "g1"], ["c2", "t2", "g2"]]
+    assert topics.topic_list_json(only, groups) == {
+        "topics": [{"clusterName": "c2", "topic": "t2", "consumerGroups": ["g1", "g2"]}]
+    }

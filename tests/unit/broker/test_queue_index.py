@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqha.broker.protocol import parse_queue_read_request
-from mqha.broker.queue_index import QueueIndex, QueueSpan, queue_id_of
+from mqha.broker.queue_index import QueueIndex, QueueSpan, QueueStats, queue_id_of
+from mqha.broker.queue_stats import parse_queue_stats_request
 from mqha.errors import RequestError
 
 
@@ -83,3 +84,39 @@ def test_queue_read_query() -> None:
     for bad in ({}, {"topic": "a b"}, {"topic": "t", "queueId": "-1"}, {"topic": "t", "maxMessages": "0"}):
         with pytest.raises(RequestError):
             parse_queue_read_request(bad)
+
+
+def test_queue_stats_count_messages_and_a_consumers_backlog_below_the_limit() -> None:
+    index = QueueIndex(start=0)
+    index.add([at(0, "a", 1), at(100, "a", 2), at(200, "b", 1), at(300, "a", 1), at(400, "a", 1)], 500)
+    stats = index.queue_stats("a", 500, {1: 300, 5: 0})
+    assert stats == [QueueStats(1, 0, 401, 3, 2), QueueStats(2, 100, 101, 1, None)]
+    # Below the limit only (a slave's confirm offset): the message at 400 is not counted yet.
+    assert index.queue_stats("a", 400, {1: 1}) == [QueueStats(1, 0, 301, 2, 1), QueueStats(2, 100, 101, 1)]
+    assert index.queue_stats("a", 500, {1: 10_000})[0].pending == 0  # consumed past the end
+    assert index.queue_stats("nothing", 500, {}) == []
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from("ab")), max_size=40), st.integers(0, 4000))
+def test_queue_stats_pending_is_what_a_read_from_the_position_returns(
+    layout: list[tuple[int, str]], position: int
+) -> None:
+    index = QueueIndex(start=0)
+    index.add([at(i * 100, topic, queue) for i, (queue, topic) in enumerate(layout)], len(layout) * 100)
+    limit = index.indexed_to
+    for stats in index.queue_stats("a", limit, dict.fromkeys(range(4), position)):
+        assert stats.pending == len(index.read("a", stats.queue_id, position, 10_000))
+        assert stats.count == len(index.read("a", stats.queue_id, 0, 10_000))
+
+
+def test_queue_stats_request_parses_consumer_offsets() -> None:
+    request = parse_queue_stats_request({"topic": "t", "consumerOffsets": "0:120,3:7"})
+    assert request.topic == "t" and request.positions == {0: 120, 3: 7}
+    assert parse_queue_stats_request({"topic": "t"}).positions == {}
+    for bad in (
+        {"topic": "a b"},
+        {"topic": "t", "consumerOffsets": "x:1"},
+        {"topic": "t", "consumerOffsets": "1"},
+    ):
+        with pytest.raises(RequestError):
+            parse_queue_stats_request(bad)

@@ -8,6 +8,7 @@ from mqha.broker.config import load_broker_config
 from mqha.cluster.client_auth import broker_user
 from mqha.cluster.layout import STATE_FILE, ClusterLayout
 from mqha.controller.config import load_controller_config
+from mqha.proxy.config import load_proxy_layers
 
 
 def test_a_secure_plan_turns_authentication_on_with_fresh_secrets(tmp_path) -> None:
@@ -45,3 +46,16 @@ def test_given_settings_win_over_the_generated_ones(tmp_path) -> None:
     assert layout.controller_settings["authenticationEnabled"] == "true"
     insecure = ClusterLayout.plan(tmp_path / "x", controllers=1, groups=1, replicas=1)
     assert "authenticationEnabled" not in insecure.broker_settings
+
+
+def test_a_secure_plans_proxies_get_the_user_and_the_inner_credentials(tmp_path) -> None:
+    """mqproxy puts as the brokers' user and signs its consumer-offset commits (docs/architecture.md
+    §13): its config has both, and mqproxy's own loader accepts it."""
+    layout = ClusterLayout.plan(tmp_path, controllers=1, groups=1, replicas=1, secure=True, proxies=1)
+    (proxy,) = [node for node in layout.nodes.values() if node.kind == "proxy"]
+    layout.write_config(proxy)
+    loaded, _ = load_proxy_layers(str(proxy.conf))
+    assert loaded["authenticationEnabled"] is True
+    for key in ("initAuthenticationUser", "innerClientAuthenticationCredentials"):
+        assert loaded[key] == layout.broker_settings[key], key
+    assert stat.S_IMODE(proxy.conf.stat().st_mode) == 0o600

@@ -14,6 +14,7 @@ from mqha.security.signing import Denial, RequestVerifier, sign
 TOKEN = "admin-token-0123"
 CREDENTIALS = InnerCredentials("inner", "inner-secret-0123")
 BROKER_PATHS = {"applyBrokerId", "registerBroker", "brokerHeartbeat", "brokerSession", "alterSyncStateSet"}
+INNER_CLIENT_PATHS = {"updateConsumerOffset"}  # mqproxy signs with the inner credentials (§13)
 
 
 def test_every_mutating_route_needs_a_proof_and_public_reads_stay_open() -> None:
@@ -21,7 +22,7 @@ def test_every_mutating_route_needs_a_proof_and_public_reads_stay_open() -> None
         kind = route_access(method, name)
         if method == "GET" and name not in ("brokerSession", "getHistoryRows"):
             assert kind is Access.OPEN, name
-        elif name in BROKER_PATHS | {"electMaster"}:
+        elif name in BROKER_PATHS | INNER_CLIENT_PATHS | {"electMaster"}:
             assert kind is Access.BROKER, name
         else:
             assert kind is Access.ADMIN, name

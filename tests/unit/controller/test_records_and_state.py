@@ -12,11 +12,13 @@ from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
+    ConsumerOffsetEntry,
     DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
     RecordFormatError,
     UpdateBrokerAddressRecord,
+    UpdateConsumerOffsetRecord,
     UpdateTopicRecord,
     decode_record,
     encode_record,
@@ -45,6 +47,7 @@ EVERY_RECORD = [
     CleanBrokerDataRecord("c1", "g1", frozenset({2}), 1, 1),
     UpdateTopicRecord("t1", ("g1", "g2"), 8, 2, 6),
     DeleteTopicRecord("t1", ("g2",)),
+    UpdateConsumerOffsetRecord((ConsumerOffsetEntry("cg", "t1", "g1", 0, 10),)),
 ]
 
 
@@ -184,7 +187,7 @@ def group_doc(**changes: object) -> bytes:
         (b"\xff", "not JSON"),
         (b"[]", "not a controller state snapshot"),
         (snapshot_doc(format="other"), "not a controller state snapshot"),
-        (snapshot_doc(version=4), "unsupported snapshot version 4"),
+        (snapshot_doc(version=5), "unsupported snapshot version 5"),
         (
             snapshot_doc(appliedIndex="1"),
             "field 'appliedIndex' of StateSnapshot: expected an integer, got string",

@@ -1,12 +1,12 @@
-"""POP state (mqha.proxy.pop): hand-outs, invisibility, acks, the group's position, receipt handles and
-tag filters."""
+"""POP state (mqha.proxy.pop): hand-outs, invisibility, acks, the group's position, receipt handles,
+tag filters, moving forward to another proxy's committed offset, and what a commit sends."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqha.proxy.pop import Handle, PopQueue, tag_filter
+from mqha.proxy.pop import Handle, OffsetCommits, PopQueue, tag_filter
 
 
 def test_hand_out_ack_and_the_position_moves_over_the_acked_prefix() -> None:
@@ -85,3 +85,69 @@ def test_receipt_handles_and_tag_filters() -> None:
         assert Handle.parse(bad) is None
     assert tag_filter("*") is None and tag_filter("") is None
     assert tag_filter("TagA || TagB") == frozenset({"TagA", "TagB"})
+
+
+def test_a_queue_starts_at_the_committed_offset() -> None:
+    queue = PopQueue(start=500)
+    assert queue.committed == queue.fetched_to == 500
+    queue.fetched([520, 540], 541)
+    assert queue.due(0, 10) == [520, 540] and queue.committed == 520
+
+
+def test_fast_forward_drops_what_is_below_and_keeps_the_rest() -> None:
+    queue = PopQueue()
+    queue.fetched([10, 20, 30, 40], 41)
+    for offset in (10, 20, 30):
+        queue.hand_out(offset, 0, 100, f"t{offset}")
+    assert not queue.fast_forward(0)  # not ahead: nothing moves
+    assert queue.fast_forward(25) and queue.committed == 30
+    assert not queue.ack(20, "t20")  # handed out below the group's position: a stale handle now
+    assert queue.due(1000, 10) == [30, 40]  # 30 comes back when its time is up, 40 was never out
+    assert queue.ack(30, "t30") and queue.committed == 40
+    assert queue.fast_forward(100) and queue.committed == queue.fetched_to == 100
+    assert queue.due(1000, 10) == []
+    queue.fetched([120], 121)  # reading goes on from the new position
+    assert queue.committed == 120
+
+
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=20), st.integers(0, 250))
+def test_fast_forward_never_moves_back(offsets: list[int], position: int) -> None:
+    queue = PopQueue()
+    ordered = sorted(set(offsets))
+    queue.fetched(ordered, ordered[-1] + 1)
+    before = queue.committed
+    queue.fast_forward(position)
+    if position > before:  # on to the first message at or after it that the group still needs
+        assert queue.committed == min(
+            [o for o in ordered if o >= position], default=max(position, ordered[-1] + 1)
+        )
+    else:
+        assert queue.committed == before
+    assert all(offset >= queue.committed for offset in queue.due(10**9, 1000))
+
+
+K1, K2, K3 = ("g", "t", "a", 0), ("g", "t", "a", 1), ("g", "t", "b", 0)
+
+
+def test_commits_send_raised_positions_and_the_queues_in_use() -> None:
+    commits = OffsetCommits(max_entries=10)
+    commits.loaded(K1, 100)
+    commits.loaded(K2, 0)
+    assert commits.due({K1: 100, K2: 0}) == []  # nothing rose, nothing in use
+    commits.touched(K2)
+    assert commits.due({K1: 150, K2: 0}) == [(K1, 150), (K2, 0)]  # K2: to learn what is stored
+    assert commits.due({K1: 150, K2: 0}) == [(K1, 150)]  # not answered yet: sent again
+    commits.answered([(K1, 150), (K2, 70)])
+    assert commits.stored == {K1: 150, K2: 70}
+    assert commits.due({K1: 150, K2: 70}) == []
+    commits.answered([(K1, 120)])  # an older answer never lowers what is known stored
+    assert commits.stored[K1] == 150
+
+
+def test_commits_are_bounded_per_request_raised_first() -> None:
+    commits = OffsetCommits(max_entries=2)
+    commits.touched(K3)
+    due = commits.due({K1: 1, K2: 2, K3: 0})
+    assert due == [(K1, 1), (K2, 2)]
+    commits.answered(due)
+    assert commits.due({K1: 1, K2: 2, K3: 0}) == [(K3, 0)]

@@ -39,6 +39,12 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
         ("grpcServerPort=8081\n", "controllerAddr"),
         ("controllerAddr=nohostport\n", "controllerAddr"),
         ("controllerAddr=127.0.0.1:9878\nauthenticationEnabled=true\n", "initAuthenticationUser"),
+        (  # offsets are committed to the controllers with the inner credentials (§13)
+            "controllerAddr=127.0.0.1:9878\nauthenticationEnabled=true\n"
+            'initAuthenticationUser={"username": "u", "password": "secret-password"}\n',
+            "innerClientAuthenticationCredentials",
+        ),
+        ("controllerAddr=127.0.0.1:9878\nflushConsumerOffsetInterval=50\n", "flushConsumerOffsetInterval"),
     ],
 )
 def test_a_bad_config_is_one_line_naming_the_key(
