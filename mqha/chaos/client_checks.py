@@ -12,11 +12,18 @@ them and fails a run on the first two):
   had acknowledged that the final state does not hold;
 - *unavailability outside faults*: a stretch longer than ``UNAVAILABLE_AFTER`` seconds without any
   acknowledged send on a group that no fault touched at the time (reported, not a failure: a shared
-  machine stalls too).
+  machine stalls too);
+- *not served without the controllers*: while every controller is down (``all-controllers``, from the
+  injection until the cluster is whole again) the data plane must serve as if nothing had happened: a
+  stretch longer than ``UNAVAILABLE_AFTER`` without an acknowledged send of a group that no other fault
+  touched, in which a put of the group was turned away (an attempt refused, timed out or without a
+  route, or a send that ended without ``PUT_OK``). A stretch in which every put was merely waiting for
+  its answer is a stall of the machine, as outside the faults, and not counted.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,6 +106,55 @@ def unavailable_outside_faults(
             if after_ack - before <= after:
                 continue
             if not any(start < after_ack and before < end for start, end in spans.get(group, ())):
+                out.append(Window(group, before, after_ack))
+    return out
+
+
+def not_served(
+    sends: Sequence[SendResult],
+    windows: Iterable[tuple[Sequence[str], float, float]],
+    others: Iterable[tuple[Sequence[str], float, float]] = (),
+    after: float = UNAVAILABLE_AFTER,
+    margin: float = FAULT_MARGIN,
+) -> list[Window]:
+    """Stretches over ``after`` seconds between consecutive acks of a group, overlapping one of its
+    ``windows`` (groups, start, end: the controllers all down) that none of the ``others`` faults of
+    that group overlaps (with ``margin`` after their end), in which some put of the group was turned
+    away: a failed attempt (``first_error_at``) or a send that ended without ``PUT_OK`` inside it."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for groups, start, end in windows:
+        for group in groups:
+            spans.setdefault(group, []).append((start, end))
+    busy: dict[str, list[tuple[float, float]]] = {}
+    for groups, start, end in others:
+        for group in groups:
+            busy.setdefault(group, []).append((start, end + margin))
+    acks: dict[str, list[float]] = {}
+    turned_away: dict[str, list[float]] = {}  # when a put of the group was turned away
+    for s in sends:
+        if s.broker_name not in spans:
+            continue
+        if s.ok:
+            acks.setdefault(s.broker_name, []).append(s.completed_at)
+        else:
+            turned_away.setdefault(s.broker_name, []).append(s.completed_at)
+        if s.first_error_at is not None:
+            turned_away.setdefault(s.broker_name, []).append(s.first_error_at)
+    out = []
+    for group, windows_of_group in sorted(spans.items()):
+        healthy = [
+            (start, end)
+            for start, end in windows_of_group
+            if not any(b_start < end and start < b_end for b_start, b_end in busy.get(group, ()))
+        ]
+        refusals = sorted(turned_away.get(group, ()))
+        for before, after_ack in itertools.pairwise(sorted(acks.get(group, ()))):
+            if after_ack - before <= after:
+                continue
+            if not any(start < after_ack and before < end for start, end in healthy):
+                continue
+            first = bisect.bisect_right(refusals, before)
+            if first < len(refusals) and refusals[first] < after_ack:
                 out.append(Window(group, before, after_ack))
     return out
 

@@ -22,8 +22,10 @@ Pure: values in (what the runner observed), text and numbers out.
   fault, from injection to the moment the cluster was whole again.
 
 The run fails (exit 1) on any silently lost message, any invariant violation, a check that could not run, a
-cluster that was not whole again at the end, or controllers that do not agree at the end
-(``mqha.chaos.agreement``: all voters, one voter set, one applied state). Recovery targets are
+cluster that was not whole again at the end, controllers that do not agree at the end
+(``mqha.chaos.agreement``: all voters, one voter set, one applied state), or what the clients saw
+(``mqha.chaos.client_checks``: an acknowledged message no consumer got, a producer's acks out of order,
+a lost acknowledged controller write, puts turned away while every controller was down). Recovery targets are
 reported, not enforced: on a shared machine they measure the machine as much as the system.
 """
 
@@ -38,15 +40,18 @@ from typing import Any
 from mqha.analysis.invariants import DUPLICATE, LOST_ACK, READ_UNCOMMITTED
 from mqha.chaos.agreement import Agreement
 from mqha.chaos.client_checks import (
+    UNAVAILABLE_AFTER,
     WriteLog,
     lost_writes,
     not_injected,
+    not_served,
     out_of_order,
     unavailable_outside_faults,
     unread_acks,
 )
 from mqha.chaos.declared import PowerCut, Ranges, declared_lost, declared_read, never_fsynced
 from mqha.chaos.schedule import (
+    ALL_CONTROLLERS,
     KILL,
     MASTER,
     MASTER_AND_LEADER,
@@ -413,6 +418,24 @@ def _client_lines(facts: RunFacts) -> tuple[list[str], list[str]]:
             else "none"
         )
     )
+    without = [span for f, span in zip(facts.faults, spans, strict=True) if f.step.kind == ALL_CONTROLLERS]
+    if without:
+        others = [span for f, span in zip(facts.faults, spans, strict=True) if f.step.kind != ALL_CONTROLLERS]
+        outages = not_served(facts.sends, without, others)
+        worst = max(outages, key=lambda w: w.length, default=None)
+        if worst is not None:
+            reasons.append(
+                f"{len(outages)} stretch(es) without acknowledged puts while every controller was down "
+                "(puts turned away)"
+            )
+        lines.append(
+            f"served without the controllers: {len(without)} window(s); "
+            + (
+                f"{len(outages)} stretch(es) NOT SERVED, longest {worst.length:.2f} s ({worst.group})"
+                if worst is not None
+                else f"no put turned away in a stretch over {UNAVAILABLE_AFTER:g} s without acks"
+            )
+        )
     if facts.controller_writes is not None:
         writes = facts.controller_writes
         if facts.probe_topics is None:

@@ -8,6 +8,7 @@ find (``PLANTED``: name -> environment variable, process, what it breaks, the ki
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,12 @@ STALE_LEADER_ENV = "MQHA_TEST_ONLY_STALE_LEADER"
 of another leader (no leader lease), and it grants AlterSyncStateSet from its own copy of the state
 without a Raft commit -- a leader cut off with the old master lets it shrink the SyncStateSet to
 itself and acknowledge alone (the RocketMQ #7017 shape)."""
+MASTER_NEEDS_CONTROLLER_ENV = "MQHA_TEST_ONLY_MASTER_NEEDS_CONTROLLER"
+"""``=1`` in a broker's environment: a master that has had no answer from a controller leader for longer
+than ``controllerHeartBeatTimeoutMills`` refuses puts (``SERVICE_NOT_AVAILABLE``) until one answers
+again -- a "controller lease" on the data plane. It looks safe (a master cut off from the controllers
+may have been replaced) but RocketMQ's brokers keep serving without the controllers: with every
+controller down, no master is ever replaced, and the whole cluster stops taking writes."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,12 @@ PLANTED: dict[str, PlantedBug] = {
         "a leader cut off from its quorum goes on leading and grants SyncStateSet changes uncommitted",
         ("client-partition",),
     ),
+    "master-needs-controller": PlantedBug(
+        MASTER_NEEDS_CONTROLLER_ENV,
+        "broker",
+        "a master that hears from no controller for the heartbeat timeout stops taking puts",
+        ("all-controllers",),
+    ),
 }
 
 
@@ -84,6 +97,57 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
     if environ.get(ACK_BEFORE_REPLICATION_ENV) == "1":
         return AckBeforeReplicationGate(gate)
     return gate
+
+
+class _ControllerLease:
+    """The planted master's lease: renewed by every answer of a controller leader to the broker's own
+    calls (replica-info every ``syncBrokerMetadataPeriod``, SyncStateSet changes, ...)."""
+
+    def __init__(self, controllers: Any, timeout_s: float, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.timeout_s = timeout_s
+        self.renewed_at = clock()
+        self._call = controllers.call
+        controllers.call = self.call
+
+    async def call(self, *args: Any, **kwargs: Any) -> Any:
+        reply = await self._call(*args, **kwargs)
+        if reply is not None:  # a leader answered (None: no usable answer)
+            self.renewed_at = self._clock()
+        return reply
+
+    def expired(self) -> bool:
+        return self._clock() - self.renewed_at > self.timeout_s
+
+
+def maybe_plant_master(
+    access: Any,
+    controllers: Any,
+    heartbeat_timeout_ms: int,
+    environ: Mapping[str, str] = os.environ,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Plant the master that needs a controller in ``access`` (the broker's put path) when the
+    environment asks: its first put step also refuses while no controller leader has answered
+    ``controllers`` (the ReplicasManager's ``ControllerClient``) for ``heartbeat_timeout_ms``."""
+    if environ.get(MASTER_NEEDS_CONTROLLER_ENV) != "1":
+        return
+    from mqha.broker.protocol import PutOutcome, PutStatus
+
+    lease = _ControllerLease(controllers, heartbeat_timeout_ms / 1000, clock)
+    checks = access.reject_if_unavailable
+
+    def reject_if_unavailable() -> Any:
+        refused = checks()
+        if refused is None and access.role.is_master and lease.expired():
+            return PutOutcome(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                remark=f"no controller has answered for {heartbeat_timeout_ms} ms: this master may have "
+                "been replaced; puts refused until one answers",
+            )
+        return refused
+
+    access.reject_if_unavailable = reject_if_unavailable
 
 
 class _EveryoneAlive:

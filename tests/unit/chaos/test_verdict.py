@@ -9,7 +9,16 @@ import pytest
 from mqha.chaos.agreement import Agreement
 from mqha.chaos.client_checks import WriteLog
 from mqha.chaos.declared import PowerCut, declared_ranges, never_fsynced
-from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
+from mqha.chaos.schedule import (
+    ALL_CONTROLLERS,
+    CONTROLLER_LEADER,
+    CONTROLLERS,
+    KILL,
+    MASTER,
+    PARTITION,
+    PAUSE,
+    FaultStep,
+)
 from mqha.chaos.verdict import (
     FaultOutcome,
     RunFacts,
@@ -315,3 +324,32 @@ def test_lost_controller_writes_fail_the_run_and_unreadable_ones_are_not_a_pass(
     assert "1 acknowledged LOST, e.g. chaos-probe-2" in lost.text
     unread = judge(facts(controller_writes=writes, probe_topics=None))
     assert not unread.ok and "controller writes: NOT CHECKED" in unread.text
+
+
+def test_puts_turned_away_while_every_controller_is_down_fail_the_run() -> None:
+    down = FaultStep(5, ALL_CONTROLLERS, CONTROLLERS, 3.0, 1.0, links=KILL)
+    sends = (
+        send("m1", offset=0, started=39.9, done=40.0),
+        send("m2", offset=100, started=40.2, done=43.5, first_error=41.6),  # refused, retried, served
+        send("m3", offset=200, started=43.6, done=43.7),
+    )
+    run = facts(
+        faults=(outcome(down, 40.1, 43.1, 43.3),),
+        sends=sends,
+        final_logs={G: {0: "m1", 100: "m2", 200: "m3"}},
+    )
+    verdict = judge(run)
+    assert not verdict.ok
+    assert verdict.reasons == (
+        "1 stretch(es) without acknowledged puts while every controller was down (puts turned away)",
+    )
+    assert "served without the controllers: 1 window(s); 1 stretch(es) NOT SERVED, longest 3.50 s" in (
+        verdict.text
+    )
+    # The same stretch with the put merely waiting for its answer passes.
+    slow = judge(replace(run, sends=(sends[0], replace(sends[1], first_error_at=None), sends[2])))
+    assert slow.ok
+    assert (
+        "served without the controllers: 1 window(s); no put turned away in a stretch over 1 s" in slow.text
+    )
+    assert "served without the controllers" not in judge(facts()).text  # no such fault: no line
