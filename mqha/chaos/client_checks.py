@@ -1,7 +1,7 @@
 """What the clients of a chaos run saw, checked beside the no-loss verdict (core).
 
 Pure: the runner's send results and recorded reads in, counts out (``mqha.chaos.verdict`` prints
-them and fails a run on the first two):
+them and fails a run on every one but the unavailability outside faults):
 
 - *unread*: an acknowledged message still in its group's final master log that the group's consumer
   never delivered, although it read up to the end of that log (consumer completeness);
@@ -13,11 +13,12 @@ them and fails a run on the first two):
 - *unavailability outside faults*: a stretch longer than ``UNAVAILABLE_AFTER`` seconds without any
   acknowledged send on a group that no fault touched at the time (reported, not a failure: a shared
   machine stalls too);
-- *not served without the controllers*: while every controller is down (``all-controllers``, from the
-  injection until the cluster is whole again) the data plane must serve as if nothing had happened: a
-  stretch longer than ``UNAVAILABLE_AFTER`` without an acknowledged send of a group that no other fault
-  touched, in which a put of the group was turned away (an attempt refused, timed out or without a
-  route, or a send that ended without ``PUT_OK``). A stretch in which every put was merely waiting for
+- *not served during a controller-only fault*: a fault that hits only controllers (every one of them
+  down, a Raft partition, packet loss between them, one killed or wiped, ...; from the injection
+  until the cluster is whole again) must not disturb the data plane: a stretch longer than
+  ``UNAVAILABLE_AFTER`` without an acknowledged send of a group that no other fault touched, in which
+  a put of the group was turned away (an attempt refused, timed out or without a route, or a send
+  that ended without ``PUT_OK``), fails the run. A stretch in which every put was merely waiting for
   its answer is a stall of the machine, as outside the faults, and not counted.
 """
 
@@ -118,7 +119,7 @@ def not_served(
     margin: float = FAULT_MARGIN,
 ) -> list[Window]:
     """Stretches over ``after`` seconds between consecutive acks of a group, overlapping one of its
-    ``windows`` (groups, start, end: the controllers all down) that none of the ``others`` faults of
+    ``windows`` (groups, start, end: a controller-only fault) that none of the ``others`` faults of
     that group overlaps (with ``margin`` after their end), in which some put of the group was turned
     away: a failed attempt (``first_error_at``) or a send that ended without ``PUT_OK`` inside it."""
     spans: dict[str, list[tuple[float, float]]] = {}

@@ -51,7 +51,6 @@ from mqha.chaos.client_checks import (
 )
 from mqha.chaos.declared import PowerCut, Ranges, declared_lost, declared_read, never_fsynced
 from mqha.chaos.schedule import (
-    ALL_CONTROLLERS,
     KILL,
     MASTER,
     MASTER_AND_LEADER,
@@ -213,7 +212,7 @@ def _target(step: FaultStep, heartbeat_timeout: float) -> str:
         return f"p50<={MASTER_CRASH_P50:g}s p99<={MASTER_CRASH_P99:g}s"
     if step.kind in (PAUSE, PARTITION) and step.target == MASTER and step.links in ("", "all"):
         return f"max<={heartbeat_timeout + MASTER_HANG_MARGIN:g}s"
-    if step.hits_controllers and step.target != MASTER_AND_LEADER:
+    if step.controllers_only:
         return "no failed put"
     return ""
 
@@ -418,18 +417,18 @@ def _client_lines(facts: RunFacts) -> tuple[list[str], list[str]]:
             else "none"
         )
     )
-    without = [span for f, span in zip(facts.faults, spans, strict=True) if f.step.kind == ALL_CONTROLLERS]
-    if without:
-        others = [span for f, span in zip(facts.faults, spans, strict=True) if f.step.kind != ALL_CONTROLLERS]
-        outages = not_served(facts.sends, without, others)
+    controller_only = [span for f, span in zip(facts.faults, spans, strict=True) if f.step.controllers_only]
+    if controller_only:
+        others = [span for f, span in zip(facts.faults, spans, strict=True) if not f.step.controllers_only]
+        outages = not_served(facts.sends, controller_only, others)
         worst = max(outages, key=lambda w: w.length, default=None)
         if worst is not None:
             reasons.append(
-                f"{len(outages)} stretch(es) without acknowledged puts while every controller was down "
+                f"{len(outages)} stretch(es) without acknowledged puts during controller-only faults "
                 "(puts turned away)"
             )
         lines.append(
-            f"served without the controllers: {len(without)} window(s); "
+            f"data plane during controller-only faults: {len(controller_only)} window(s); "
             + (
                 f"{len(outages)} stretch(es) NOT SERVED, longest {worst.length:.2f} s ({worst.group})"
                 if worst is not None

@@ -33,7 +33,8 @@ MASTER_NEEDS_CONTROLLER_ENV = "MQHA_TEST_ONLY_MASTER_NEEDS_CONTROLLER"
 than ``controllerHeartBeatTimeoutMills`` refuses puts (``SERVICE_NOT_AVAILABLE``) until one answers
 again -- a "controller lease" on the data plane. It looks safe (a master cut off from the controllers
 may have been replaced) but RocketMQ's brokers keep serving without the controllers: with every
-controller down, no master is ever replaced, and the whole cluster stops taking writes."""
+controller down, or none holding a quorum (80 % loss between them), no master is replaced, and the
+whole cluster stops taking writes."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ PLANTED: dict[str, PlantedBug] = {
         MASTER_NEEDS_CONTROLLER_ENV,
         "broker",
         "a master that hears from no controller for the heartbeat timeout stops taking puts",
-        ("all-controllers",),
+        ("all-controllers", "raft-loss"),
     ),
 }
 

@@ -64,4 +64,4 @@ def test_without_the_environment_nothing_is_planted() -> None:
     maybe_plant_master(access, controllers, 1500, {})
     assert (access.reject_if_unavailable, controllers.call) == before
     assert planted_env(["master-needs-controller"]) == {MASTER_NEEDS_CONTROLLER_ENV: "1"}
-    assert PLANTED["master-needs-controller"].caught_by == ("all-controllers",)
+    assert PLANTED["master-needs-controller"].caught_by == ("all-controllers", "raft-loss")
