@@ -121,6 +121,28 @@ class _ControllerLease:
         return self._clock() - self.renewed_at > self.timeout_s
 
 
+class _LeaseRefusal:
+    """The put path's disk check with one more refusal: the master's expired controller lease. (The
+    disk check is the put path's first step that refuses with ``SERVICE_NOT_AVAILABLE`` and a remark.)"""
+
+    def __init__(self, disk: Any, role: Any, lease: _ControllerLease) -> None:
+        self._disk = disk
+        self._role = role
+        self._lease = lease
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._disk, name)
+
+    def refusal(self) -> str | None:
+        full = self._disk.refusal() if self._disk is not None else None
+        if full is None and self._role.is_master and self._lease.expired():
+            return (
+                f"no controller has answered for {self._lease.timeout_s * 1000:.0f} ms: this master may "
+                "have been replaced; puts refused until one answers"
+            )
+        return full
+
+
 def maybe_plant_master(
     access: Any,
     controllers: Any,
@@ -129,26 +151,12 @@ def maybe_plant_master(
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Plant the master that needs a controller in ``access`` (the broker's put path) when the
-    environment asks: its first put step also refuses while no controller leader has answered
+    environment asks: its first step also refuses while no controller leader has answered
     ``controllers`` (the ReplicasManager's ``ControllerClient``) for ``heartbeat_timeout_ms``."""
     if environ.get(MASTER_NEEDS_CONTROLLER_ENV) != "1":
         return
-    from mqha.broker.protocol import PutOutcome, PutStatus
-
     lease = _ControllerLease(controllers, heartbeat_timeout_ms / 1000, clock)
-    checks = access.reject_if_unavailable
-
-    def reject_if_unavailable() -> Any:
-        refused = checks()
-        if refused is None and access.role.is_master and lease.expired():
-            return PutOutcome(
-                PutStatus.SERVICE_NOT_AVAILABLE,
-                remark=f"no controller has answered for {heartbeat_timeout_ms} ms: this master may have "
-                "been replaced; puts refused until one answers",
-            )
-        return refused
-
-    access.reject_if_unavailable = reject_if_unavailable
+    access.disk = _LeaseRefusal(access.disk, access.role, lease)
 
 
 class _EveryoneAlive:
