@@ -16,10 +16,11 @@ them and fails a run on every one but the unavailability outside faults):
 - *not served during a controller-only fault*: a fault that hits only controllers (every one of them
   down, a Raft partition, packet loss between them, one killed or wiped, ...; from the injection
   until the cluster is whole again) must not disturb the data plane: a stretch longer than
-  ``UNAVAILABLE_AFTER`` without an acknowledged send of a group that no other fault touched, in which
-  a put of the group was turned away (an attempt refused, timed out or without a route, or a send
-  that ended without ``PUT_OK``), fails the run. A stretch in which every put was merely waiting for
-  its answer is a stall of the machine, as outside the faults, and not counted.
+  ``UNAVAILABLE_AFTER`` without an acknowledged send of a group that no other fault touched, which
+  began during the fault (the group was being served when the controllers were hit), and in which a
+  put of the group was turned away (an attempt refused, timed out or without a route, or a send that
+  ended without ``PUT_OK``), fails the run. A stretch in which every put was merely waiting for its
+  answer is a stall of the machine, as outside the faults, and not counted.
 """
 
 from __future__ import annotations
@@ -118,10 +119,12 @@ def not_served(
     after: float = UNAVAILABLE_AFTER,
     margin: float = FAULT_MARGIN,
 ) -> list[Window]:
-    """Stretches over ``after`` seconds between consecutive acks of a group, overlapping one of its
-    ``windows`` (groups, start, end: a controller-only fault) that none of the ``others`` faults of
-    that group overlaps (with ``margin`` after their end), in which some put of the group was turned
-    away: a failed attempt (``first_error_at``) or a send that ended without ``PUT_OK`` inside it."""
+    """Stretches over ``after`` seconds between consecutive acks of a group that begin in one of its
+    ``windows`` (groups, start, end: a controller-only fault), or at most ``after`` before it, in a
+    window none of the ``others`` faults of that group overlaps (with ``margin`` after their end), and
+    in which some put of the group was turned away: a failed attempt (``first_error_at``) or a send
+    that ended without ``PUT_OK`` inside it. (A stretch that began earlier was there before the
+    controllers were hit: a previous fault's, whose effects may outlast its end and margin.)"""
     spans: dict[str, list[tuple[float, float]]] = {}
     for groups, start, end in windows:
         for group in groups:
@@ -152,7 +155,7 @@ def not_served(
         for before, after_ack in itertools.pairwise(sorted(acks.get(group, ()))):
             if after_ack - before <= after:
                 continue
-            if not any(start < after_ack and before < end for start, end in healthy):
+            if not any(start - after <= before < end for start, end in healthy):
                 continue
             first = bisect.bisect_right(refusals, before)
             if first < len(refusals) and refusals[first] < after_ack:

@@ -76,8 +76,10 @@ def test_puts_turned_away_in_a_long_stretch_while_the_controllers_are_down_are_n
     assert not_served([put(1.0), put(5.0, first_error=2.0), put(5.1)], DOWN) == []
     assert not_served(refused, DOWN, [(("a",), 8.0, 9.0)]) == []  # with its 2 s margin it covers 11 s
     assert not_served(refused, DOWN, [(("b",), 8.0, 9.0)]) == [Window("a", 11.4, 14.0)]
-    # The stretch only begins in the window: the last ack came before the controllers went down.
+    # A stretch that began just before the controllers went down counts; one that was there a second
+    # before (a previous fault's effect, past its margin) is not theirs.
     assert not_served([put(9.5), put(12.0, started=9.6, first_error=11.0)], DOWN) == [Window("a", 9.5, 12.0)]
+    assert not_served([put(8.5), put(12.0, started=8.6, first_error=11.0)], DOWN) == []
 
 
 def test_kinds_never_injected_say_why() -> None:
