@@ -25,8 +25,8 @@ The run fails (exit 1) on any silently lost message, any invariant violation, a 
 cluster that was not whole again at the end, controllers that do not agree at the end
 (``mqha.chaos.agreement``: all voters, one voter set, one applied state), or what the clients saw
 (``mqha.chaos.client_checks``: an acknowledged message no consumer got, a producer's acks out of order,
-a lost acknowledged controller write, puts turned away while every controller was down). Recovery targets are
-reported, not enforced: on a shared machine they measure the machine as much as the system.
+a lost acknowledged controller write, puts turned away during a controller-only fault). Recovery
+targets are reported, not enforced: on a shared machine they measure the machine as much as the system.
 """
 
 from __future__ import annotations
