@@ -80,7 +80,7 @@ class Broker:
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
         from mqha.security.tls import client_context
-        from mqha.testing.planted_bugs import maybe_plant
+        from mqha.testing.planted_bugs import maybe_plant, maybe_plant_master
 
         self.config = config
         self.incarnation = new_incarnation()  # this process's (docs/architecture.md §8.5)
@@ -152,6 +152,8 @@ class Broker:
             replicas_status=self.manager.status.document,
             config_store=self.config_store,
         )
+        # TEST ONLY, and only when the environment asks (mqha chaos --plant master-needs-controller)
+        maybe_plant_master(self.access, self.manager.client, config["controllerHeartBeatTimeoutMills"])
 
     def apply_config(self, changes: Mapping[str, Any]) -> None:
         """The runtime keys (``Key.runtime``) a ``PUT /v1/config`` changed, taken at once."""

@@ -1,7 +1,7 @@
 """What the clients of a chaos run saw, checked beside the no-loss verdict (core).
 
 Pure: the runner's send results and recorded reads in, counts out (``mqha.chaos.verdict`` prints
-them and fails a run on the first two):
+them and fails a run on every one but the unavailability outside faults):
 
 - *unread*: an acknowledged message still in its group's final master log that the group's consumer
   never delivered, although it read up to the end of that log (consumer completeness);
@@ -12,11 +12,20 @@ them and fails a run on the first two):
   had acknowledged that the final state does not hold;
 - *unavailability outside faults*: a stretch longer than ``UNAVAILABLE_AFTER`` seconds without any
   acknowledged send on a group that no fault touched at the time (reported, not a failure: a shared
-  machine stalls too).
+  machine stalls too);
+- *not served during a controller-only fault*: a fault that hits only controllers (every one of them
+  down, a Raft partition, packet loss between them, one killed or wiped, ...; from the injection
+  until the cluster is whole again) must not disturb the data plane: a stretch longer than
+  ``UNAVAILABLE_AFTER`` without an acknowledged send of a group that no other fault touched, which
+  began during the fault (the group was being served when the controllers were hit), and in which a
+  put of the group was turned away (an attempt refused, timed out or without a route, or a send that
+  ended without ``PUT_OK``), fails the run. A stretch in which every put was merely waiting for its
+  answer is a stall of the machine, as outside the faults, and not counted.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,6 +108,57 @@ def unavailable_outside_faults(
             if after_ack - before <= after:
                 continue
             if not any(start < after_ack and before < end for start, end in spans.get(group, ())):
+                out.append(Window(group, before, after_ack))
+    return out
+
+
+def not_served(
+    sends: Sequence[SendResult],
+    windows: Iterable[tuple[Sequence[str], float, float]],
+    others: Iterable[tuple[Sequence[str], float, float]] = (),
+    after: float = UNAVAILABLE_AFTER,
+    margin: float = FAULT_MARGIN,
+) -> list[Window]:
+    """Stretches over ``after`` seconds between consecutive acks of a group that begin in one of its
+    ``windows`` (groups, start, end: a controller-only fault), or at most ``after`` before it, in a
+    window none of the ``others`` faults of that group overlaps (with ``margin`` after their end), and
+    in which some put of the group was turned away: a failed attempt (``first_error_at``) or a send
+    that ended without ``PUT_OK`` inside it. (A stretch that began earlier was there before the
+    controllers were hit: a previous fault's, whose effects may outlast its end and margin.)"""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for groups, start, end in windows:
+        for group in groups:
+            spans.setdefault(group, []).append((start, end))
+    busy: dict[str, list[tuple[float, float]]] = {}
+    for groups, start, end in others:
+        for group in groups:
+            busy.setdefault(group, []).append((start, end + margin))
+    acks: dict[str, list[float]] = {}
+    turned_away: dict[str, list[float]] = {}  # when a put of the group was turned away
+    for s in sends:
+        if s.broker_name not in spans:
+            continue
+        if s.ok:
+            acks.setdefault(s.broker_name, []).append(s.completed_at)
+        else:
+            turned_away.setdefault(s.broker_name, []).append(s.completed_at)
+        if s.first_error_at is not None:
+            turned_away.setdefault(s.broker_name, []).append(s.first_error_at)
+    out = []
+    for group, windows_of_group in sorted(spans.items()):
+        healthy = [
+            (start, end)
+            for start, end in windows_of_group
+            if not any(b_start < end and start < b_end for b_start, b_end in busy.get(group, ()))
+        ]
+        refusals = sorted(turned_away.get(group, ()))
+        for before, after_ack in itertools.pairwise(sorted(acks.get(group, ()))):
+            if after_ack - before <= after:
+                continue
+            if not any(start - after <= before < end for start, end in healthy):
+                continue
+            first = bisect.bisect_right(refusals, before)
+            if first < len(refusals) and refusals[first] < after_ack:
                 out.append(Window(group, before, after_ack))
     return out
 

@@ -258,6 +258,11 @@ class FaultStep:
     def hits_controllers(self) -> bool:
         return self.target in CONTROLLER_TARGETS or self.target == MASTER_AND_LEADER
 
+    @property
+    def controllers_only(self) -> bool:
+        """It hits controllers and nothing else: no broker, no broker link, no client."""
+        return self.target in CONTROLLER_TARGETS
+
     def describe(self) -> str:
         who = self.target
         if self.target == GROUP:

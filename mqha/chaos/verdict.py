@@ -22,9 +22,11 @@ Pure: values in (what the runner observed), text and numbers out.
   fault, from injection to the moment the cluster was whole again.
 
 The run fails (exit 1) on any silently lost message, any invariant violation, a check that could not run, a
-cluster that was not whole again at the end, or controllers that do not agree at the end
-(``mqha.chaos.agreement``: all voters, one voter set, one applied state). Recovery targets are
-reported, not enforced: on a shared machine they measure the machine as much as the system.
+cluster that was not whole again at the end, controllers that do not agree at the end
+(``mqha.chaos.agreement``: all voters, one voter set, one applied state), or what the clients saw
+(``mqha.chaos.client_checks``: an acknowledged message no consumer got, a producer's acks out of order,
+a lost acknowledged controller write, puts turned away during a controller-only fault). Recovery
+targets are reported, not enforced: on a shared machine they measure the machine as much as the system.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ from typing import Any
 from mqha.analysis.invariants import DUPLICATE, LOST_ACK, READ_UNCOMMITTED
 from mqha.chaos.agreement import Agreement
 from mqha.chaos.client_checks import (
+    UNAVAILABLE_AFTER,
     WriteLog,
     lost_writes,
     not_injected,
+    not_served,
     out_of_order,
     unavailable_outside_faults,
     unread_acks,
@@ -208,7 +212,7 @@ def _target(step: FaultStep, heartbeat_timeout: float) -> str:
         return f"p50<={MASTER_CRASH_P50:g}s p99<={MASTER_CRASH_P99:g}s"
     if step.kind in (PAUSE, PARTITION) and step.target == MASTER and step.links in ("", "all"):
         return f"max<={heartbeat_timeout + MASTER_HANG_MARGIN:g}s"
-    if step.hits_controllers and step.target != MASTER_AND_LEADER:
+    if step.controllers_only:
         return "no failed put"
     return ""
 
@@ -413,6 +417,24 @@ def _client_lines(facts: RunFacts) -> tuple[list[str], list[str]]:
             else "none"
         )
     )
+    controller_only = [span for f, span in zip(facts.faults, spans, strict=True) if f.step.controllers_only]
+    if controller_only:
+        others = [span for f, span in zip(facts.faults, spans, strict=True) if not f.step.controllers_only]
+        outages = not_served(facts.sends, controller_only, others)
+        worst = max(outages, key=lambda w: w.length, default=None)
+        if worst is not None:
+            reasons.append(
+                f"{len(outages)} stretch(es) without acknowledged puts during controller-only faults "
+                "(puts turned away)"
+            )
+        lines.append(
+            f"data plane during controller-only faults: {len(controller_only)} window(s); "
+            + (
+                f"{len(outages)} stretch(es) NOT SERVED, longest {worst.length:.2f} s ({worst.group})"
+                if worst is not None
+                else f"no put turned away in a stretch over {UNAVAILABLE_AFTER:g} s without acks"
+            )
+        )
     if facts.controller_writes is not None:
         writes = facts.controller_writes
         if facts.probe_topics is None:

@@ -8,6 +8,7 @@ find (``PLANTED``: name -> environment variable, process, what it breaks, the ki
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,13 @@ STALE_LEADER_ENV = "MQHA_TEST_ONLY_STALE_LEADER"
 of another leader (no leader lease), and it grants AlterSyncStateSet from its own copy of the state
 without a Raft commit -- a leader cut off with the old master lets it shrink the SyncStateSet to
 itself and acknowledge alone (the RocketMQ #7017 shape)."""
+MASTER_NEEDS_CONTROLLER_ENV = "MQHA_TEST_ONLY_MASTER_NEEDS_CONTROLLER"
+"""``=1`` in a broker's environment: a master that has had no answer from a controller leader for longer
+than ``controllerHeartBeatTimeoutMills`` refuses puts (``SERVICE_NOT_AVAILABLE``) until one answers
+again -- a "controller lease" on the data plane. It looks safe (a master cut off from the controllers
+may have been replaced) but RocketMQ's brokers keep serving without the controllers: with every
+controller down, or none holding a quorum (80 % loss between them), no master is replaced, and the
+whole cluster stops taking writes."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ PLANTED: dict[str, PlantedBug] = {
         "a leader cut off from its quorum goes on leading and grants SyncStateSet changes uncommitted",
         ("client-partition",),
     ),
+    "master-needs-controller": PlantedBug(
+        MASTER_NEEDS_CONTROLLER_ENV,
+        "broker",
+        "a master that hears from no controller for the heartbeat timeout stops taking puts",
+        ("all-controllers", "raft-loss"),
+    ),
 }
 
 
@@ -84,6 +98,65 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
     if environ.get(ACK_BEFORE_REPLICATION_ENV) == "1":
         return AckBeforeReplicationGate(gate)
     return gate
+
+
+class _ControllerLease:
+    """The planted master's lease: renewed by every answer of a controller leader to the broker's own
+    calls (replica-info every ``syncBrokerMetadataPeriod``, SyncStateSet changes, ...)."""
+
+    def __init__(self, controllers: Any, timeout_s: float, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.timeout_s = timeout_s
+        self.renewed_at = clock()
+        self._call = controllers.call
+        controllers.call = self.call
+
+    async def call(self, *args: Any, **kwargs: Any) -> Any:
+        reply = await self._call(*args, **kwargs)
+        if reply is not None:  # a leader answered (None: no usable answer)
+            self.renewed_at = self._clock()
+        return reply
+
+    def expired(self) -> bool:
+        return self._clock() - self.renewed_at > self.timeout_s
+
+
+class _LeaseRefusal:
+    """The put path's disk check with one more refusal: the master's expired controller lease. (The
+    disk check is the put path's first step that refuses with ``SERVICE_NOT_AVAILABLE`` and a remark.)"""
+
+    def __init__(self, disk: Any, role: Any, lease: _ControllerLease) -> None:
+        self._disk = disk
+        self._role = role
+        self._lease = lease
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._disk, name)
+
+    def refusal(self) -> str | None:
+        full = self._disk.refusal() if self._disk is not None else None
+        if full is None and self._role.is_master and self._lease.expired():
+            return (
+                f"no controller has answered for {self._lease.timeout_s * 1000:.0f} ms: this master may "
+                "have been replaced; puts refused until one answers"
+            )
+        return full
+
+
+def maybe_plant_master(
+    access: Any,
+    controllers: Any,
+    heartbeat_timeout_ms: int,
+    environ: Mapping[str, str] = os.environ,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Plant the master that needs a controller in ``access`` (the broker's put path) when the
+    environment asks: its first step also refuses while no controller leader has answered
+    ``controllers`` (the ReplicasManager's ``ControllerClient``) for ``heartbeat_timeout_ms``."""
+    if environ.get(MASTER_NEEDS_CONTROLLER_ENV) != "1":
+        return
+    lease = _ControllerLease(controllers, heartbeat_timeout_ms / 1000, clock)
+    access.disk = _LeaseRefusal(access.disk, access.role, lease)
 
 
 class _EveryoneAlive:

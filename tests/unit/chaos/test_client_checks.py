@@ -7,6 +7,7 @@ from mqha.chaos.client_checks import (
     WriteLog,
     lost_writes,
     not_injected,
+    not_served,
     out_of_order,
     unavailable_outside_faults,
     unread_acks,
@@ -47,6 +48,38 @@ def test_only_gaps_without_a_fault_of_the_group_are_reported() -> None:
         Window("a", 0.5, 3.0),
         Window("a", 3.0, 10.0),
     ]
+
+
+def put(
+    at: float, started: float | None = None, first_error: float | None = None, ok: bool = True
+) -> SendResult:
+    status = SendStatus.PUT_OK if ok else SendStatus.FAILED
+    start = at - 0.01 if started is None else started
+    return SendResult("m", status, "a", started_at=start, first_error_at=first_error, completed_at=at)
+
+
+DOWN = [(("a", "b"), 10.0, 15.0)]  # every controller down from 10 s until whole again at 15 s
+
+
+def test_puts_turned_away_in_a_long_stretch_while_the_controllers_are_down_are_not_served() -> None:
+    steady = [put(t / 10) for t in range(90, 100)]  # acks every 0.1 s up to 9.9 s
+    # Refused from 11.5 s (the heartbeat timeout after the controllers went), served again at 14 s.
+    refused = [*steady, put(11.4), put(14.0, started=11.45, first_error=11.5), put(14.1)]
+    assert not_served(refused, DOWN) == [Window("a", 11.4, 14.0)]
+    failed = [*steady, put(11.4), put(13.0, ok=False), put(14.0)]  # ended without PUT_OK inside it
+    assert not_served(failed, DOWN) == [Window("a", 11.4, 14.0)]
+    # The same stretch with every put only waiting for its answer: a stall of the machine.
+    slow = [*steady, put(11.4), put(14.0, started=11.41), put(14.0, started=11.42)]
+    assert not_served(slow, DOWN) == []
+    # A refusal in a short stretch, or a stretch outside the window, or a group another fault had.
+    assert not_served([*steady, put(11.4), put(12.2, started=11.45, first_error=11.5)], DOWN) == []
+    assert not_served([put(1.0), put(5.0, first_error=2.0), put(5.1)], DOWN) == []
+    assert not_served(refused, DOWN, [(("a",), 8.0, 9.0)]) == []  # with its 2 s margin it covers 11 s
+    assert not_served(refused, DOWN, [(("b",), 8.0, 9.0)]) == [Window("a", 11.4, 14.0)]
+    # A stretch that began just before the controllers went down counts; one that was there a second
+    # before (a previous fault's effect, past its margin) is not theirs.
+    assert not_served([put(9.5), put(12.0, started=9.6, first_error=11.0)], DOWN) == [Window("a", 9.5, 12.0)]
+    assert not_served([put(8.5), put(12.0, started=8.6, first_error=11.0)], DOWN) == []
 
 
 def test_kinds_never_injected_say_why() -> None:

@@ -170,10 +170,11 @@ def test_describe_and_category() -> None:
     )
     kill = FaultStep(1, KILL, CONTROLLER_MAJORITY, 1.0, 2.0, nodes=("n0", "n2"))
     assert kill.category == "kill controller-majority"
-    assert kill.hits_controllers
+    assert kill.hits_controllers and kill.controllers_only
     assert "kill -9 controller-majority(n0,n2), restart after 1.0 s" in kill.describe()
     assert not FaultStep(1, PAUSE, MASTER, 1.0, 1.0, group="broker-a").hits_controllers
-    assert FaultStep(1, PAUSE, MASTER_AND_LEADER, 1.0, 1.0, group="broker-a").hits_controllers
+    both = FaultStep(1, PAUSE, MASTER_AND_LEADER, 1.0, 1.0, group="broker-a")
+    assert both.hits_controllers and not both.controllers_only  # a master too: not controllers only
 
 
 def test_disk_wipes_hit_one_controller_sometimes_with_one_other_killed_or_paused() -> None:

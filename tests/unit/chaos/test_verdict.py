@@ -9,7 +9,16 @@ import pytest
 from mqha.chaos.agreement import Agreement
 from mqha.chaos.client_checks import WriteLog
 from mqha.chaos.declared import PowerCut, declared_ranges, never_fsynced
-from mqha.chaos.schedule import CONTROLLER_LEADER, KILL, MASTER, PARTITION, PAUSE, FaultStep
+from mqha.chaos.schedule import (
+    ALL_CONTROLLERS,
+    CONTROLLER_LEADER,
+    CONTROLLERS,
+    KILL,
+    MASTER,
+    PARTITION,
+    PAUSE,
+    FaultStep,
+)
 from mqha.chaos.verdict import (
     FaultOutcome,
     RunFacts,
@@ -180,7 +189,7 @@ def test_targets_missed_are_reported_not_failed() -> None:
             send("m2", offset=100, started=10.2, done=12.5),  # kill -> 2.5 s
             send("m4", offset=200, started=21.0, done=26.0),  # pause -> 6 s
             send("m5", SendStatus.FLUSH_SLAVE_TIMEOUT, started=30.5, done=32.0),
-            send("m6", offset=300, started=33.0, done=33.1),
+            send("m6", offset=300, started=31.2, done=31.4),  # acked while m5 waited: served
         ),
         final_logs={G: {0: "m1", 100: "m2", 200: "m4", 300: "m6"}},
     )
@@ -315,3 +324,35 @@ def test_lost_controller_writes_fail_the_run_and_unreadable_ones_are_not_a_pass(
     assert "1 acknowledged LOST, e.g. chaos-probe-2" in lost.text
     unread = judge(facts(controller_writes=writes, probe_topics=None))
     assert not unread.ok and "controller writes: NOT CHECKED" in unread.text
+
+
+def test_puts_turned_away_during_a_controller_only_fault_fail_the_run() -> None:
+    down = FaultStep(5, ALL_CONTROLLERS, CONTROLLERS, 3.0, 1.0, links=KILL)
+    sends = (
+        send("m1", offset=0, started=39.9, done=40.0),
+        send("m2", offset=100, started=40.2, done=43.5, first_error=41.6),  # refused, retried, served
+        send("m3", offset=200, started=43.6, done=43.7),
+    )
+    run = facts(
+        faults=(outcome(down, 40.1, 43.1, 43.3),),
+        sends=sends,
+        final_logs={G: {0: "m1", 100: "m2", 200: "m3"}},
+    )
+    verdict = judge(run)
+    assert not verdict.ok
+    assert verdict.reasons == (
+        "1 stretch(es) without acknowledged puts during controller-only faults (puts turned away)",
+    )
+    assert (
+        "data plane during controller-only faults: 1 window(s); 1 stretch(es) NOT SERVED, longest 3.50 s"
+        in verdict.text
+    )
+    # The same stretch with the put merely waiting for its answer passes.
+    slow = judge(replace(run, sends=(sends[0], replace(sends[1], first_error_at=None), sends[2])))
+    assert slow.ok
+    assert "controller-only faults: 1 window(s); no put turned away in a stretch over 1 s" in slow.text
+    # A master's fault is no controller-only fault: the same stretch after a kill of the master passes.
+    kill = FaultStep(6, KILL, MASTER, 3.0, 1.0, group=G)
+    assert judge(replace(run, faults=(outcome(kill, 40.1, 43.1, 43.3),))).ok
+    # The facts' pause of the leader is one, without such a stretch: its line, no failure.
+    assert "data plane during controller-only faults: 1 window(s); no put turned away" in judge(facts()).text
