@@ -55,6 +55,7 @@ class BrokerGroups:
         self._caller: LeaderCaller | None = None
         self._groups: tuple[str, ...] = ()
         self._topics: dict[str, tuple[TopicQueueData, ...]] = {}
+        self._layouts: dict[str, tuple[GroupQueues, ...] | None] = {}  # per topic, of the last listing
         self._auto_create: bool = config["autoCreateTopicEnable"]
         self._default_queue_nums: int = config["defaultTopicQueueNums"]
         self._listed_at: float | None = None
@@ -95,13 +96,17 @@ class BrokerGroups:
     async def layout(self, topic: str) -> tuple[GroupQueues, ...] | None:
         """``topic``'s queues in each group (``routes.topic_layout``); None when it does not exist."""
         groups = await self.names()
-        return topic_layout(
-            topic,
-            groups,
-            self._topics,
-            auto_create=self._auto_create,
-            default_queue_nums=self._default_queue_nums,
-        )
+        try:
+            return self._layouts[topic]
+        except KeyError:
+            layout = self._layouts[topic] = topic_layout(
+                topic,
+                groups,
+                self._topics,
+                auto_create=self._auto_create,
+                default_queue_nums=self._default_queue_nums,
+            )
+            return layout
 
     async def _list(self) -> None:
         assert self._caller is not None
@@ -119,6 +124,7 @@ class BrokerGroups:
         if topics is None:
             return
         self._topics = topics
+        self._layouts = {}
         self._groups = tuple(sorted({name for names in payload.clusters.values() for name in names}))
         self._listed_at = time.monotonic()
 
