@@ -6,7 +6,8 @@ Every send through the proxy pays one put on its critical path, and aiohttp's cl
 a broker on this machine). :class:`PutProducer` is mqha's :class:`~mqha.client.producer.Producer`
 (route from the controllers, retries with the same msgId, refused / unknown / stored, holding until
 the deadline) with only the one POST exchanged over :class:`BrokerConnections`: one request at a time
-per connection, connections kept per master address and reused while the broker keeps them open.
+per connection, connections kept per master address and reused while the broker keeps them open;
+answers are read with aiohttp's own parser (``mqha.client.http1``, as the benchmarks' lean client).
 
 What a failure means is what the producer expects of any transport: no connection (refused, timed
 out connecting) -> nothing was sent, retry anywhere; the request written and no complete answer
@@ -21,11 +22,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from aiohttp.http import HttpProcessingError
 
+from mqha.client.http1 import read_response, response_parser
 from mqha.client.producer import Producer, _Attempt, classify_reply
 from mqha.client.results import Route, describe
 
-_HEAD_LIMIT = 64 * 1024
 _IDLE_PER_ADDRESS = 64
 
 
@@ -41,35 +43,13 @@ class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.parser = response_parser()
 
     def usable(self) -> bool:
         return not self.reader.at_eof() and not self.writer.transport.is_closing()
 
     def close(self) -> None:
         self.writer.close()
-
-
-def parse_head(head: bytes) -> tuple[int, int | None, bool, bool]:
-    """An HTTP/1.1 response head -> (status, content length or None, chunked, keep the connection)
-    (pure). Raises ``ValueError`` for what is not a response head."""
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
-    status = int(rest[:3])
-    length: int | None = None
-    chunked = False
-    keep = version == "HTTP/1.1"
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        name, value = name.strip().lower(), value.strip().lower()
-        if name == "content-length":
-            length = int(value)
-        elif name == "transfer-encoding":
-            chunked = "chunked" in value
-        elif name == "connection":
-            keep = "close" not in value if keep else "keep-alive" in value
-    return status, length, chunked, keep
 
 
 class BrokerConnections:
@@ -97,13 +77,13 @@ class BrokerConnections:
         try:
             connection.writer.write(head + self._extra_headers + b"\r\n" + body)
             async with asyncio.timeout_at(deadline):
-                status, answer, keep = await self._read_answer(connection.reader)
-        except (OSError, EOFError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            connection.close()
-            raise NoAnswer(describe(exc)) from exc
-        except TimeoutError:
+                status, answer, keep = await read_response(connection.reader, connection.parser)
+        except TimeoutError:  # before OSError, its base class
             connection.close()
             raise NoAnswer(f"no answer within {timeout_s:.3f} s") from None
+        except (OSError, HttpProcessingError, ValueError) as exc:
+            connection.close()
+            raise NoAnswer(describe(exc)) from exc
         except BaseException:  # cancelled mid-request: the connection's state is unknown
             connection.close()
             raise
@@ -134,26 +114,12 @@ class BrokerConnections:
         host, _, port = address.rpartition(":")
         try:
             async with asyncio.timeout(max(0.001, timeout_s)):
-                reader, writer = await asyncio.open_connection(host, int(port), limit=_HEAD_LIMIT)
+                reader, writer = await asyncio.open_connection(host, int(port))
         except TimeoutError:
             raise NotSent(f"connecting to {address}: no connection within {timeout_s:.3f} s") from None
         except (OSError, ValueError) as exc:
             raise NotSent(f"connecting to {address}: {describe(exc)}") from exc
         return _Connection(reader, writer)
-
-    @staticmethod
-    async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
-        status, length, chunked, keep = parse_head(await reader.readuntil(b"\r\n\r\n"))
-        if chunked:
-            parts = []
-            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            await reader.readuntil(b"\r\n")  # no trailers are sent to us; the last empty line
-            return status, b"".join(parts), keep
-        if length is None:  # delimited by the end of the connection
-            return status, await reader.read(), False
-        return status, await reader.readexactly(length), keep
 
     def close(self) -> None:
         for idle in self._idle.values():

@@ -11,19 +11,9 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from mqha.proxy.puts import BrokerConnections, NoAnswer, NotSent, parse_head
+from mqha.proxy.puts import BrokerConnections, NoAnswer, NotSent
 from tests.helpers.processes import free_port
 from tests.helpers.run_async import run_async
-
-
-def test_parse_head_reads_status_length_chunking_and_keep_alive() -> None:
-    assert parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n") == (200, 12, False, True)
-    assert parse_head(b"HTTP/1.1 503 X\r\nTransfer-Encoding: chunked\r\n\r\n") == (503, None, True, True)
-    assert parse_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")[3] is False
-    assert parse_head(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")[3] is False
-    assert parse_head(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n")[3] is True
-    with pytest.raises(ValueError):
-        parse_head(b"SSH-2.0-OpenSSH\r\n\r\n")
 
 
 @asynccontextmanager
