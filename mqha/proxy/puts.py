@@ -40,6 +40,8 @@ class NoAnswer(Exception):
 
 
 class _Connection:
+    """One keep-alive connection to a broker and the parser of its answers."""
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
@@ -129,8 +131,9 @@ class BrokerConnections:
 
 
 class PutProducer(Producer):
-    """mqha's producer whose puts go over :class:`BrokerConnections` (plain HTTP: the proxy does not
-    speak TLS to brokers, docs/architecture.md §13)."""
+    """mqha's producer whose puts go over :class:`BrokerConnections`.
+
+    Plain HTTP: the proxy does not speak TLS to brokers (docs/architecture.md §13)."""
 
     def __init__(self, *args: Any, connections: BrokerConnections, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
