@@ -6,8 +6,9 @@ and one mqproxy. Each phase is a closed loop for ``MQHA_PROXY_BENCH_SECONDS`` (d
 the official client as a subprocess from its own venv (N threads share one Producer), mqha's client as
 N asyncio tasks in this process. A third row is the official client against a server that stores
 nothing and answers at once (``tests/helpers/v2_null_server.py``): the ceiling the client and gRPC
-allow by themselves. Each row says what CPU each side spent per message (the client, the proxy or
-null server, the three brokers), because on this shared 2-core machine the paths compete for CPU.
+allow by themselves. Each row says what CPU each side spent per message (the client less its start,
+the proxy or null server, the three brokers), because on this shared 2-core machine the paths
+compete for CPU.
 ``MQHA_PROXY_BENCH_ROUNDS`` (default 1) repeats the phases, interleaved, for the drift between minutes.
 Target: the proxy path reaches at least 50 % of the direct path's messages/s.
 Run: ``scripts/bench.sh tests/bench/test_proxy_bench.py``.
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +57,8 @@ class Rig:
     proxy_pid: int
     null: str
     null_pid: int
+    client_start_cpu: float
+    """CPU seconds of the client's start, one send and stop (a 0-second phase): taken off each phase."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,11 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         )
         proxy.wait_tcp("127.0.0.1", port, timeout=30)
         null.wait_tcp("127.0.0.1", null_port, timeout=30)
-        yield Rig(cluster, client, f"127.0.0.1:{port}", proxy.pid, f"127.0.0.1:{null_port}", null.pid)
+        null_access = f"127.0.0.1:{null_port}"
+        before = _children_cpu()
+        run_client(client, null_access, 0, 1)
+        start_cpu = _children_cpu() - before
+        yield Rig(cluster, client, f"127.0.0.1:{port}", proxy.pid, null_access, null.pid, start_cpu)
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
@@ -104,34 +112,39 @@ def broker_pids(cluster: LocalCluster) -> list[int]:
     return [pid for pid in (cluster.pid(node) for node in cluster.brokers) if pid is not None]
 
 
-def official(rig: Rig, access_point: str, server_pid: int, concurrency: int) -> Phase:
-    brokers = broker_pids(rig.cluster)
-    server_before, brokers_before, children_before = (
-        cpu_seconds([server_pid]),
-        cpu_seconds(brokers),
-        os.times(),
-    )
+def _children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def run_client(client: Path, access_point: str, seconds: float, concurrency: int) -> dict[str, Any]:
+    """One closed-loop run of the official client (``python_bench.py``); its JSON result."""
     out = subprocess.run(
         [
-            str(rig.client),
+            str(client),
             str(SCRIPTS / "python_bench.py"),
             access_point,
             "Bench",
-            str(SECONDS),
+            str(seconds),
             str(concurrency),
             str(SIZE),
         ],
         capture_output=True,
         text=True,
-        timeout=SECONDS + 120,
+        timeout=seconds + 120,
         check=True,
     )
-    children = os.times()
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def official(rig: Rig, access_point: str, server_pid: int, concurrency: int) -> Phase:
+    brokers = broker_pids(rig.cluster)
+    server_before, brokers_before = cpu_seconds([server_pid]), cpu_seconds(brokers)
+    children_before = _children_cpu()
+    result = run_client(rig.client, access_point, SECONDS, concurrency)
     sent = max(1, result["sent"])
-    client_cpu = (children.children_user + children.children_system) - (
-        children_before.children_user + children_before.children_system
-    )
+    client_cpu = max(0.0, _children_cpu() - children_before - rig.client_start_cpu)
     return Phase(
         result["sent"] / result["seconds"],
         result["latencies_ms"],
