@@ -1,11 +1,13 @@
 """Group commit for one broker group: concurrent sends coalesced into batch puts (shell; §13).
 
 Every send through the proxy is one gRPC call and, without this, one HTTP put: the put path cost as
-much CPU as gRPC itself. Sends that arrive while ``MAX_IN_FLIGHT`` puts are out wait and leave
-together as one batch (at most ``MAX_MESSAGES`` messages or ``MAX_BYTES`` of bodies), with the
-earliest deadline among them; a lone send on an idle group goes at once. A batch is stored all or
-nothing with one status for all; one a broker refuses as invalid is sent again message by message, so
-a bad message fails alone.
+much CPU as gRPC itself. The policy is ``next_batch`` (pure): a send that finds the group idle is its
+own put, made in the caller's task (no hand-over, so one sender sees no added latency); sends that
+arrive while a put is out wait for it and then leave together as one batch (at most ``MAX_MESSAGES``
+messages or ``MAX_BYTES`` of bodies) with the earliest deadline among them. A second put (up to
+``MAX_IN_FLIGHT``) starts only for a full batch, so bursts beyond one batch per put still flow. A batch
+is stored all or nothing with one status for all; one a broker refuses as invalid is sent again
+message by message, so a bad message fails alone.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from mqha.client.producer import OutgoingMessage, Producer
 from mqha.client.results import SendResult, SendStatus
@@ -23,6 +27,32 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 4
 MAX_MESSAGES = 64
 MAX_BYTES = 1024 * 1024
+
+
+def next_batch(
+    in_flight: int,
+    sizes: Sequence[int],
+    *,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    max_messages: int = MAX_MESSAGES,
+    max_bytes: int = MAX_BYTES,
+) -> int:
+    """How many of the waiting sends (their body ``sizes``, oldest first; at most ``max_messages + 1``
+    are looked at) leave now as one put while ``in_flight`` puts are out; 0: they wait (pure).
+
+    The batch is the longest prefix within ``max_messages`` and ``max_bytes``, and at least one send
+    (a body too large on its own is the broker's to refuse). It leaves when no put is out, or when
+    it is full (a limit held some back) and fewer than ``max_in_flight`` are out."""
+    count = total = 0
+    for size in sizes:
+        if count >= max_messages or (count and total + size > max_bytes):
+            break
+        count += 1
+        total += size
+    if not count or in_flight >= max_in_flight:
+        return 0
+    full = count == max_messages or count < len(sizes)
+    return count if in_flight == 0 or full else 0
 
 
 @dataclass
@@ -35,7 +65,7 @@ class _Waiting:
 
 
 class GroupBatcher:
-    """Puts into one group through its producer, coalescing what arrives while puts are in flight."""
+    """Puts into one group through its producer, coalescing what arrives while a put is out."""
 
     def __init__(self, producer: Producer) -> None:
         self._producer = producer
@@ -44,21 +74,25 @@ class GroupBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, message: OutgoingMessage, timeout_s: float) -> SendResult:
+        if self._in_flight == 0 and not self._waiting:  # idle: this send is its own put, right here
+            self._in_flight += 1
+            try:
+                return (await self._producer.send_each([message], timeout=max(0.05, timeout_s)))[0]
+            finally:
+                self._in_flight -= 1
+                self._start_batches()
         answer: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Waiting(message, time.monotonic() + timeout_s, answer))
         self._start_batches()
         return await answer
 
     def _start_batches(self) -> None:
-        while self._waiting and self._in_flight < MAX_IN_FLIGHT:
-            batch = [self._waiting.popleft()]
-            size = len(batch[0].message.body)
-            while self._waiting and len(batch) < MAX_MESSAGES:
-                following = len(self._waiting[0].message.body)
-                if size + following > MAX_BYTES:
-                    break
-                batch.append(self._waiting.popleft())
-                size += following
+        while self._waiting:
+            sizes = [len(w.message.body) for w in islice(self._waiting, MAX_MESSAGES + 1)]
+            count = next_batch(self._in_flight, sizes)
+            if not count:
+                return
+            batch = [self._waiting.popleft() for _ in range(count)]
             self._in_flight += 1
             task = asyncio.ensure_future(self._put(batch))
             self._tasks.add(task)
@@ -67,7 +101,6 @@ class GroupBatcher:
     async def _put(self, batch: list[_Waiting]) -> None:
         try:
             timeout = max(0.05, min(w.deadline for w in batch) - time.monotonic())
-            log.debug("put of %d messages (%d more waiting)", len(batch), len(self._waiting))
             results = await self._producer.send_each([w.message for w in batch], timeout=timeout)
             if len(batch) > 1 and any(_invalid(r) for r in results):
                 results = [await self._alone(w) for w in batch]

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from mqha.client.producer import OutgoingMessage, Producer
+from mqha.client.producer import OutgoingMessage
 from mqha.client.results import NoRouteError, Route, SendResult
 from mqha.client.route import RouteResolver
 from mqha.codes import ResponseCode
@@ -29,6 +29,7 @@ from mqha.errors import RemoteProtocolError
 from mqha.proxy.batching import GroupBatcher
 from mqha.proxy.config import controller_addresses
 from mqha.proxy.messages import PutFields, StoredView
+from mqha.proxy.puts import BrokerConnections, PutProducer
 from mqha.proxy.routes import GroupQueues, topic_layout
 from mqha.security.basic import basic_header
 from mqha.security.credentials import User, parse_user
@@ -55,15 +56,17 @@ class BrokerGroups:
         self._caller: LeaderCaller | None = None
         self._groups: tuple[str, ...] = ()
         self._topics: dict[str, tuple[TopicQueueData, ...]] = {}
+        self._layouts: dict[str, tuple[GroupQueues, ...] | None] = {}  # per topic, of the last listing
         self._auto_create: bool = config["autoCreateTopicEnable"]
         self._default_queue_nums: int = config["defaultTopicQueueNums"]
         self._listed_at: float | None = None
         self._lock = asyncio.Lock()
-        self._producers: dict[str, Producer] = {}
+        self._producers: dict[str, PutProducer] = {}
         self._batchers: dict[str, GroupBatcher] = {}
         self._resolver: RouteResolver | None = None
         self._routes: dict[str, Route] = {}
         self._auth = {"Authorization": basic_header(self._user)} if self._user is not None else {}
+        self._connections = BrokerConnections(self._auth)
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
@@ -77,6 +80,7 @@ class BrokerGroups:
         for producer in self._producers.values():
             await producer.close()
         self._producers.clear()
+        self._connections.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -95,13 +99,17 @@ class BrokerGroups:
     async def layout(self, topic: str) -> tuple[GroupQueues, ...] | None:
         """``topic``'s queues in each group (``routes.topic_layout``); None when it does not exist."""
         groups = await self.names()
-        return topic_layout(
-            topic,
-            groups,
-            self._topics,
-            auto_create=self._auto_create,
-            default_queue_nums=self._default_queue_nums,
-        )
+        try:
+            return self._layouts[topic]
+        except KeyError:
+            layout = self._layouts[topic] = topic_layout(
+                topic,
+                groups,
+                self._topics,
+                auto_create=self._auto_create,
+                default_queue_nums=self._default_queue_nums,
+            )
+            return layout
 
     async def _list(self) -> None:
         assert self._caller is not None
@@ -119,6 +127,7 @@ class BrokerGroups:
         if topics is None:
             return
         self._topics = topics
+        self._layouts = {}
         self._groups = tuple(sorted({name for names in payload.clusters.values() for name in names}))
         self._listed_at = time.monotonic()
 
@@ -139,17 +148,18 @@ class BrokerGroups:
             log.warning("listing topics: no controller leader answered: %s", exc)
             return None
 
-    def producer(self, group: str) -> Producer:
-        """The producer that follows ``group``'s master (made at first use). It keeps its own HTTP
-        session: that one tells a request that was written (outcome unknown) from one never sent."""
+    def producer(self, group: str) -> PutProducer:
+        """The producer that follows ``group``'s master (made at first use); its puts share the
+        proxy's broker connections (``mqha.proxy.puts``)."""
         producer = self._producers.get(group)
         if producer is None:
-            producer = Producer(
+            producer = PutProducer(
                 self._controllers,
                 group,
                 user=self._user,
                 connect_timeout=0.25,
                 client_id=f"mqproxy-{group}",
+                connections=self._connections,
             )
             self._producers[group] = producer
         return producer

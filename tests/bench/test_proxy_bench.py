@@ -1,10 +1,16 @@
 """Benchmark (issue 29): sends through mqproxy with the official RocketMQ 5 Python client vs mqha's own
 client straight to the broker, side by side in one run, 1 KiB messages, 1 and 16 concurrent senders.
 
-One cluster (3 controllers, one group of 3 replicas, ``allAckInSyncStateSet``) and one mqproxy. Each
-phase is a closed loop for ``MQHA_PROXY_BENCH_SECONDS`` (default 10) seconds: the official client as a
-subprocess from its own venv (16 threads share one Producer), mqha's client as asyncio tasks in this
-process. Target: the proxy path reaches at least 50 % of the direct path's messages/s.
+One cluster (3 controllers, one group of 3 replicas, ``allAckInSyncStateSet``; both paths put into it)
+and one mqproxy. Each phase is a closed loop for ``MQHA_PROXY_BENCH_SECONDS`` (default 10) seconds:
+the official client as a subprocess from its own venv (N threads share one Producer), mqha's client as
+N asyncio tasks in this process. A third row is the official client against a server that stores
+nothing and answers at once (``tests/helpers/v2_null_server.py``): the ceiling the client and gRPC
+allow by themselves. Each row says what CPU each side spent per message (the client less its start,
+the proxy or null server, the three brokers), because on this shared 2-core machine the paths
+compete for CPU.
+``MQHA_PROXY_BENCH_ROUNDS`` (default 1) repeats the phases, interleaved, for the drift between minutes.
+Target: the proxy path reaches at least 50 % of the direct path's messages/s.
 Run: ``scripts/bench.sh tests/bench/test_proxy_bench.py``.
 """
 
@@ -16,12 +22,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mqha.bench.report import format_table, percentile
+from mqha.bench.report import format_table, median, percentile
+from mqha.bench.scale import CLK_TCK, cpu_ticks
 from mqha.client import Producer
 from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ProcessGroup, free_port
@@ -32,10 +41,40 @@ pytestmark = pytest.mark.bench
 GROUP = "broker-a"
 SIZE = 1024
 SECONDS = float(os.environ.get("MQHA_PROXY_BENCH_SECONDS", "10"))
+ROUNDS = int(os.environ.get("MQHA_PROXY_BENCH_ROUNDS", "1"))
+PROXY, DIRECT, NULL = (
+    "mqproxy + official Python client",
+    "mqha client direct",
+    "official client -> null server",
+)
+
+
+@dataclass(frozen=True)
+class Rig:
+    cluster: LocalCluster
+    client: Path
+    proxy: str
+    proxy_pid: int
+    null: str
+    null_pid: int
+    client_start_cpu: float
+    """CPU seconds of the client's start, one send and stop (a 0-second phase): taken off each phase."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One closed-loop phase: messages/s, latencies (ms) and CPU ms per message of each side."""
+
+    rate: float
+    latencies: list[float]
+    failed: int
+    client_cpu: float
+    server_cpu: float | None
+    brokers_cpu: float
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str, Path]]:
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     run_dir = tmp_path_factory.mktemp("proxy-bench")
     client = client_python()
     with (
@@ -43,7 +82,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClust
         ProcessGroup() as group,
     ):
         cluster.wait_ready(90)
-        port = free_port()
+        port, null_port = free_port(), free_port()
         conf = run_dir / "proxy.conf"
         conf.write_text(
             f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
@@ -52,36 +91,76 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClust
         proxy = group.start(
             [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / "proxy.log"
         )
+        null = group.start(
+            [sys.executable, "-m", "tests.helpers.v2_null_server", str(null_port)],
+            log_path=run_dir / "null.log",
+        )
         proxy.wait_tcp("127.0.0.1", port, timeout=30)
-        yield cluster, f"127.0.0.1:{port}", client
+        null.wait_tcp("127.0.0.1", null_port, timeout=30)
+        null_access = f"127.0.0.1:{null_port}"
+        before = _children_cpu()
+        run_client(client, null_access, 0, 1)
+        start_cpu = _children_cpu() - before
+        yield Rig(cluster, client, f"127.0.0.1:{port}", proxy.pid, null_access, null.pid, start_cpu)
 
 
-def through_proxy(client: Path, access_point: str, concurrency: int) -> tuple[float, list[float], int]:
+def cpu_seconds(pids: Sequence[int]) -> float:
+    return sum(cpu_ticks(Path(f"/proc/{pid}/stat").read_text()) for pid in pids) / CLK_TCK
+
+
+def broker_pids(cluster: LocalCluster) -> list[int]:
+    return [pid for pid in (cluster.pid(node) for node in cluster.brokers) if pid is not None]
+
+
+def _children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def run_client(client: Path, access_point: str, seconds: float, concurrency: int) -> dict[str, Any]:
+    """One closed-loop run of the official client (``python_bench.py``); its JSON result."""
     out = subprocess.run(
         [
             str(client),
             str(SCRIPTS / "python_bench.py"),
             access_point,
             "Bench",
-            str(SECONDS),
+            str(seconds),
             str(concurrency),
             str(SIZE),
         ],
         capture_output=True,
         text=True,
-        timeout=SECONDS + 120,
+        timeout=seconds + 120,
         check=True,
     )
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    return result["sent"] / result["seconds"], result["latencies_ms"], result["failed"]
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
-def direct(cluster: LocalCluster, concurrency: int) -> tuple[float, list[float], int]:
+def official(rig: Rig, access_point: str, server_pid: int, concurrency: int) -> Phase:
+    brokers = broker_pids(rig.cluster)
+    server_before, brokers_before = cpu_seconds([server_pid]), cpu_seconds(brokers)
+    children_before = _children_cpu()
+    result = run_client(rig.client, access_point, SECONDS, concurrency)
+    sent = max(1, result["sent"])
+    client_cpu = max(0.0, _children_cpu() - children_before - rig.client_start_cpu)
+    return Phase(
+        result["sent"] / result["seconds"],
+        result["latencies_ms"],
+        result["failed"],
+        client_cpu * 1000 / sent,
+        (cpu_seconds([server_pid]) - server_before) * 1000 / sent,
+        (cpu_seconds(brokers) - brokers_before) * 1000 / sent,
+    )
+
+
+def direct(rig: Rig, concurrency: int) -> Phase:
     async def run() -> tuple[float, list[float], int]:
         latencies: list[float] = []
         failed = 0
         body = b"x" * SIZE
-        async with Producer(cluster.controller_addresses, GROUP) as producer:
+        async with Producer(rig.cluster.controller_addresses, GROUP) as producer:
             await producer.send("Bench", body)  # route and connection before the clock starts
             stop_at = time.monotonic() + SECONDS
 
@@ -99,37 +178,70 @@ def direct(cluster: LocalCluster, concurrency: int) -> tuple[float, list[float],
             await asyncio.gather(*(sender() for _ in range(concurrency)))
             return len(latencies) / (time.monotonic() - began), latencies, failed
 
-    return asyncio.run(run())
+    brokers = broker_pids(rig.cluster)
+    own_before, brokers_before = time.process_time(), cpu_seconds(brokers)
+    rate, latencies, failed = asyncio.run(run())
+    sent = max(1, len(latencies))
+    own, brokers_cpu = time.process_time() - own_before, cpu_seconds(brokers) - brokers_before
+    return Phase(rate, latencies, failed, own * 1000 / sent, None, brokers_cpu * 1000 / sent)
 
 
-def test_proxy_path_vs_direct_path(setup: tuple[LocalCluster, str, Path]) -> None:
-    cluster, access_point, client = setup
+def row(name: str, concurrency: int, phase: Phase) -> list[str]:
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    return [
+        name,
+        str(concurrency),
+        f"{phase.rate:.0f}",
+        ms(percentile(phase.latencies, 0.5)),
+        ms(percentile(phase.latencies, 0.99)),
+        ms(phase.client_cpu),
+        ms(phase.server_cpu),
+        ms(phase.brokers_cpu),
+    ]
+
+
+def test_proxy_path_vs_direct_path(rig: Rig) -> None:
     rows = []
-    ratios = {}
-    for concurrency in (1, 16):
-        proxy_rate, proxy_lat, proxy_failed = through_proxy(client, access_point, concurrency)
-        direct_rate, direct_lat, direct_failed = direct(cluster, concurrency)
-        assert proxy_failed == 0 and direct_failed == 0
-        ratios[concurrency] = proxy_rate / direct_rate
-        for name, rate, lat in (
-            ("mqproxy + official Python client", proxy_rate, proxy_lat),
-            ("mqha client direct", direct_rate, direct_lat),
-        ):
-            rows.append(
-                [
-                    name,
-                    concurrency,
-                    f"{rate:.0f}",
-                    f"{percentile(lat, 0.5):.2f}",
-                    f"{percentile(lat, 0.99):.2f}",
-                ]
-            )
+    ratios: dict[int, list[float]] = {1: [], 16: []}
+    load = [os.getloadavg()[0]]
+    for _ in range(ROUNDS):
+        for concurrency, measured in ratios.items():
+            proxied = official(rig, rig.proxy, rig.proxy_pid, concurrency)
+            straight = direct(rig, concurrency)
+            ceiling = official(rig, rig.null, rig.null_pid, concurrency)
+            assert proxied.failed == 0 and straight.failed == 0 and ceiling.failed == 0
+            measured.append(proxied.rate / straight.rate)
+            rows += [
+                row(PROXY, concurrency, proxied),
+                row(DIRECT, concurrency, straight),
+                row(NULL, concurrency, ceiling),
+            ]
+            load.append(os.getloadavg()[0])
     print()
     print(
         format_table(
-            f"1 KiB sends, {SECONDS:g} s per phase (allAckInSyncStateSet, 3 replicas)",
-            ["path", "senders", "msgs/s", "p50 ms", "p99 ms"],
+            f"1 KiB sends, {SECONDS:g} s per phase (allAckInSyncStateSet, 3 replicas); CPU in ms per "
+            f"message; 1-minute load average {min(load):.1f}..{max(load):.1f} on {os.cpu_count()} CPUs",
+            [
+                "path",
+                "senders",
+                "msgs/s",
+                "p50 ms",
+                "p99 ms",
+                "client CPU",
+                "proxy/server CPU",
+                "brokers CPU",
+            ],
             rows,
         )
     )
-    print("proxy / direct msgs/s: " + ", ".join(f"{c} senders {r:.0%}" for c, r in ratios.items()))
+    print(
+        "proxy / direct msgs/s: "
+        + ", ".join(
+            f"{c} senders {median(r) or 0:.0%}"
+            + (f" (rounds {', '.join(f'{x:.0%}' for x in r)})" if len(r) > 1 else "")
+            for c, r in ratios.items()
+        )
+    )

@@ -1,0 +1,59 @@
+"""A v2 ``MessagingService`` that stores nothing and answers every send OK at once, for the proxy
+benchmark: what the official client itself allows (its own per-send cost, the gRPC server's) with
+no proxy work and no broker behind it. Routes and Settings are mqproxy's own answers (the client
+needs them); nothing else is implemented.
+
+usage: python -m tests.helpers.v2_null_server PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from mqha.proxy.routes import GroupQueues, query_route, status
+from mqha.proxy.settings import settings_reply
+from mqha.proxy.v2 import service as s
+from mqha.proxy.v2 import service_grpc as sg
+
+_LAYOUT = (GroupQueues("broker-a", 8, 8),)
+
+
+class NullService(sg.MessagingServiceServicer):
+    async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return query_route(request.topic, request.endpoints, _LAYOUT)
+
+    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return s.HeartbeatResponse(status=status())
+
+    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return s.NotifyClientTerminationResponse(status=status())
+
+    async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async for command in requests:
+            if command.WhichOneof("command") == "settings":
+                reply = settings_reply(command.settings, max_body_size=4 * 1024 * 1024)
+                yield s.TelemetryCommand(status=status(), settings=reply)
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        entries = [
+            s.SendResultEntry(status=status(), message_id=m.system_properties.message_id, offset=0)
+            for m in request.messages
+        ]
+        return s.SendMessageResponse(status=status(), entries=entries)
+
+
+async def serve(port: int) -> None:
+    server = grpc.aio.server()
+    sg.add_MessagingServiceServicer_to_server(NullService(), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    await server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1])))
