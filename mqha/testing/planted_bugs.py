@@ -101,8 +101,10 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
 
 
 class _ControllerLease:
-    """The planted master's lease: renewed by every answer of a controller leader to the broker's own
-    calls (replica-info every ``syncBrokerMetadataPeriod``, SyncStateSet changes, ...)."""
+    """The planted master's controller lease.
+
+    Renewed by every answer of a controller leader to the broker's own calls (replica-info every
+    ``syncBrokerMetadataPeriod``, SyncStateSet changes, ...)."""
 
     def __init__(self, controllers: Any, timeout_s: float, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -122,8 +124,10 @@ class _ControllerLease:
 
 
 class _LeaseRefusal:
-    """The put path's disk check with one more refusal: the master's expired controller lease. (The
-    disk check is the put path's first step that refuses with ``SERVICE_NOT_AVAILABLE`` and a remark.)"""
+    """The put path's disk check that also refuses while the master's controller lease has expired.
+
+    (The disk check is the put path's first step that refuses with ``SERVICE_NOT_AVAILABLE`` and a
+    remark.)"""
 
     def __init__(self, disk: Any, role: Any, lease: _ControllerLease) -> None:
         self._disk = disk
