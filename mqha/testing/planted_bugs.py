@@ -7,12 +7,14 @@ find (``PLANTED``: name -> environment variable, process, what it breaks, the ki
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mqha.autoswitch_ha.ack import AckStatus
+from mqha.wire.broker_api import Appended
 
 ACK_BEFORE_REPLICATION_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_REPLICATION"
 """``=1`` in a broker's environment: its put path answers before any replica acked, whatever the ack
@@ -27,6 +29,20 @@ STALE_LEADER_ENV = "MQHA_TEST_ONLY_STALE_LEADER"
 of another leader (no leader lease), and it grants AlterSyncStateSet from its own copy of the state
 without a Raft commit -- a leader cut off with the old master lets it shrink the SyncStateSet to
 itself and acknowledge alone (the RocketMQ #7017 shape)."""
+WIPED_VOTER_ENV = "MQHA_TEST_ONLY_WIPED_VOTER"
+"""``=1`` in a controller's environment: a blank store that finds its cluster takes back the raftId its
+Raft address had in the voter set (members known by address, as before storage identities) and starts
+as a voter with an empty log, instead of as an observer under a new raftId: it votes without the
+entries it acknowledged and the votes it cast before it lost its disk (issue 24)."""
+TRUST_LOG_AFTER_CRASH_ENV = "MQHA_TEST_ONLY_TRUST_LOG_AFTER_CRASH"
+"""``=1`` in a broker's environment: it trusts the log it recovered after an unclean shutdown -- its start
+report says it shut down cleanly and lost nothing (no confirm offset beyond the recovered log end) --
+so after a power cut the controller takes it for a complete replica though its un-fsynced tail is
+gone, and elects it over replicas that still hold acknowledged messages."""
+FULL_DISK_PUT_OK_ENV = "MQHA_TEST_ONLY_FULL_DISK_PUT_OK"
+"""``=1`` in a broker's environment: a put its master refuses for a full disk (the disk guard's refusal,
+or ENOSPC from the append) is answered PUT_OK at the offset it would have had, though nothing was
+stored -- the error swallowed."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,24 @@ PLANTED: dict[str, PlantedBug] = {
         "a leader cut off from its quorum goes on leading and grants SyncStateSet changes uncommitted",
         ("client-partition",),
     ),
+    "wiped-voter": PlantedBug(
+        WIPED_VOTER_ENV,
+        "controller",
+        "a controller that lost its store votes again under its old raftId with an empty log",
+        ("disk-wipe",),
+    ),
+    "trust-log-after-crash": PlantedBug(
+        TRUST_LOG_AFTER_CRASH_ENV,
+        "broker",
+        "a broker reports a clean, lossless start after a power cut took its un-fsynced tail",
+        ("power-loss",),
+    ),
+    "full-disk-put-ok": PlantedBug(
+        FULL_DISK_PUT_OK_ENV,
+        "broker",
+        "a master answers PUT_OK for a put its full disk refused",
+        ("disk-full",),
+    ),
 }
 
 
@@ -86,6 +120,59 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
     return gate
 
 
+def maybe_plant_store(store: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """Plant the broker that trusts its log after a crash in ``store`` (a just opened ``BrokerStore``)
+    when the environment asks: its start report, which register, heartbeats and ``/v1/status`` carry,
+    says clean and lossless whatever recovery found."""
+    if environ.get(TRUST_LOG_AFTER_CRASH_ENV) != "1":
+        return
+    report = store.start_report
+    confirmed = min(report.confirm_offset_before_recovery, report.recovered_max_offset)
+    store.start_report = dataclasses.replace(
+        report, clean_shutdown=True, lossy=False, confirm_offset_before_recovery=confirmed
+    )
+
+
+class FullDiskPutOk:
+    """The put path as the HTTP API sees it, except that a put refused for a full disk is answered PUT_OK."""
+
+    def __init__(self, access: Any) -> None:
+        self._access = access
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._access, name)
+
+    def reject_if_unavailable(self) -> Any:
+        rejected = self._access.reject_if_unavailable()
+        return None if rejected is not None and _disk_full(rejected) else rejected  # put answers it
+
+    async def put(self, drafts: Any) -> Any:
+        outcome = await self._access.put(drafts)
+        if not _disk_full(outcome):
+            return outcome
+        offset = self._access.store.log.max_offset  # where the first message would have gone
+        appended = []
+        for draft in drafts:
+            size = len(draft.body)
+            appended.append(Appended(offset, size, draft.msg_id or f"{offset:016X}"))
+            offset += size
+        return dataclasses.replace(
+            outcome, status=type(outcome.status).PUT_OK, appended=tuple(appended), remark=""
+        )
+
+
+def _disk_full(outcome: Any) -> bool:
+    return str(outcome.remark).startswith("disk full")  # the remarks of mqha.broker.disk_guard
+
+
+def maybe_plant_access(access: Any, environ: Mapping[str, str] = os.environ) -> Any:
+    """``access`` (the broker's ``BrokerAccess``) itself, or the buggy wrapper when the environment
+    plants the bug."""
+    if environ.get(FULL_DISK_PUT_OK_ENV) == "1":
+        return FullDiskPutOk(access)
+    return access
+
+
 class _EveryoneAlive:
     """A stale leader's liveness: the table it kept while it led, in which every replica still lives."""
 
@@ -111,6 +198,8 @@ def maybe_plant_controller(
     own copy of the state, which ``apply_record`` (``apply``) moves on: never proposed."""
     if environ.get(ANSWER_BEFORE_COMMIT_ENV) == "1":
         _answer_before_commit(service.writes)
+    if environ.get(WIPED_VOTER_ENV) == "1":
+        _wiped_store_votes(service.parts)
     if environ.get(STALE_LEADER_ENV) != "1":
         return
     writes = service.writes
@@ -166,3 +255,23 @@ def _answer_before_commit(writes: Any) -> None:
         return result.reply
 
     writes._write = write_without_waiting
+
+
+def _wiped_store_votes(parts: Any) -> None:
+    """A blank store that is to join its cluster as an observer (``parts``: the controller's NodeParts,
+    before ``start``) names itself, when the voter set has a raftId at its own Raft address, with that
+    raftId's storageId and starts as a voter: the store that voted under that name is gone, its log
+    is empty."""
+    log = parts.log
+    use_identity = log.use_identity
+    address = log.self_id.partition("/")[0]
+
+    def as_old_self(storage_id: str, voters: list[str], *, observer: bool) -> None:
+        mine = next((v for v in voters if v.rpartition("/")[0] == address), None) if observer else None
+        if mine is not None:
+            storage_id = mine.rpartition("/")[2]
+            parts.identity = dataclasses.replace(parts.identity, storage_id=storage_id, role="voter")
+            observer = False
+        use_identity(storage_id, voters, observer=observer)
+
+    log.use_identity = as_old_self
