@@ -39,6 +39,10 @@ TRUST_LOG_AFTER_CRASH_ENV = "MQHA_TEST_ONLY_TRUST_LOG_AFTER_CRASH"
 report says it shut down cleanly and lost nothing (no confirm offset beyond the recovered log end) --
 so after a power cut the controller takes it for a complete replica though its un-fsynced tail is
 gone, and elects it over replicas that still hold acknowledged messages."""
+ACK_BEFORE_FSYNC_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_FSYNC"
+"""``=1`` in a broker's environment: under ``SYNC_FLUSH`` it answers a put (a master) and reports
+replicated data (a slave) without waiting for the fsync; the log reaches the disk only with the
+periodic flush, as under ``ASYNC_FLUSH`` -- a power cut of the group takes acknowledged messages."""
 FULL_DISK_PUT_OK_ENV = "MQHA_TEST_ONLY_FULL_DISK_PUT_OK"
 """``=1`` in a broker's environment: a put its master refuses for a full disk (the disk guard's refusal,
 or ENOSPC from the append) is answered PUT_OK at the offset it would have had, though nothing was
@@ -86,6 +90,12 @@ PLANTED: dict[str, PlantedBug] = {
         "a broker reports a clean, lossless start after a power cut took its un-fsynced tail",
         ("power-loss",),
     ),
+    "ack-before-fsync": PlantedBug(
+        ACK_BEFORE_FSYNC_ENV,
+        "broker",
+        "under SYNC_FLUSH a broker acknowledges before its fsync",
+        ("power-loss",),
+    ),
     "full-disk-put-ok": PlantedBug(
         FULL_DISK_PUT_OK_ENV,
         "broker",
@@ -121,9 +131,16 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
 
 
 def maybe_plant_store(store: Any, environ: Mapping[str, str] = os.environ) -> None:
-    """Plant the broker that trusts its log after a crash in ``store`` (a just opened ``BrokerStore``)
-    when the environment asks: its start report, which register, heartbeats and ``/v1/status`` carry,
-    says clean and lossless whatever recovery found."""
+    """Plant in ``store`` (a just opened ``BrokerStore``) what the environment asks: the broker that
+    acknowledges before its fsync (``flush_to``, which the put path and the slave's append await under
+    SYNC_FLUSH, returns at once), the broker that trusts its log after a crash (its start report, which
+    register, heartbeats and ``/v1/status`` carry, says clean and lossless whatever recovery found)."""
+    if environ.get(ACK_BEFORE_FSYNC_ENV) == "1":
+
+        async def flush_later(offset: int) -> None:
+            return None  # the periodic flush gets there
+
+        store.flush_to = flush_later
     if environ.get(TRUST_LOG_AFTER_CRASH_ENV) != "1":
         return
     report = store.start_report
