@@ -34,11 +34,6 @@ WIPED_VOTER_ENV = "MQHA_TEST_ONLY_WIPED_VOTER"
 Raft address had in the voter set (members known by address, as before storage identities) and starts
 as a voter with an empty log, instead of as an observer under a new raftId: it votes without the
 entries it acknowledged and the votes it cast before it lost its disk (issue 24)."""
-TRUST_LOG_AFTER_CRASH_ENV = "MQHA_TEST_ONLY_TRUST_LOG_AFTER_CRASH"
-"""``=1`` in a broker's environment: it trusts the log it recovered after an unclean shutdown -- its start
-report says it shut down cleanly and lost nothing (no confirm offset beyond the recovered log end) --
-so after a power cut the controller takes it for a complete replica though its un-fsynced tail is
-gone, and elects it over replicas that still hold acknowledged messages."""
 ACK_BEFORE_FSYNC_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_FSYNC"
 """``=1`` in a broker's environment: under ``SYNC_FLUSH`` it answers a put (a master) and reports
 replicated data (a slave) without waiting for the fsync; the log reaches the disk only with the
@@ -84,12 +79,6 @@ PLANTED: dict[str, PlantedBug] = {
         "a controller that lost its store votes again under its old raftId with an empty log",
         ("disk-wipe",),
     ),
-    "trust-log-after-crash": PlantedBug(
-        TRUST_LOG_AFTER_CRASH_ENV,
-        "broker",
-        "a broker reports a clean, lossless start after a power cut took its un-fsynced tail",
-        ("power-loss",),
-    ),
     "ack-before-fsync": PlantedBug(
         ACK_BEFORE_FSYNC_ENV,
         "broker",
@@ -131,23 +120,16 @@ def maybe_plant(gate: Any, environ: Mapping[str, str] = os.environ) -> Any:
 
 
 def maybe_plant_store(store: Any, environ: Mapping[str, str] = os.environ) -> None:
-    """Plant in ``store`` (a just opened ``BrokerStore``) what the environment asks: the broker that
-    acknowledges before its fsync (``flush_to``, which the put path and the slave's append await under
-    SYNC_FLUSH, returns at once), the broker that trusts its log after a crash (its start report, which
-    register, heartbeats and ``/v1/status`` carry, says clean and lossless whatever recovery found)."""
-    if environ.get(ACK_BEFORE_FSYNC_ENV) == "1":
-
-        async def flush_later(offset: int) -> None:
-            return None  # the periodic flush gets there
-
-        store.flush_to = flush_later
-    if environ.get(TRUST_LOG_AFTER_CRASH_ENV) != "1":
+    """Plant the broker that acknowledges before its fsync in ``store`` (a just opened ``BrokerStore``)
+    when the environment asks: ``flush_to``, which the put path and the slave's append await under
+    SYNC_FLUSH, returns at once."""
+    if environ.get(ACK_BEFORE_FSYNC_ENV) != "1":
         return
-    report = store.start_report
-    confirmed = min(report.confirm_offset_before_recovery, report.recovered_max_offset)
-    store.start_report = dataclasses.replace(
-        report, clean_shutdown=True, lossy=False, confirm_offset_before_recovery=confirmed
-    )
+
+    async def flush_later(offset: int) -> None:
+        return None  # the periodic flush gets there
+
+    store.flush_to = flush_later
 
 
 class FullDiskPutOk:

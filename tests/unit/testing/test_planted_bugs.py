@@ -8,13 +8,7 @@ from pathlib import Path
 
 from mqha.broker.start_report import start_report
 from mqha.chaos.schedule import FAULT_KINDS
-from mqha.testing.planted_bugs import (
-    ACK_BEFORE_FSYNC_ENV,
-    PLANTED,
-    TRUST_LOG_AFTER_CRASH_ENV,
-    maybe_plant_store,
-    planted_env,
-)
+from mqha.testing.planted_bugs import ACK_BEFORE_FSYNC_ENV, PLANTED, maybe_plant_store, planted_env
 
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
 
@@ -39,18 +33,12 @@ class _Store:
         self.flushed.append(offset)
 
 
-def test_the_store_plants_change_only_what_they_name() -> None:
+def test_the_broker_that_acknowledges_before_its_fsync_skips_only_the_wait() -> None:
     store = _Store()
     maybe_plant_store(store, {})
     assert store.start_report.lossy and not store.start_report.clean_shutdown
     asyncio.run(store.flush_to(5))
     assert store.flushed == [5]
-
-    trusting = _Store()
-    maybe_plant_store(trusting, {TRUST_LOG_AFTER_CRASH_ENV: "1"})
-    report = trusting.start_report
-    assert (report.clean_shutdown, report.lossy, report.confirm_offset_before_recovery) == (True, False, 700)
-    assert report.incarnation == "a" * 32 and report.recovered_max_offset == 700
 
     hasty = _Store()
     maybe_plant_store(hasty, {ACK_BEFORE_FSYNC_ENV: "1"})
