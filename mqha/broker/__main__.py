@@ -80,7 +80,12 @@ class Broker:
         from mqha.replicas_manager.runner import ReplicasManager
         from mqha.role import BrokerRole
         from mqha.security.tls import client_context
-        from mqha.testing.planted_bugs import maybe_plant, maybe_plant_master
+        from mqha.testing.planted_bugs import (
+            maybe_plant,
+            maybe_plant_access,
+            maybe_plant_master,
+            maybe_plant_store,
+        )
 
         self.config = config
         self.incarnation = new_incarnation()  # this process's (docs/architecture.md §8.5)
@@ -100,6 +105,7 @@ class Broker:
                 recorder.close(STOP_STEP_TIMEOUT_S)
             raise StartError(f"cannot open the store under {config['storePathRootDir']}: {exc}") from None
         self.recorder = recorder
+        maybe_plant_store(self.store)  # TEST ONLY, and only when the environment asks (mqha chaos --plant)
         self.role = BrokerRole()  # the one owner of the role facts; the runtime (hooks) writes it
         self.members = BrokerSetMembers(
             config["controllerAddr"].split(";"),
@@ -127,13 +133,13 @@ class Broker:
             ),
         )
         self.ha.client.on_link_closed = self.manager.report_now
-        # The one test-only seam: a chaos run may plant a bug in the put path's view of HA (mqha.testing).
+        # The test-only seams: a chaos run may plant a bug in the put path or its view of HA (mqha.testing).
         # Full disk and retention (docs/architecture.md §4.2): one DiskGuard holds the disk state (puts
         # refused while FULL, status, metrics); the retention task measures each pass and feeds it.
         self.disk = DiskGuard.from_config(config)
         put_acks = ack_mode(self.ha.gate.policy) if config["historyRecordPutAcks"] else None
-        self.access = BrokerAccess(
-            self.store, self.role, maybe_plant(self.ha.gate), self.disk, ack_mode=put_acks
+        self.access = maybe_plant_access(
+            BrokerAccess(self.store, self.role, maybe_plant(self.ha.gate), self.disk, ack_mode=put_acks)
         )
         self.retention = RetentionTask(
             self.store,

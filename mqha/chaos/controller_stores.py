@@ -6,10 +6,17 @@ config and follows the disk-replacement procedure (docs/raft.md §10) through
 the voter its address served as, add its new raftId. The store's ``history.db`` is not the node's
 state but the run's record of what it decided: it is moved aside (``wiped-<n>/`` next to the store)
 before the wipe, so the analysis still sees every decision the node took before it lost its disk.
+
+A wiped controller that comes back as a voter, or under the storageId of the store it lost, fails the
+run (the ``controllers:`` line): it would vote without the entries it acknowledged and the votes it
+cast. Its outcome -- decisions rolled back -- needs a majority that lacks a committed entry, which these
+wipes build only by chance (the third controller, which holds everything, stays up), so the identity
+itself is checked.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Sequence
@@ -34,6 +41,8 @@ class ControllerStores:
         self.cluster = cluster
         self.token = cluster.controller_settings.get("adminAuthToken", "")
         self.wipes = 0
+        self.lost_identity: dict[str, str] = {}  # wiped node -> the storageId of the store it lost
+        self.violations: list[str] = []  # wiped controllers that came back voting (one line each)
 
     @property
     def urls(self) -> list[str]:
@@ -53,6 +62,10 @@ class ControllerStores:
     def wipe(self, name: str) -> None:
         node = self.cluster.node(name)
         self.wipes += 1
+        try:
+            self.lost_identity[name] = json.loads((node.store / "storage.json").read_text())["storageId"]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.lost_identity.pop(name, None)
         kept = Path(node.base) / f"wiped-{self.wipes}"
         kept.mkdir(parents=True, exist_ok=True)
         for part in node.store.glob(HISTORY_FILE_NAME + "*"):  # the database and its -wal / -shm
@@ -63,10 +76,11 @@ class ControllerStores:
         """Restart the wiped controller, heal the overlapping fault once it is an observer, replace
         its voter; None when it runs as a voter again, else what went wrong (one line)."""
         wiped, others = self.cluster.node(nodes[0]), nodes[1:]
-        problem = None
+        problem = violation = None
         try:
             self.cluster.start_node(wiped, timeout=OBSERVER_TIMEOUT)
-            controller_store.wait_role(wiped.url, ("observer", "voter"), OBSERVER_TIMEOUT)
+            storage = controller_store.wait_role(wiped.url, ("observer", "voter"), OBSERVER_TIMEOUT)
+            violation = self._voting_again(wiped.name, storage)
         except ClusterError as exc:
             problem = f"{wiped.name} did not come back as an observer: {str(exc).splitlines()[0]}"
         for other in others:
@@ -83,7 +97,20 @@ class ControllerStores:
             controller_store.rejoin(self.urls, wiped.address, self.token, timeout)
         except ClusterError as exc:
             return f"{wiped.name} not a voter again: {str(exc).splitlines()[0]}"
-        return None
+        return violation
+
+    def _voting_again(self, name: str, storage: dict[str, object]) -> str | None:
+        """The violation when the restarted ``name`` runs as a voter or under its lost store's id."""
+        lost = self.lost_identity.get(name)
+        if storage.get("role") != "voter" and storage.get("storageId") != lost:
+            return None
+        violation = (
+            f"{name} came back from its disk wipe as a {storage.get('role')} under storageId "
+            f"{storage.get('storageId')} (the lost store's: {lost}): it votes without the log it "
+            "acknowledged (docs/raft.md §10)"
+        )
+        self.violations.append(violation)
+        return violation
 
     def ensure_voters(self, timeout: float) -> list[str]:
         """Finish the procedure for every running controller that is not a voter (a wipe whose heal
@@ -113,7 +140,10 @@ class ControllerStores:
         return out
 
     def agreement(self, timeout: float) -> Agreement:
-        """Ask until the controllers agree (followers apply a little after the leader), bounded."""
+        """Ask until the controllers agree (followers apply a little after the leader), bounded; a
+        wiped controller that came back voting never agrees."""
+        if self.violations:
+            return Agreement(False, self.violations[0])
         deadline = time.monotonic() + timeout
         while True:
             verdict = judge_agreement(self.views())

@@ -3,7 +3,8 @@
 A message acknowledged before a power cut of its whole group that ends beyond everything any replica
 of it had fsynced, inside a range an ElectMaster record declared lost (``ackedDataLost``, issue 25), is
 *declared lost*: gone from every disk, and said so. ``mqha.chaos.verdict`` counts such losses apart
-from silent ones.
+from silent ones. Only under ``ASYNC_FLUSH``: a ``SYNC_FLUSH`` group fsyncs before it acknowledges, so
+an acknowledged message that no disk held broke the flush contract, declared or not.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class PowerCut:
     cut_at: float  # every node was dead from here (``time.monotonic``)
     flushed: Mapping[str, int]  # node -> the flushed offset its commit log was cut back to
     records_cut: int  # messages removed across the nodes (acknowledged or not)
+    sync_flush: bool = False  # the group ran SYNC_FLUSH: every ack was fsynced first, none may be gone
 
     @property
     def fsynced_up_to(self) -> int:
@@ -56,19 +58,20 @@ def declared_read(key: tuple[str, int, str], cuts: Sequence[PowerCut], declared:
     power, in a range the controller declared lost: it may have been read while it was confirmed
     (acknowledged or not: its producer may have died waiting for the answer) and be gone since."""
     group, offset, _ = key
-    return any(c.whole_group and c.group == group and offset >= c.fsynced_up_to for c in cuts) and any(
-        low <= offset < high for low, high in declared.get(group, ())
-    )
+    return any(
+        c.whole_group and not c.sync_flush and c.group == group and offset >= c.fsynced_up_to for c in cuts
+    ) and any(low <= offset < high for low, high in declared.get(group, ()))
 
 
 def declared_lost(lost: Iterable[SendResult], cuts: Sequence[PowerCut], declared: Ranges) -> list[SendResult]:
-    """The lost sends no replica had fsynced (``never_fsynced``) that lie in a range the controller
-    declared lost."""
+    """The lost sends no replica of an ``ASYNC_FLUSH`` group had fsynced (``never_fsynced``) that lie in a
+    range the controller declared lost."""
+    unsynced = [c for c in cuts if not c.sync_flush]
     return [
         s
         for s in lost
         if s.offset is not None
-        and never_fsynced(s, cuts)
+        and never_fsynced(s, unsynced)
         and any(low <= s.offset < high for low, high in declared.get(s.broker_name, ()))
     ]
 

@@ -11,7 +11,7 @@ a silent loss.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mqha.chaos.declared import PowerCut
 from mqha.chaos.power_loss import CutReport, cut_unflushed
@@ -22,9 +22,12 @@ from mqha.cluster.local import LocalCluster
 class PowerCuts:
     """Cuts the power of brokers for ``power-loss`` steps and brings them back at the heal."""
 
-    def __init__(self, cluster: LocalCluster, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, cluster: LocalCluster, say: Callable[[str], None], flush_types: Mapping[str, str] | None = None
+    ) -> None:
         self.cluster = cluster
         self.say = say
+        self.flush_types = flush_types or {}  # group -> its brokers' flushDiskType
         self.cuts: list[PowerCut] = []
 
     def hit(self, step: FaultStep, nodes: Sequence[str]) -> PowerCut:
@@ -45,6 +48,7 @@ class PowerCuts:
             cut_at=cut_at,
             flushed={n: r.flushed_offset for n, r in reports.items()},
             records_cut=sum(len(r.lost) for r in reports.values()),
+            sync_flush=self.flush_types.get(group) == "SYNC_FLUSH",
         )
         self.cuts.append(cut)
         return cut

@@ -174,7 +174,7 @@ class ChaosRun:
         self.reached: list[str] = []  # the kind of every step reached, injected or skipped
         self.stores = ControllerStores(self.cluster)
         self.disks = DiskFill(self.cluster)
-        self.power = PowerCuts(self.cluster, self.say)
+        self.power = PowerCuts(self.cluster, self.say, self.flush_types)
         # Controller-network and client faults: the kernel's packet filter.
         network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
         heartbeat_timeout = int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000

@@ -9,7 +9,8 @@ Pure: values in (what the runner observed), text and numbers out.
   group, ends beyond the highest offset any replica of the group had fsynced (the cuts' flushed
   offsets), and lies in a range the controller declared lost (``ackedDataLost`` of an ElectMaster
   record, issue 25). Under ``ASYNC_FLUSH`` such a message is truly gone from every disk: physics, not
-  a bug, as long as it is declared. Every other lost send is a *silent* loss. The ``lost_ack``
+  a bug, as long as it is declared (under ``SYNC_FLUSH`` it was fsynced before its ack: never
+  declared). Every other lost send is a *silent* loss. The ``lost_ack``
   invariant counts both: its violations up to the number of declared losses (times the two recorders
   of an ack, the client and the master) are not a failure, nor
   are ``read_uncommitted`` violations up to the number of reads of declared-lost messages;

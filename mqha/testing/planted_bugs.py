@@ -7,6 +7,7 @@ find (``PLANTED``: name -> environment variable, process, what it breaks, the ki
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha.autoswitch_ha.ack import AckStatus
+from mqha.wire.broker_api import Appended
 
 ACK_BEFORE_REPLICATION_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_REPLICATION"
 """``=1`` in a broker's environment: its put path answers before any replica acked, whatever the ack
@@ -35,6 +37,19 @@ again -- a "controller lease" on the data plane. It looks safe (a master cut off
 may have been replaced) but RocketMQ's brokers keep serving without the controllers: with every
 controller down, or none holding a quorum (80 % loss between them), no master is replaced, and the
 whole cluster stops taking writes."""
+WIPED_VOTER_ENV = "MQHA_TEST_ONLY_WIPED_VOTER"
+"""``=1`` in a controller's environment: a blank store that finds its cluster takes back the raftId its
+Raft address had in the voter set (members known by address, as before storage identities) and starts
+as a voter with an empty log, instead of as an observer under a new raftId: it votes without the
+entries it acknowledged and the votes it cast before it lost its disk (issue 24)."""
+ACK_BEFORE_FSYNC_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_FSYNC"
+"""``=1`` in a broker's environment: under ``SYNC_FLUSH`` it answers a put (a master) and reports
+replicated data (a slave) without waiting for the fsync; the log reaches the disk only with the
+periodic flush, as under ``ASYNC_FLUSH`` -- a power cut of the group takes acknowledged messages."""
+FULL_DISK_PUT_OK_ENV = "MQHA_TEST_ONLY_FULL_DISK_PUT_OK"
+"""``=1`` in a broker's environment: a put its master refuses for a full disk (the disk guard's refusal,
+or ENOSPC from the append) is answered PUT_OK at the offset it would have had, though nothing was
+stored -- the error swallowed."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,24 @@ PLANTED: dict[str, PlantedBug] = {
         "broker",
         "a master that hears from no controller for the heartbeat timeout stops taking puts",
         ("all-controllers", "raft-loss"),
+    ),
+    "wiped-voter": PlantedBug(
+        WIPED_VOTER_ENV,
+        "controller",
+        "a controller that lost its store votes again under its old raftId with an empty log",
+        ("disk-wipe",),
+    ),
+    "ack-before-fsync": PlantedBug(
+        ACK_BEFORE_FSYNC_ENV,
+        "broker",
+        "under SYNC_FLUSH a broker acknowledges before its fsync",
+        ("power-loss",),
+    ),
+    "full-disk-put-ok": PlantedBug(
+        FULL_DISK_PUT_OK_ENV,
+        "broker",
+        "a master answers PUT_OK for a put its full disk refused",
+        ("disk-full",),
     ),
 }
 
@@ -163,6 +196,59 @@ def maybe_plant_master(
     access.disk = _LeaseRefusal(access.disk, access.role, lease)
 
 
+def maybe_plant_store(store: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """Plant the broker that acknowledges before its fsync in ``store`` (a just opened ``BrokerStore``)
+    when the environment asks: ``flush_to``, which the put path and the slave's append await under
+    SYNC_FLUSH, returns at once."""
+    if environ.get(ACK_BEFORE_FSYNC_ENV) != "1":
+        return
+
+    async def flush_later(offset: int) -> None:
+        return None  # the periodic flush gets there
+
+    store.flush_to = flush_later
+
+
+class FullDiskPutOk:
+    """The put path as the HTTP API sees it, except that a put refused for a full disk is answered PUT_OK."""
+
+    def __init__(self, access: Any) -> None:
+        self._access = access
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._access, name)
+
+    def reject_if_unavailable(self) -> Any:
+        rejected = self._access.reject_if_unavailable()
+        return None if rejected is not None and _disk_full(rejected) else rejected  # put answers it
+
+    async def put(self, drafts: Any) -> Any:
+        outcome = await self._access.put(drafts)
+        if not _disk_full(outcome):
+            return outcome
+        offset = self._access.store.log.max_offset  # where the first message would have gone
+        appended = []
+        for draft in drafts:
+            size = len(draft.body)
+            appended.append(Appended(offset, size, draft.msg_id or f"{offset:016X}"))
+            offset += size
+        return dataclasses.replace(
+            outcome, status=type(outcome.status).PUT_OK, appended=tuple(appended), remark=""
+        )
+
+
+def _disk_full(outcome: Any) -> bool:
+    return str(outcome.remark).startswith("disk full")  # the remarks of mqha.broker.disk_guard
+
+
+def maybe_plant_access(access: Any, environ: Mapping[str, str] = os.environ) -> Any:
+    """``access`` (the broker's ``BrokerAccess``) itself, or the buggy wrapper when the environment
+    plants the bug."""
+    if environ.get(FULL_DISK_PUT_OK_ENV) == "1":
+        return FullDiskPutOk(access)
+    return access
+
+
 class _EveryoneAlive:
     """A stale leader's liveness: the table it kept while it led, in which every replica still lives."""
 
@@ -188,6 +274,8 @@ def maybe_plant_controller(
     own copy of the state, which ``apply_record`` (``apply``) moves on: never proposed."""
     if environ.get(ANSWER_BEFORE_COMMIT_ENV) == "1":
         _answer_before_commit(service.writes)
+    if environ.get(WIPED_VOTER_ENV) == "1":
+        _wiped_store_votes(service.parts)
     if environ.get(STALE_LEADER_ENV) != "1":
         return
     writes = service.writes
@@ -243,3 +331,23 @@ def _answer_before_commit(writes: Any) -> None:
         return result.reply
 
     writes._write = write_without_waiting
+
+
+def _wiped_store_votes(parts: Any) -> None:
+    """A blank store that is to join its cluster as an observer (``parts``: the controller's NodeParts,
+    before ``start``) names itself, when the voter set has a raftId at its own Raft address, with that
+    raftId's storageId and starts as a voter: the store that voted under that name is gone, its log
+    is empty."""
+    log = parts.log
+    use_identity = log.use_identity
+    address = log.self_id.partition("/")[0]
+
+    def as_old_self(storage_id: str, voters: list[str], *, observer: bool) -> None:
+        mine = next((v for v in voters if v.rpartition("/")[0] == address), None) if observer else None
+        if mine is not None:
+            storage_id = mine.rpartition("/")[2]
+            parts.identity = dataclasses.replace(parts.identity, storage_id=storage_id, role="voter")
+            observer = False
+        use_identity(storage_id, voters, observer=observer)
+
+    log.use_identity = as_old_self
