@@ -86,6 +86,14 @@ class HARoleSwitch:
         self._gate.check_waiters()
         return True
 
+    def stop_following(self, epoch: int) -> None:
+        """The set's master was cleared at ``epoch``: a slave drops its link and follows nobody until a
+        new master is named, so no older master counts it towards an acknowledgement any more (the fence
+        of an election by count, docs/architecture.md §3.2). A master goes on: its slaves fence it."""
+        if self._role.role is Role.SLAVE and epoch > self._client.master_epoch:
+            log.info("master cleared at epoch %d: replicating from no older master", epoch)
+            self._client.set_master_address(None, epoch)
+
     def change_to_slave(self, epoch: int, master_ha_address: str | None, commit: Callable[[], None]) -> bool:
         """§10.3: refuse a stale epoch; stop mastering; follow ``master_ha_address``."""
         if self._refuses("changeToSlave", epoch):

@@ -126,6 +126,9 @@ class BrokerRuntime:
         read = getattr(self.ha, "slave_incarnations", None)
         return None if read is None else read()
 
+    def stop_following(self, epoch: int) -> None:
+        self.ha.roles.stop_following(epoch)
+
     def set_fenced(self, fenced: bool) -> None:
         if fenced != self.role.fenced:
             log.info("broker %s", "fenced: puts and reads refused" if fenced else "unfenced: serving")

@@ -128,13 +128,16 @@ def elect(
     registered: Iterable[int] = (),
     acks_needed: int | None = None,
     fresh_since_ms: int = 0,
+    fence_epoch: int | None = None,
 ) -> ElectionResult:
     """docs/reference-behaviour.md §6 ``DefaultElectPolicy.elect`` with the rule of docs/architecture.md
     §3.2; ``all_replicas`` is None unless unclean election is on, ``eligible`` is the ELR (id -> credit),
     ``waited_ms`` how long the set has been waiting (None: it was not); ``registered`` every replica of
     the set: a loss that must be declared is made as small as the replicas allow. ``acks_needed``: the
     set acknowledges by count (``inSyncReplicas`` = N, no allAck; None: every member acks), so the
-    members' reports must be no older than ``fresh_since_ms`` (:func:`_by_count`)."""
+    members' reports must come from behind the fence: sent knowing masterEpoch ``fence_epoch`` (the
+    cleared one; None: no fence yet), or, from brokers that do not say, no older than ``fresh_since_ms``
+    (:func:`_by_count`)."""
     in_sync = frozenset(sync_state_set)
     elr = dict(eligible or {})
     pools: list[list[int]] = [sorted(in_sync), sorted(set(elr) - in_sync)]
@@ -149,6 +152,7 @@ def elect(
             is_alive=is_alive,
             live_info=live_info,
             fresh_since_ms=fresh_since_ms,
+            fence_epoch=fence_epoch,
             waited_ms=waited_ms,
             watermark=watermark,
         )
@@ -228,6 +232,7 @@ def _by_count(
     is_alive: Callable[[int], bool],
     live_info: Callable[[int], BrokerLiveInfo | None],
     fresh_since_ms: int,
+    fence_epoch: int | None,
     waited_ms: int | None,
     watermark: int,
 ) -> int | ElectionResult:
@@ -250,7 +255,7 @@ def _by_count(
     patience = 0
     for broker_id in alive:
         info = live_info(broker_id)
-        if info is None or info.reported_ms < fresh_since_ms:
+        if info is None or not _behind_fence(info, fence_epoch, fresh_since_ms):
             stale.append(broker_id)
             patience = max(patience, 0 if info is None else info.timeout_ms)
     if stale and (waited_ms or 0) < patience:
@@ -262,6 +267,15 @@ def _by_count(
     if acks_needed >= 2 and down >= acks_needed:
         return UNKNOWABLE
     return max([watermark, *(_max_offset(live_info(b)) for b in alive)])
+
+
+def _behind_fence(info: BrokerLiveInfo, fence_epoch: int | None, fresh_since_ms: int) -> bool:
+    """Whether ``info`` reports a log that no older master can extend: sent knowing the cleared masterEpoch
+    (its broker then follows no older master), or, from a broker that does not report what it knows, at
+    least received after the set lost its master."""
+    if info.known_master_epoch is None:
+        return info.reported_ms >= fresh_since_ms
+    return fence_epoch is not None and info.known_master_epoch >= fence_epoch
 
 
 def election_watermark(group: BrokerGroupState, liveness: LivenessView) -> int:
@@ -313,4 +327,7 @@ class ElectionPolicy:
             registered=group.replicas.keys(),
             acks_needed=None if rule is None or not rule.by_count else rule.in_sync_replicas,
             fresh_since_ms=liveness.now_ms - (waited_ms or 0),
+            # An election by count first clears the master (masterEpoch + 1): the fence its members
+            # report from behind.
+            fence_epoch=group.master_epoch if group.master_broker_id is None else None,
         )

@@ -55,6 +55,8 @@ class BrokerLiveInfo:
     reported_ms: int = 0
     """When the heartbeat these offsets came with arrived (``last_seen_ms`` also moves on session pings,
     which carry no offsets)."""
+    known_master_epoch: int | None = None
+    """The highest masterEpoch the broker knew when it sent them (None: an older broker)."""
 
     @property
     def lossy(self) -> bool:
@@ -233,6 +235,7 @@ class HeartbeatTable:
             ),
             first_seen_master_epoch=first_seen,
             reported_ms=now_ms,
+            known_master_epoch=heartbeat.known_master_epoch,
         )
         self._entries[info.key] = info
         return info

@@ -244,12 +244,12 @@ def _decide_elect_master(
     wait = f"; {result.describe_wait()}" if result.waiting else ""
     if requested is None and not group.is_first_election:
         no_master = "Old master has down and failed to elect a new broker master" + wait
-        if group.master_broker_id is None or (result.waiting and (waited_ms is None or result.reports)):
+        if group.master_broker_id is None or (result.waiting and waited_ms is None and not result.reports):
             # Nothing to clear (the set already has no master), or the first attempt of a wait: the
             # alive replicas' heartbeats may just be older than the master's last ack point, so the
-            # master is cleared only if the next attempt still waits (one election, one epoch). Nor
-            # while the set waits for its members' fresh reports (acknowledgements by count): that wait
-            # is short, and the next decision needs to know which member was the master.
+            # master is cleared only if the next attempt still waits (one election, one epoch). A set
+            # that acknowledges by count is cleared at once: the new masterEpoch is the fence its
+            # members report from behind (docs/architecture.md §3.2).
             return result, _reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master, NO_MASTER_ELECT_PAYLOAD)
         # Controller trigger without a candidate: the master is cleared and the failure reported.
         draft = Reply(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master)

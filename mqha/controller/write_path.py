@@ -57,8 +57,9 @@ from mqha.controller.raft import (
     ReplicationError,
 )
 from mqha.controller.records import encode_record
+from mqha.controller.replies import elect_payload
 from mqha.controller.result import ControllerResult
-from mqha.controller.state import ControllerState
+from mqha.controller.state import BrokerGroupState, ControllerState
 from mqha.controller.topics import (
     handle_delete_topic,
     handle_topic_list,
@@ -292,11 +293,14 @@ class WritePath(NodePart):
             return result
 
         now = self.clock.now_ms()
+        before = self.applier.state.group(name)
         reply = await self._write(name, decide, timeout)
         if reply.code != Code.CONTROLLER_NOT_LEADER:
             self.metrics.observe_election(trigger, reply.code.name, time.monotonic() - started)
         if decided and reply.code != Code.CONTROLLER_NOT_LEADER:
             self._after_decision(name, decided[-1], reply, now)
+            if decided[-1].reports:
+                self._push_fence(name, before)
         if reply.ok and isinstance(payload := reply.payload, ElectMasterPayload):
             if payload.master_broker_id is not None:
                 self._note_members(name, frozenset({payload.master_broker_id}), frozenset())
@@ -310,6 +314,16 @@ class WritePath(NodePart):
             )
             self._notify_role_change(name, payload)
         return reply
+
+    def _push_fence(self, name: str, before: BrokerGroupState | None) -> None:
+        """An election by count cleared the master: tell the members at once, so they stop following it
+        and report from behind the fence (docs/architecture.md §3.2)."""
+        group = self.applier.state.group(name)
+        if group is None or group.master_broker_id is not None:
+            return
+        if before is not None and group.master_epoch <= before.master_epoch:
+            return
+        self._notify_role_change(name, elect_payload(group, with_member_group=True))
 
     def _note_members(
         self,

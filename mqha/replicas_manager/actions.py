@@ -202,6 +202,14 @@ class SetFenced(Action, phase=Phase.APPLY):
     fenced: bool
 
 
+class StopFollowing(Action, phase=Phase.APPLY):
+    """Replicate from no master older than ``epoch``, at which the set's master was cleared.
+
+    Through ``hooks.stop_following``; the fence of an election by count (docs/architecture.md §3.2)."""
+
+    epoch: int
+
+
 class SetBrokerControllerId(Action, phase=Phase.APPLY):
     """Tell the broker the id the controller knows it by, through ``hooks.set_broker_controller_id``."""
 

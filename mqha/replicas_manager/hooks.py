@@ -82,6 +82,10 @@ class BrokerHooks(Protocol):
         """Fenced = not registered/unfenced yet: every put and read is rejected (docs/reference-behaviour.md
         §9)."""
 
+    def stop_following(self, epoch: int) -> None:
+        """A slave stops replicating: the set's master was cleared at ``epoch`` (docs/architecture.md
+        §3.2)."""
+
 
 class SyncStateSetReporter(Protocol):
     """Implemented by the ReplicasManager; the broker's HA layer calls it on expand or connection loss."""

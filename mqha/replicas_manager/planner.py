@@ -140,6 +140,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._start_elect_done = False
         # Periodic tasks (due time in ms, None = not scheduled).
         self._metadata_due: int | None = None
+        self.fenced_epoch = 0  # the highest masterEpoch cleared of its master that this broker heard of
         self._heartbeat_due: int | None = None
         self._replica_info_due: int | None = None
         self._sss_check_due: int | None = None
@@ -200,6 +201,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
             **(self.config.start.request_fields() if self.config.start is not None else {}),
             all_ack_in_sync_state_set=self.config.all_ack_in_sync_state_set,
             in_sync_replicas=self.config.in_sync_replicas,
+            known_master_epoch=max(self.master_epoch, self.fenced_epoch),
         )
 
     # ---------------------------------------------------------------------------- transitions
@@ -447,7 +449,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         if payload.master_epoch > self.master_epoch:
             if payload.master_address and payload.master_broker_id is not None:
                 return self._on_master_info(payload)
-            return self._elect()
+            return self._on_master_cleared(payload.master_epoch, now_ms) + self._elect()
         if payload.master_epoch == self.master_epoch and self.is_master:
             return self._change_sync_state_set(payload.sync_state_set, payload.sync_state_set_epoch)
         return []

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import logging
 
-from mqha.replicas_manager.actions import Action, BecomeMaster, BecomeSlave, RoleChange, RoleNotification
+from mqha.replicas_manager.actions import (
+    Action,
+    BecomeMaster,
+    BecomeSlave,
+    RoleChange,
+    RoleNotification,
+    StopFollowing,
+)
 from mqha.replicas_manager.hooks import MasterInfo
 from mqha.replicas_manager.planner_states import MasterFacts, State
 
@@ -26,10 +33,23 @@ class RoleFlow:
         """docs/reference-behaviour.md §9.6 changeBrokerRole: a master named and a newer master epoch."""
         if self.state is State.SHUTDOWN or note.broker_name not in (None, self.config.broker_name):
             return []
-        if note.master_broker_id is None or note.master_epoch is None:
+        if note.master_epoch is None:
             return []
+        if note.master_broker_id is None:
+            return self._on_master_cleared(note.master_epoch, now_ms)
         out = self._on_master_info(note)
         return out + self._drive_start(now_ms)
+
+    def _on_master_cleared(self, epoch: int, now_ms: int) -> list[Action]:
+        """The controllers cleared the set's master at ``epoch`` (an election by count fences first): a
+        slave replicates from no older master from now on and reports at once that it stopped, with its
+        final offsets (docs/architecture.md §3.2)."""
+        if self.broker_id is None or epoch <= max(self.master_epoch, self.fenced_epoch):
+            return []
+        self.fenced_epoch = epoch
+        if self._heartbeat_due is not None:
+            self._heartbeat_due = min(self._heartbeat_due, now_ms)
+        return [] if self.is_master else [StopFollowing(epoch)]
 
     def _on_master_info(self, facts: MasterFacts) -> list[Action]:
         master_id, address, epoch = facts.master_broker_id, facts.master_address, facts.master_epoch

@@ -327,6 +327,8 @@ class ReplicasManager(SyncStateSetReporter):
         match action:
             case act.SetFenced(fenced=fenced):
                 hooks.set_fenced(fenced)
+            case act.StopFollowing(epoch=epoch):
+                hooks.stop_following(epoch)
             case act.SetBrokerControllerId(broker_id=broker_id):
                 hooks.set_broker_controller_id(broker_id)
             case act.ApplySyncStateSet(sync_state_set=sss, sync_state_set_epoch=epoch):

@@ -165,6 +165,9 @@ class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True, omit_defaults=T
     # member need not hold every acknowledged message, and elections must know it. Absent: older brokers.
     all_ack_in_sync_state_set: bool | None = None
     in_sync_replicas: ReplicaCount | None = None
+    # The highest masterEpoch the broker knows, a cleared one included: from it on it follows no older
+    # master (docs/architecture.md §3.2, the fence of an election by count).
+    known_master_epoch: Epoch | None = None
 
     def __post_init__(self) -> None:
         # The reference's own check and remark (docs/reference-behaviour.md §5.9); null optional

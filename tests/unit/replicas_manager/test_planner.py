@@ -450,8 +450,12 @@ def test_push_needs_a_master_and_a_newer_epoch_spec_9_6() -> None:
     older = act.RoleNotification("b1", 4, "127.0.0.1:4", None, 2, 9, frozenset({4}))
     no_master = act.RoleNotification("b1", None, None, None, 4, 9, frozenset({4}))
     other_set = act.RoleNotification("b2", 4, "127.0.0.1:4", None, 9, 9, frozenset({4}))
-    for note in (same, older, no_master, other_set):
+    for note in (same, older, other_set):
         assert p.on_role_notification(note, 10) == []
+    # A cleared master at a newer epoch fences the slave (docs/architecture.md §3.2), once.
+    assert p.on_role_notification(no_master, 10) == [act.StopFollowing(4)]
+    assert p.on_role_notification(no_master, 10) == []
+    assert p.heartbeat_request().known_master_epoch == 4
     newer = act.RoleNotification("b1", 2, "127.0.0.1:10911", "127.0.0.1:10912", 4, 7, frozenset({2, 3}))
     out = p.on_role_notification(newer, 10)
     assert out == [act.BecomeMaster(4, 7, frozenset({2, 3}))]
@@ -522,10 +526,10 @@ def test_replica_info_newer_epoch_without_master_elects_spec_9_4() -> None:
     call = _replica_info_call(p, 3000)
     reply = ok(masterBrokerId=None, masterAddress=None, masterEpoch=4, syncStateSet=[1], syncStateSetEpoch=5)
     out = p.on_controller_reply(call, reply, 3001)
-    assert kinds(out) == [act.ElectMaster]
-    assert out[0].request.broker_id == 2 and not out[0].request.designate_elect
+    assert kinds(out) == [act.StopFollowing, act.ElectMaster]  # fenced first (docs/architecture.md §3.2)
+    assert out[1].request.broker_id == 2 and not out[1].request.designate_elect
     # A failed broker-triggered election while RUNNING changes nothing.
-    assert p.on_controller_reply(out[0], err(Code.CONTROLLER_ELECT_MASTER_FAILED), 3002) == []
+    assert p.on_controller_reply(out[1], err(Code.CONTROLLER_ELECT_MASTER_FAILED), 3002) == []
     assert p.state is State.RUNNING and p.master_epoch == 3
 
 
@@ -666,6 +670,7 @@ def test_heartbeat_content_and_period_spec_9_7() -> None:
         "confirmOffset": 2048,
         "heartbeatTimeoutMills": 9000,
         "electionPriority": 7,
+        "knownMasterEpoch": 3,
     }
     assert not any(isinstance(a, act.SendHeartbeat) for a in p.tick(1999))
     assert any(isinstance(a, act.SendHeartbeat) for a in p.tick(2000))
