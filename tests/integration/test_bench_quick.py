@@ -17,7 +17,9 @@ import pytest
 
 from mqha.bench.cli import NAMES
 
-pytestmark = pytest.mark.integration
+# Every benchmark once with tiny loads: 60-240 s of real clusters, so it is one of the slow runs
+# (`pytest -m slow`), not in the default test run (the brief: benchmarks behind a marker).
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_bench_all_quick_prints_tables_and_writes_json(tmp_path: Path) -> None:
