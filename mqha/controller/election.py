@@ -325,7 +325,10 @@ class ElectionPolicy:
             wait_timeout_ms=self.unclean_recovery_timeout_ms,
             joined_as=lambda broker_id: liveness.member_incarnation(name, broker_id),
             registered=group.replicas.keys(),
-            acks_needed=None if rule is None or not rule.by_count else rule.in_sync_replicas,
+            # inSyncReplicas = 1 acknowledges on the master alone: no replica can hold more, nothing to fence.
+            acks_needed=rule.in_sync_replicas
+            if rule is not None and rule.by_count and rule.in_sync_replicas >= 2
+            else None,
             fresh_since_ms=liveness.now_ms - (waited_ms or 0),
             # An election by count first clears the master (masterEpoch + 1): the fence its members
             # report from behind.
