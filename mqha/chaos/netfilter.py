@@ -20,7 +20,7 @@ matched: it comes from 127.0.0.1 and goes to 127.0.0.1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 LISTEN_HOST = "127.0.0.1"
@@ -108,3 +108,19 @@ def ruleset(table: str, endpoints: Mapping[str, Endpoint], drops: Iterable[Drop]
 def removal(table: str) -> str:
     """The ``nft -f`` script that removes ``table`` (and creates nothing)."""
     return f"table inet {table}\ndelete table inet {table}\n"
+
+
+TABLE_PREFIX = "mqha_chaos_"
+
+
+def stale_tables(listing: str, alive: Callable[[int], bool]) -> list[str]:
+    """The chaos tables in ``nft list tables`` output whose run (the pid in the name) is gone: a run killed
+    with SIGKILL never removes its table, and its drops would go on matching reused ports."""
+    out = []
+    for line in listing.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[:2] == ["table", "inet"] and words[2].startswith(TABLE_PREFIX):
+            pid = words[2][len(TABLE_PREFIX) :]
+            if pid.isdigit() and not alive(int(pid)):
+                out.append(words[2])
+    return out

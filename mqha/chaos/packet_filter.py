@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from mqha.chaos.netfilter import Drop, Endpoint, removal, ruleset
+from mqha.chaos.netfilter import TABLE_PREFIX, Drop, Endpoint, removal, ruleset, stale_tables
 from mqha.chaos.source_address.sitecustomize import SOURCE_ENV
 
 NFT_TIMEOUT_S = 10.0
@@ -42,6 +42,30 @@ def shim_env(source: str, base: Mapping[str, str] | None = None) -> dict[str, st
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(SHIM_DIR), path) if p), SOURCE_ENV: source}
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_tables() -> list[str]:
+    """Delete the tables of chaos runs that are gone (``netfilter.stale_tables``); the names deleted."""
+    try:
+        listing = subprocess.run(
+            ["nft", "list", "tables"], capture_output=True, text=True, timeout=NFT_TIMEOUT_S, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    stale = stale_tables(listing, _pid_alive)
+    for name in stale:
+        _nft(removal(name))
+    return stale
+
+
 def _nft(script: str) -> None:
     try:
         done = subprocess.run(
@@ -63,8 +87,9 @@ class PacketFilter:
 
     def __init__(self, endpoints: Mapping[str, Endpoint], table: str | None = None) -> None:
         self.endpoints = dict(endpoints)
-        self.table = table or f"mqha_chaos_{os.getpid()}"
+        self.table = table or f"{TABLE_PREFIX}{os.getpid()}"
         self.drops: tuple[Drop, ...] = ()
+        remove_stale_tables()
 
     def apply(self, drops: Iterable[Drop]) -> None:
         """Exactly ``drops`` from now on (an empty list lets everything through)."""

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.chaos.netfilter import Drop, Endpoint, one_way, partition, rules, ruleset, source_addresses
+from mqha.chaos.netfilter import (
+    Drop,
+    Endpoint,
+    one_way,
+    partition,
+    rules,
+    ruleset,
+    source_addresses,
+    stale_tables,
+)
 
 ENDPOINTS = {
     "n0": Endpoint("127.0.0.10", (9000, 9001)),
@@ -62,3 +71,12 @@ def test_source_addresses_are_distinct_and_clear_of_the_listen_address() -> None
     assert got == {"a": "127.0.0.10", "b": "127.0.0.11"}
     with pytest.raises(ValueError):
         source_addresses(str(i) for i in range(300))
+
+
+def test_stale_tables_are_the_chaos_tables_of_runs_that_are_gone() -> None:
+    listing = (
+        "table inet mqha_chaos_12\ntable inet mqha_chaos_34\ntable inet filter\ntable ip mqha_chaos_56\n"
+    )
+    listing += "table inet mqha_chaos_x\ntable inet mqha_test_78\n"
+    assert stale_tables(listing, alive=lambda pid: pid == 34) == ["mqha_chaos_12"]
+    assert stale_tables("", alive=lambda pid: False) == []
