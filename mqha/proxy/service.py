@@ -74,7 +74,25 @@ def entry_for(msg_id: str, result: SendResult) -> Any:
     return s.SendResultEntry(status=status(d.Code.PROXY_TIMEOUT, why), message_id=msg_id)
 
 
-class MessagingService(sg.MessagingServiceServicer):
+class ClientSessionRpcs(sg.MessagingServiceServicer):
+    """The RPCs that keep a client's session: Heartbeat, NotifyClientTermination, Telemetry (Settings)."""
+
+    _max_body: int
+
+    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return s.HeartbeatResponse(status=status())
+
+    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return s.NotifyClientTerminationResponse(status=status())
+
+    async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async for command in requests:
+            if command.WhichOneof("command") == "settings":
+                reply = settings_reply(command.settings, max_body_size=self._max_body)
+                yield s.TelemetryCommand(status=status(), settings=reply)
+
+
+class MessagingService(ClientSessionRpcs):
     """The servicer; one per process."""
 
     def __init__(self, config: Mapping[str, Any], groups: BrokerGroups) -> None:
@@ -93,18 +111,6 @@ class MessagingService(sg.MessagingServiceServicer):
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         layout = await self._groups.layout(request.topic.name)
         return query_route(request.topic, request.endpoints, layout)
-
-    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return s.HeartbeatResponse(status=status())
-
-    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return s.NotifyClientTerminationResponse(status=status())
-
-    async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        async for command in requests:
-            if command.WhichOneof("command") == "settings":
-                reply = settings_reply(command.settings, max_body_size=self._max_body)
-                yield s.TelemetryCommand(status=status(), settings=reply)
 
     async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self._pop.query_assignment(request)

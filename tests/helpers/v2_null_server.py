@@ -10,34 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 
 from mqha.proxy.routes import GroupQueues, query_route, status
-from mqha.proxy.settings import settings_reply
+from mqha.proxy.service import ClientSessionRpcs
 from mqha.proxy.v2 import service as s
 from mqha.proxy.v2 import service_grpc as sg
 
 _LAYOUT = (GroupQueues("broker-a", 8, 8),)
 
 
-class NullService(sg.MessagingServiceServicer):
+class NullService(ClientSessionRpcs):
+    _max_body = 4 * 1024 * 1024
+
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return query_route(request.topic, request.endpoints, _LAYOUT)
-
-    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return s.HeartbeatResponse(status=status())
-
-    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return s.NotifyClientTerminationResponse(status=status())
-
-    async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        async for command in requests:
-            if command.WhichOneof("command") == "settings":
-                reply = settings_reply(command.settings, max_body_size=4 * 1024 * 1024)
-                yield s.TelemetryCommand(status=status(), settings=reply)
 
     async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         entries = [
