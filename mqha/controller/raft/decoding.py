@@ -55,11 +55,23 @@ class _SealedClass(type):
         _refuse(f"deleting attribute {name!r} of class {cls.__name__}")
 
 
-class PeerTCPNode(TCPNode, metaclass=_SealedClass):
+class _EncodesAsItsBase:
+    """Pickles as the class it was decoded from, which :data:`ADMITTED` maps back to it.
+
+    A controller writes the member set it decoded from a peer into its own dump and decodes that dump at
+    its next start: naming the decoding class there would make it refuse its own file (the issue-27 soak:
+    a controller never came back from a restart after a membership change)."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        base = type(self).__mro__[2]  # the class after this mixin: TCPNode or StoreNode
+        return (base, (self.id,), dict(vars(self)))  # built from its id, as PySyncObj builds nodes
+
+
+class PeerTCPNode(_EncodesAsItsBase, TCPNode, metaclass=_SealedClass):
     """A ``TCPNode`` decoded from peer data (the member set in a dump); equal to the same address's node."""
 
 
-class PeerStoreNode(StoreNode, metaclass=_SealedClass):
+class PeerStoreNode(_EncodesAsItsBase, StoreNode, metaclass=_SealedClass):
     """A :class:`StoreNode` decoded from peer data (a membership change, the member set in a dump)."""
 
 

@@ -209,3 +209,17 @@ def test_refusals_are_logged_once_per_interval_with_a_count(caplog: pytest.LogCa
     assert len(lines) == 2
     assert "posix.system" in lines[0] and "more were refused" not in lines[0]
     assert "2 more were refused since the last such line" in lines[1]
+
+
+def test_decoded_nodes_encode_again_as_what_the_protocol_carries() -> None:
+    # A controller decodes the member set from a peer (a membership change, a snapshot) and writes it
+    # into its own dump; at its next start it decodes that dump. The issue-27 soak: a re-encoded node
+    # named its decoding class, the node refused its own dump 175,276 times and never came back.
+    from mqha.controller.raft.members import StoreNode
+
+    members = {StoreNode("127.0.0.1:9/" + "a" * 32), TCPNode("127.0.0.1:7")}
+    once = restricted_loads(pickle.dumps(members, 2))
+    twice = restricted_loads(pickle.dumps(once, 2))
+    assert twice == once == members
+    assert {type(n).__name__ for n in twice} == {"PeerStoreNode", "PeerTCPNode"}
+    assert b"decoding" not in pickle.dumps(once, 2)
