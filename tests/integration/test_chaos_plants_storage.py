@@ -36,6 +36,10 @@ def test_a_wiped_controller_that_votes_under_its_old_name_is_caught(tmp_path: Pa
     assert "verdict: FAIL" in out
 
 
+# A race: the periodic flush still runs, and a cut takes acknowledged messages only when it lands before
+# the flush of their bytes. Caught in the helper's runs (239 lost); on a quiet CI machine the cuts took 11
+# unacknowledged messages and nothing acknowledged. So with the slow runs, as answer-before-commit.
+@pytest.mark.slow
 def test_a_sync_flush_broker_that_acknowledges_before_its_fsync_is_caught(tmp_path: Path) -> None:
     # Seed 8, SYNC_FLUSH: the whole group loses power twice (then one broker). With the bug the brokers
     # acknowledge before their fsync, so each whole-group cut takes acknowledged messages that no disk
