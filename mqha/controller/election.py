@@ -147,7 +147,6 @@ def elect(
     if acks_needed is not None and prefer is None and not (old_master is not None and is_alive(old_master)):
         counted = _by_count(
             in_sync,
-            old_master,
             acks_needed,
             is_alive=is_alive,
             live_info=live_info,
@@ -226,7 +225,6 @@ UNKNOWABLE = 2**63
 
 def _by_count(
     in_sync: frozenset[int],
-    old_master: int | None,
     acks_needed: int,
     *,
     is_alive: Callable[[int], bool],
@@ -248,9 +246,8 @@ def _by_count(
     names it or an election cleared it), the alive ones may all lack an acknowledged message: nobody is
     complete (the set waits for the others as for any incomplete set); (3) otherwise the longest alive
     log holds every acknowledged message: the bar is the highest of the watermark and the alive members'
-    maxOffsets."""
-    members = sorted(b for b in in_sync if b != old_master)
-    alive = [b for b in members if is_alive(b)]
+    maxOffsets. Called only when the old master is not alive, so the alive members are the others."""
+    alive = [b for b in sorted(in_sync) if is_alive(b)]
     stale = []
     patience = 0
     for broker_id in alive:

@@ -459,9 +459,14 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
     def on_master_link_closed(self, now_ms: int) -> list[act.Action]:
         """A slave's replication link closed: the next heartbeat is due now (its maxOffset is what an
         election by count waits for, docs/architecture.md §3.2)."""
-        if self.broker_id is not None and self._heartbeat_due is not None and not self.is_master:
-            self._heartbeat_due = min(self._heartbeat_due, now_ms)
+        if self.broker_id is not None and not self.is_master:
+            self._heartbeat_soon(now_ms)
         return []
+
+    def _heartbeat_soon(self, now_ms: int) -> None:
+        """Bring the scheduled heartbeat forward to ``now_ms`` (none is scheduled before RUNNING)."""
+        if self._heartbeat_due is not None:
+            self._heartbeat_due = min(self._heartbeat_due, now_ms)
 
     def on_heartbeat_sent(self, action: act.SendHeartbeat, delivered: int, now_ms: int) -> list[act.Action]:
         """The start sequence's heartbeat reached ``delivered`` controllers; go on either way."""

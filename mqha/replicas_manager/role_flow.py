@@ -47,8 +47,7 @@ class RoleFlow:
         if self.broker_id is None or epoch <= max(self.master_epoch, self.fenced_epoch):
             return []
         self.fenced_epoch = epoch
-        if self._heartbeat_due is not None:
-            self._heartbeat_due = min(self._heartbeat_due, now_ms)
+        self._heartbeat_soon(now_ms)
         return [] if self.is_master else [StopFollowing(epoch)]
 
     def _on_master_info(self, facts: MasterFacts) -> list[Action]:
