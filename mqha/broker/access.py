@@ -156,11 +156,38 @@ class BrokerAccess:
             store.history.put_ok(appended, epoch, self.ack_mode)  # one queue put; rows built off the loop
         return PutOutcome(status, appended, epoch=epoch)
 
+    def read_limit(self) -> int:
+        """Where reads stop: the confirm offset, and no further than this replica has fsynced (the log
+        end with ``readUnCommitted``).
+
+        Why the fsync bound: under ``ASYNC_FLUSH`` a message every replica acknowledged may still be in
+        no disk; a power cut of the whole group then takes it (declared lost, docs/architecture.md
+        §3.2), and a consumer must not have read it (the soak's read-uncommitted). What this replica
+        fsynced survives such a cut, because the election waits for the in-sync replica that holds the
+        most."""
+        store = self.store
+        if store.settings.read_uncommitted:
+            return store.log.max_offset
+        return min(self.gate.confirm_offset(), store.log.flushed_offset)
+
+    async def flush_for_reads(self) -> None:
+        """Before a read answers, fsync up to the confirm offset (shared with every other flush; up to
+        ``syncFlushTimeout``), so a reader sees a confirmed message after one fsync, not after
+        ``flushIntervalCommitLog``. A read that still finds the fsync short answers with less."""
+        store = self.store
+        if store.settings.read_uncommitted:
+            return
+        confirm = self.gate.confirm_offset()
+        if store.log.flushed_offset < confirm:
+            with contextlib.suppress(TimeoutError, StorageError, OSError):
+                async with asyncio.timeout(store.settings.sync_flush_timeout_ms / 1000):
+                    await store.flush_to(confirm)
+
     def read(self, request: ReadRequest) -> tuple[list[StoredMessage], int, int]:
-        """Messages at or after ``request.offset``, never past the confirm offset (unless
-        ``readUnCommitted``). Returns (messages, next offset, the limit used)."""
+        """Messages at or after ``request.offset``, never past ``read_limit``. Returns (messages, next
+        offset, the limit used)."""
         log = self.store.log
-        limit = log.max_offset if self.store.settings.read_uncommitted else self.gate.confirm_offset()
+        limit = self.read_limit()
         if limit <= 0:
             return [], request.offset, limit
         try:
@@ -171,7 +198,7 @@ class BrokerAccess:
 
     def read_queue(self, request: QueueReadRequest) -> tuple[list[StoredMessage], int, int]:
         """Messages of one (topic, queue) at or after the commit-log position ``request.offset``, never
-        past the confirm offset, through the queue index (brought up to date first, at most
+        past ``read_limit``, through the queue index (brought up to date first, at most
         ``INDEX_CATCH_UP`` messages per call). Returns (messages, the position to continue from, the
         limit used)."""
         log = self.store.log
@@ -181,7 +208,7 @@ class BrokerAccess:
         messages: list[StoredMessage] = []
         resume = request.offset
         for offset in entries:
-            if offset >= limit:  # indexed under a higher confirm offset than this read may see
+            if offset >= limit:  # indexed under a higher limit than this read may see
                 return messages, resume, limit
             if offset >= log.min_offset:  # else deleted by retention since it was indexed
                 messages += log.read_messages(offset, 1, limit)[0]
@@ -192,9 +219,9 @@ class BrokerAccess:
 
     def index_step(self) -> int:
         """Bring the queue index closer to what reads may see (at most ``INDEX_CATCH_UP`` messages);
-        returns that limit (the confirm offset, or the log end with ``read_uncommitted``)."""
+        returns that limit (``read_limit``)."""
         log = self.store.log
-        limit = log.max_offset if self.store.settings.read_uncommitted else self.gate.confirm_offset()
+        limit = self.read_limit()
         index = self.queue_index
         if index.generation != self.store.log_generation or index.indexed_to < log.min_offset:
             index.reset(log.min_offset, self.store.log_generation)  # cut, emptied or retained past

@@ -75,7 +75,7 @@ class _StateCollector(Collector):
             ),
             ("mqha_broker_min_offset", "commit log min physical offset", store.min_offset),
             ("mqha_broker_max_offset", "commit log max physical offset", store.max_offset),
-            ("mqha_broker_confirm_offset", "confirm offset (readers see up to it)", ha.gate.confirm_offset()),
+            ("mqha_broker_confirm_offset", "confirm offset (no read goes past it)", ha.gate.confirm_offset()),
         ):
             gauge = GaugeMetricFamily(metric, doc, labels=["broker_name"])
             gauge.add_metric([name], float(value))

@@ -239,6 +239,7 @@ class BrokerHttpServer:
         if refused is not None:
             return refused
         read = parse_queue_read_request(request.query)
+        await self.access.flush_for_reads()
         messages, next_offset, limit = self.access.read_queue(read)
         return _json(200, queue_read_reply(read, messages, next_offset, limit, self.store.max_offset))
 
@@ -272,6 +273,7 @@ class BrokerHttpServer:
             return _json(
                 200, read_diverged_reply(read.offset, read.epoch, end, confirm, self.store.max_offset)
             )
+        await self.access.flush_for_reads()
         try:
             messages, next_offset, limit = self.access.read(read)
         except OffsetTooSmall as exc:

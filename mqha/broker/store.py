@@ -358,6 +358,18 @@ class BrokerStore:
     async def flush_to(self, offset: int) -> None:
         """fsync until ``offset`` is durable; concurrent callers share one flush (group commit)."""
         while self.log.flushed_offset < offset:
-            if self._flush_task is None or self._flush_task.done():
-                self._flush_task = asyncio.ensure_future(asyncio.to_thread(self.log.flush))
-            await asyncio.shield(self._flush_task)
+            await asyncio.shield(self._start_flush())
+
+    def _start_flush(self) -> asyncio.Future[None]:
+        """The flush under way, or a new one of everything appended."""
+        task = self._flush_task
+        if task is None or task.done():
+            task = self._flush_task = asyncio.ensure_future(asyncio.to_thread(self.log.flush))
+            task.add_done_callback(_log_flush_failure)
+        return task
+
+
+def _log_flush_failure(task: asyncio.Future[None]) -> None:
+    """Retrieve a flush's failure, which a waiter that timed out never sees: the periodic flusher retries."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("commit log flush failed: %s", exc)

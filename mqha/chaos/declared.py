@@ -53,16 +53,6 @@ def never_fsynced(send: SendResult, cuts: Iterable[PowerCut]) -> bool:
     )
 
 
-def declared_read(key: tuple[str, int, str], cuts: Sequence[PowerCut], declared: Ranges) -> bool:
-    """A read (group, offset, msgId) of a message that no replica had fsynced when its whole group lost
-    power, in a range the controller declared lost: it may have been read while it was confirmed
-    (acknowledged or not: its producer may have died waiting for the answer) and be gone since."""
-    group, offset, _ = key
-    return any(
-        c.whole_group and not c.sync_flush and c.group == group and offset >= c.fsynced_up_to for c in cuts
-    ) and any(low <= offset < high for low, high in declared.get(group, ()))
-
-
 def declared_lost(lost: Iterable[SendResult], cuts: Sequence[PowerCut], declared: Ranges) -> list[SendResult]:
     """The lost sends no replica of an ``ASYNC_FLUSH`` group had fsynced (``never_fsynced``) that lie in a
     range the controller declared lost."""

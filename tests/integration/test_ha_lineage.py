@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from mqha.broker.protocol import PutStatus, ReadRequest
+from mqha.broker.protocol import PutStatus
 from mqha.replicas_manager.hooks import MasterInfo
 from tests.helpers.processes import free_port
 from tests.helpers.run_async import run_async
@@ -32,7 +32,8 @@ async def read(session: aiohttp.ClientSession, node: Node, offset: int = 0) -> t
 
 def bodies(node: Node) -> dict[int, str]:
     """offset → body of every message in ``node``'s log."""
-    messages, _, _ = node.access.read(ReadRequest(0, 10_000))
+    log = node.store.log
+    messages, _ = log.read_messages(0, 10_000, log.max_offset)
     return {m.offset: m.body.decode() for m in messages}
 
 

@@ -128,6 +128,7 @@ async def test_divergent_tail_is_truncated_on_handshake_spec_13_case_b(tmp_path:
         assert await a.follow(b, 2)
         await eventually(lambda: same_log(a, b), message="old master truncated and caught up")
         assert a.store.epochs.pairs() == [(1, 0), (2, common)]
+        await a.access.flush_for_reads()  # as the server does before a read
         messages, _, _ = a.access.read(ReadRequest(common, 100))
         assert all(m.body.startswith(b"new-") for m in messages)
         # The truncation of the epoch-1 tail [common, lost_end) was durable before the new data.
@@ -257,6 +258,7 @@ async def test_reads_stop_at_the_confirm_offset_and_it_survives_a_restart_spec_1
         assert a.store.max_offset > confirmed
         assert a.ha.gate.confirm_offset() == confirmed  # a member without a live connection holds it
         request = ReadRequest(0, 1000)
+        await a.access.flush_for_reads()  # as the server does before a read
         messages, next_offset, limit = a.access.read(request)
         assert (limit, next_offset, len(messages)) == (confirmed, confirmed, 5)
         a.store.save_confirm_offset(a.ha.gate.confirm_offset())
@@ -306,6 +308,7 @@ async def test_three_replicas_double_failover_keeps_every_acked_message(tmp_path
         assert a.store.epochs.pairs() == c.store.epochs.pairs()
         assert len(c.store.epochs.pairs()) == 3
         request = ReadRequest(0, 1024)
+        await c.access.flush_for_reads()  # as the server does before a read
         messages = {m.offset: m.body for m in c.access.read(request)[0]}
         for offset, tag in acked.items():
             assert messages[offset].startswith(tag), offset
