@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Iterable, Mapping
@@ -66,10 +67,10 @@ def dump_final_logs(
     with HistoryRecorder(database) as recorder:
         for group in groups or cluster.groups:
             for node in cluster.group_brokers(group):
-                status = _readable_status(cluster, node)
-                if status is None or status.get("controllerBrokerId") is None:
+                found = _read_when_readable(cluster, node, headers)
+                if found is None:
                     continue
-                rows = read_replica_log(node, headers=headers)
+                status, rows = found
                 history = BrokerHistory(
                     recorder, f"{node.name} (read API)", group, int(status["controllerBrokerId"])
                 )
@@ -90,6 +91,24 @@ def _readable_status(cluster: LocalCluster, node: Node, wait: float = 15.0) -> d
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.2)
+
+
+def _read_when_readable(
+    cluster: LocalCluster, node: Node, headers: Mapping[str, str], attempts: int = 3
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """``node``'s status and log once it serves reads; None if it is down or never serves. A replica
+    can stop serving between its status and the read (an election fences it for a moment: a loaded
+    machine may miss a heartbeat timeout after the run): it is asked again."""
+    for _ in range(attempts):
+        status = _readable_status(cluster, node)
+        if status is None or status.get("controllerBrokerId") is None:
+            return None
+        try:
+            return status, read_replica_log(node, headers=headers)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503:
+                raise
+    return None
 
 
 def brokers_record_final_logs(cluster: LocalCluster) -> bool:

@@ -144,9 +144,10 @@ def handle_register_broker(
         )
     master = group.master_broker_id
     master_alive = master is not None and liveness.is_alive(name, master)
-    if master == broker_id and request.lossy_recovery:
-        # The master restarted and lost acknowledged data: it must not resume as master on its own
-        # say-so; its election decides (docs/architecture.md §3.2, KIP-903).
+    if master == broker_id and (request.lossy_recovery or request.clean_shutdown is False):
+        # A master back from a crash never resumes on its own say-so; its election decides and gives
+        # it a new masterEpoch (docs/architecture.md §3.2): it may have lost acknowledged data, or a
+        # tail its slaves hold, where it would write other messages under the same epoch.
         master_alive = False
     address_changed = replica.address != request.broker_address
     ha_changed = request.ha_address is not None and replica.ha_address != request.ha_address
@@ -227,7 +228,10 @@ def _decide_elect_master(
         result = policy.elect(group, liveness, prefer=prefer, waited_ms=waited_ms)
 
     old_master = group.master_broker_id
+    restarted_master = requested == old_master and not request.designate_elect  # it asks: it restarted
     if result.broker_id is not None and result.broker_id == old_master and result.lost is None:
+        if restarted_master:  # re-elected under a new masterEpoch (handle_register_broker)
+            return result, _write(state, _elect_record(group, old_master, result), Reply(SUCCESS))
         return result, _reject(
             Code.CONTROLLER_MASTER_STILL_EXIST,
             f"The old master {old_master} is still alive, not need to elect new master for broker {name}",

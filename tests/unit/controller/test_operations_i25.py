@@ -115,6 +115,33 @@ def test_a_lossy_master_registering_is_not_told_it_is_master() -> None:
     assert reply.ok and reply.payload_json()["masterBrokerId"] is None
 
 
+def _register_master(**start: object) -> RegisterBrokerRequest:
+    return RegisterBrokerRequest(
+        cluster_name="c1", broker_name="g1", broker_id=1, broker_address="10.0.0.1:10911", **start
+    )  # type: ignore[arg-type]
+
+
+def test_a_master_back_from_a_crash_is_re_elected_under_a_new_epoch() -> None:
+    # It may have lost a tail its slaves hold; resuming masterEpoch 3 it would write other messages
+    # there under the same epoch (issue 27's soak). A clean restart (or an older broker) resumes.
+    s = state(master_broker_id=1, sync_state_set=frozenset({1}), eligible_replicas={})
+    live = LivenessSnapshot.of(NOW, [hb(1, 4440)])
+    crashed = handle_register_broker(s, _register_master(clean_shutdown=False), live).reply
+    assert crashed.ok and crashed.payload_json()["masterBrokerId"] is None
+    for start in ({"clean_shutdown": True}, {}):
+        resumed = handle_register_broker(s, _register_master(**start), live).reply
+        assert resumed.payload_json()["masterBrokerId"] == 1
+    asks = ElectMasterRequest(broker_name="g1", broker_id=1)
+    result = handle_elect_master(s, asks, live, POLICY)
+    record = result.records[0]
+    assert result.reply.ok and isinstance(record, ElectMasterRecord)
+    assert (record.new_master_broker_id, record.expected_master_epoch) == (1, 3)  # applied: masterEpoch 4
+    designated = ElectMasterRequest(broker_name="g1", broker_id=1, designate_elect=True)
+    for other in (controller_elect(), designated):
+        still = handle_elect_master(s, other, live, POLICY)
+        assert still.records == () and still.reply.code == C.CONTROLLER_MASTER_STILL_EXIST
+
+
 # --------------------------------------------------------------------------------------------------
 # AlterSyncStateSet: confirmOffset and memberIncarnations.
 
