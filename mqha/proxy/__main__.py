@@ -9,6 +9,7 @@ the last commit of the consumer offsets, then the producers.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import sys
@@ -59,6 +60,10 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         if not bound:
             raise process.StartError(f"cannot listen on {address}")
         await server.start()
+        # What exists now (modules, protobuf descriptors, gRPC, the groups' clients) lives as long as
+        # the process: kept out of the collector's sight, a full collection under load takes ~8 ms of
+        # CPU instead of ~60 ms (measured with gc.callbacks, 16 senders).
+        gc.freeze()
         log.info("mqproxy serving apache.rocketmq.v2.MessagingService on %s", address)
         await stop.wait()
     finally:
