@@ -48,6 +48,12 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
+        # No BDP probing: it answers a client's stream of small requests with PINGs the client must
+        # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
+        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
+        # once instead, to one largest message.
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", limit),
     ]
     server = grpc.aio.server(options=options)
     service = MessagingService(config, groups)
