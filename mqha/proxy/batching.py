@@ -5,7 +5,8 @@ the group one replication round (the master's request, two slaves' appends and a
 1 ms of the brokers' CPU whether it carries one message or sixteen). The policy is ``next_batch``
 (pure); this shell keeps the clock and one timer. A group *expects* as many sends as were inside the
 batcher at once during its last cycle (from one put leaving to the next): the number of senders a
-closed loop keeps busy. Expecting one, a send that finds the group idle is its own put, made in the
+closed loop keeps busy; after a put of one send it expects one again, so another client's send that
+came by once makes nobody wait. Expecting one, a send that finds the group idle is its own put, made in the
 caller's task (no hand-over, no wait: one sender sees no added latency). Expecting more, sends that
 find the group idle wait until as many as expected have come, at most ``MAX_HOLD_S`` after the first
 of them, and leave as one put (at most ``MAX_MESSAGES`` messages or ``MAX_BYTES`` of bodies) with the
@@ -89,7 +90,7 @@ class GroupBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._inside = 0  # sends in ``send`` now
         self._peak = 0  # the most inside at once since the last put left
-        self._expected = 1  # ``_peak`` when the last put left
+        self._expected = 1  # what the group expects (module docstring)
         self._first_arrival = 0.0  # of the oldest waiting send
         self._timer: asyncio.TimerHandle | None = None
 
@@ -97,7 +98,7 @@ class GroupBatcher:
         self._inside += 1
         self._peak = max(self._peak, self._inside)
         try:
-            if self._in_flight == 0 and not self._waiting and self._expected <= 1:
+            if self._in_flight == 0 and not self._waiting and self._expected == 1:
                 return await self._alone(message, timeout_s)  # one sender: its own put, right here
             answer: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
             now = time.monotonic()
@@ -110,16 +111,18 @@ class GroupBatcher:
             self._inside -= 1
 
     async def _alone(self, message: OutgoingMessage, timeout_s: float) -> SendResult:
-        self._leaving()
+        self._leaving(1)
         self._in_flight += 1
         try:
             return (await self._producer.send_each([message], timeout=max(0.05, timeout_s)))[0]
         finally:
             self._returned()
 
-    def _leaving(self) -> None:
-        """A put leaves: this cycle's peak is what the next one expects."""
-        self._expected, self._peak = self._peak, self._inside
+    def _leaving(self, count: int) -> None:
+        """A put of ``count`` sends leaves: this cycle's peak is what the next one expects, unless
+        the put carried one send (a lone sender, or another's send that came by once): then one."""
+        self._expected = self._peak if count > 1 else 1
+        self._peak = self._inside
 
     def _returned(self) -> None:
         self._in_flight -= 1
@@ -140,7 +143,7 @@ class GroupBatcher:
             batch = [self._waiting.popleft() for _ in range(count)]
             if self._waiting:
                 self._first_arrival = now
-            self._leaving()
+            self._leaving(count)
             self._in_flight += 1
             task = asyncio.ensure_future(self._put(batch))
             self._tasks.add(task)
