@@ -9,6 +9,7 @@ the last commit of the consumer offsets, then the producers.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import sys
@@ -47,6 +48,12 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
+        # No BDP probing: it answers a client's stream of small requests with PINGs the client must
+        # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
+        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
+        # once instead, to one largest message.
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", limit),
     ]
     server = grpc.aio.server(options=options)
     service = MessagingService(config, groups)
@@ -59,6 +66,10 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         if not bound:
             raise process.StartError(f"cannot listen on {address}")
         await server.start()
+        # What exists now (modules, protobuf descriptors, gRPC, the groups' clients) lives as long as
+        # the process: kept out of the collector's sight, a full collection under load takes ~8 ms of
+        # CPU instead of ~60 ms (measured with gc.callbacks, 16 senders).
+        gc.freeze()
         log.info("mqproxy serving apache.rocketmq.v2.MessagingService on %s", address)
         await stop.wait()
     finally:

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from mqha.cluster.local import LocalCluster
+from mqha.cluster.nodes import http_json
 from tests.helpers.processes import ProcessGroup
 from tests.helpers.proxy_harness import (
     GROUP,
@@ -370,3 +371,54 @@ def test_concurrent_sends_and_one_too_large_for_the_broker(cluster: LocalCluster
     assert set(codes.values()) == {d.Code.OK}
     stored = read_topic(cluster, "ProxyBatch", len(codes))
     assert sorted(m.msg_id for m in stored) == sorted(codes)
+
+
+def _put_counts(cluster: LocalCluster) -> tuple[int, int]:
+    """The master's put requests and the messages in them so far (its ``/metrics``)."""
+    master = cluster.master(GROUP, timeout=30)
+    assert master is not None
+    status, text = http_json("GET", master.url + "/metrics", timeout=3.0)
+    assert status == 200 and isinstance(text, str)
+    totals = {"mqha_broker_put_requests_total": 0.0, "mqha_broker_put_messages_total": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.partition("{")
+        if name in totals:
+            totals[name] += float(value.rsplit(" ", 1)[1])
+    return int(totals["mqha_broker_put_requests_total"]), int(totals["mqha_broker_put_messages_total"])
+
+
+def test_sixteen_senders_in_a_closed_loop_share_one_put_per_round(cluster: LocalCluster, proxy: str) -> None:
+    """Senders that each send again once answered (the official clients' threads) leave as one put
+    per round once the proxy has seen them together (mqha.proxy.batching holds an idle group's sends
+    for the number it expects): a put costs the group a whole replication round. Before, the first
+    send of every round found the group idle and went alone: two puts a round."""
+    import grpc
+
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    senders, rounds = 16, 12
+    barrier = threading.Barrier(senders)
+    codes: list[int] = []
+    with grpc.insecure_channel(proxy) as channel:
+        stub = service_grpc.MessagingServiceStub(channel)
+
+        def sender(number: int) -> None:
+            for round_ in range(rounds):
+                barrier.wait(timeout=30)
+                message = d.Message(topic=d.Resource(name="ProxyGroupCommit"), body=b"x" * 1024)
+                message.system_properties.message_id = f"GROUPCOMMIT{number:02d}{round_:03d}"
+                answer = stub.SendMessage(s.SendMessageRequest(messages=[message]), timeout=20)
+                codes.append(answer.status.code)
+
+        requests_before, messages_before = _put_counts(cluster)
+        with ThreadPoolExecutor(max_workers=senders) as pool:
+            list(pool.map(sender, range(senders)))
+        requests_after, messages_after = _put_counts(cluster)
+    assert codes == [d.Code.OK] * senders * rounds
+    assert messages_after - messages_before == senders * rounds
+    # One put for the first send, one for the other 15, then one a round; a round split by a pause
+    # of the loaded machine costs one more.
+    puts = requests_after - requests_before
+    assert puts <= rounds * 3 // 2, f"{puts} puts for {rounds} rounds of {senders}"
