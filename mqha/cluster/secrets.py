@@ -18,7 +18,9 @@ USERNAME = "mqha"
 
 
 def _secret() -> str:
-    return secrets.token_urlsafe(24)  # 192 bits
+    # 192 bits in hex: a urlsafe secret began with "-" one time in 64, and `--token SECRET` took it for an
+    # option ("expected one argument").
+    return secrets.token_hex(24)
 
 
 def secure_settings() -> tuple[dict[str, str], dict[str, str]]:
