@@ -387,6 +387,7 @@ def _put_counts(cluster: LocalCluster) -> tuple[int, int]:
     return int(totals["mqha_broker_put_requests_total"]), int(totals["mqha_broker_put_messages_total"])
 
 
+@pytest.mark.slow  # a timing property: CI's run beside another worker split rounds (21 puts for 12)
 def test_sixteen_senders_in_a_closed_loop_share_one_put_per_round(cluster: LocalCluster, proxy: str) -> None:
     """Senders that each send again once answered (the official clients' threads) leave as one put
     per round once the proxy has seen them together (mqha.proxy.batching holds an idle group's sends
