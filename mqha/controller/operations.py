@@ -228,9 +228,9 @@ def _decide_elect_master(
         result = policy.elect(group, liveness, prefer=prefer, waited_ms=waited_ms)
 
     old_master = group.master_broker_id
-    restarted_master = requested == old_master and not request.designate_elect  # it asks: it restarted
     if result.broker_id is not None and result.broker_id == old_master and result.lost is None:
-        if restarted_master:  # re-elected under a new masterEpoch (handle_register_broker)
+        if requested == old_master and not request.designate_elect:  # the master asks: it restarted
+            # re-elected under a new masterEpoch (handle_register_broker)
             return result, _write(state, _elect_record(group, old_master, result), Reply(SUCCESS))
         return result, _reject(
             Code.CONTROLLER_MASTER_STILL_EXIST,

@@ -22,7 +22,7 @@ from mqha.client import SyncProducer
 from mqha.cluster.checking import read_replica_log
 from mqha.cluster.local import LocalCluster, Node
 from tests.integration.test_in_sync_acks import IN_SYNC_FREEZE
-from tests.integration.test_power_loss import GROUP, TOPIC, put, sync_state_set, wait_for
+from tests.integration.test_power_loss import GROUP, TOPIC, master_of_full_set, put, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -55,9 +55,7 @@ def _nft(script: str) -> None:
 def test_the_member_with_every_acknowledged_message_is_elected(tmp_path: Path) -> None:
     table = f"mqha_test_{int(time.time() * 1000) % 10**9}"
     with LocalCluster(tmp_path, controllers=3, groups=1, replicas=3, broker_settings=SETTINGS) as cluster:
-        master = cluster.master(GROUP, timeout=10)
-        assert master is not None
-        wait_for(lambda: len(sync_state_set(cluster, master)) == 3, 20, "a full SyncStateSet")
+        master = master_of_full_set(cluster)
         assert all(r.ok for r in put(cluster, 5))
         ids = {b.name: cluster.broker_status(b)["controllerBrokerId"] for b in cluster.group_brokers(GROUP)}
         slaves = sorted(

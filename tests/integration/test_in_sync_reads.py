@@ -16,16 +16,14 @@ import pytest
 from mqha.client import SyncConsumer, SyncProducer
 from mqha.cluster.local import LocalCluster
 from tests.integration.test_in_sync_acks import IN_SYNC_FREEZE as SETTINGS
-from tests.integration.test_power_loss import GROUP, TOPIC, put, read_all, sync_state_set, wait_for
+from tests.integration.test_power_loss import GROUP, TOPIC, master_of_full_set, put, read_all
 
 pytestmark = pytest.mark.integration
 
 
 def test_readers_never_see_what_fewer_than_in_sync_replicas_hold(tmp_path: Path) -> None:
     with LocalCluster(tmp_path, controllers=3, groups=1, replicas=3, broker_settings=SETTINGS) as cluster:
-        master = cluster.master(GROUP, timeout=10)
-        assert master is not None
-        wait_for(lambda: len(sync_state_set(cluster, master)) == 3, 20, "a full SyncStateSet")
+        master = master_of_full_set(cluster)
         acked = put(cluster, 5)
         assert all(r.ok for r in acked), [r.status for r in acked]
         slaves = [b for b in cluster.group_brokers(GROUP) if b.name != master.name]

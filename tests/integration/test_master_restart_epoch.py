@@ -35,10 +35,10 @@ from tests.integration.test_power_loss import (
     LAZY_FLUSH,
     TOPIC,
     assert_no_loss_and_agreement,
+    master_of_full_set,
     put,
     read_all,
     replica_logs,
-    sync_state_set,
     wait_for,
 )
 
@@ -53,9 +53,7 @@ SETTINGS = {**LAZY_FLUSH, "allAckInSyncStateSet": "true", "slaveTimeout": "1000"
 def test_a_restarted_master_takes_a_new_epoch_before_it_writes(tmp_path: Path) -> None:
     table = f"mqha_test_{int(time.time() * 1000) % 10**9}"
     with LocalCluster(tmp_path, controllers=3, groups=1, replicas=3, broker_settings=SETTINGS) as cluster:
-        master = cluster.master(GROUP, timeout=10)
-        assert master is not None
-        wait_for(lambda: len(sync_state_set(cluster, master)) == 3, 20, "a full SyncStateSet")
+        master = master_of_full_set(cluster)
         acked = put(cluster, 10)
         assert all(r.ok for r in acked), [r.status for r in acked]
         with SyncConsumer(cluster.controller_addresses, GROUP) as consumer:

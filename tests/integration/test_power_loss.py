@@ -61,6 +61,14 @@ def sync_state_set(cluster: LocalCluster, node: Node) -> list[int]:
     return list((cluster.broker_status(node) or {}).get("syncStateSet") or [])
 
 
+def master_of_full_set(cluster: LocalCluster) -> Node:
+    """The group's master once all three replicas are in its SyncStateSet."""
+    master = cluster.master(GROUP, timeout=10)
+    assert master is not None
+    wait_for(lambda: len(sync_state_set(cluster, master)) == 3, 20, "a full SyncStateSet")
+    return master
+
+
 def replica_logs(cluster: LocalCluster) -> dict[str, dict[int, str]]:
     """Every running replica's log as it serves it (up to its confirm offset): offset -> msgId."""
     return {

@@ -56,26 +56,9 @@ def test_a_body_over_the_byte_limit_still_leaves_alone() -> None:
 def test_limits_hold_and_nothing_stalls(
     *, in_flight: int, sizes: list[int], max_in_flight: int, max_messages: int, max_bytes: int, expected: int
 ) -> None:
-    count = next_batch(
-        in_flight,
-        sizes,
-        expected=expected,
-        waited_s=1.0,
-        max_hold_s=0.01,
-        max_in_flight=max_in_flight,
-        max_messages=max_messages,
-        max_bytes=max_bytes,
-    )
-    held = next_batch(
-        in_flight,
-        sizes,
-        expected=expected,
-        waited_s=0.0,
-        max_hold_s=0.01,
-        max_in_flight=max_in_flight,
-        max_messages=max_messages,
-        max_bytes=max_bytes,
-    )
+    limits = {"max_in_flight": max_in_flight, "max_messages": max_messages, "max_bytes": max_bytes}
+    count = next_batch(in_flight, sizes, expected=expected, waited_s=1.0, max_hold_s=0.01, **limits)
+    held = next_batch(in_flight, sizes, expected=expected, waited_s=0.0, max_hold_s=0.01, **limits)
     assert held in {0, count}  # holding only ever delays a batch, never changes it
     if held == 0 and count:  # held: a batch short of the expected sends, on an idle group
         assert in_flight == 0 and count == len(sizes) < min(expected, max_messages)
