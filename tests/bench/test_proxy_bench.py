@@ -6,9 +6,12 @@ and one mqproxy. Each phase is a closed loop for ``MQHA_PROXY_BENCH_SECONDS`` (d
 the official client as a subprocess from its own venv (N threads share one Producer), mqha's client as
 N asyncio tasks in this process. A third row is the official client against a server that stores
 nothing and answers at once (``tests/helpers/v2_null_server.py``): the ceiling the client and gRPC
-allow by themselves. Each row says what CPU each side spent per message (the client less its start,
-the proxy or null server, the three brokers), because on this shared 2-core machine the paths
-compete for CPU.
+allow by themselves. A fourth row is the proxy's own put client (``mqha.proxy.puts``, the same
+messages) straight to the master: the put every send through the proxy waits for. One sender is a
+chain of waits, so a proxy that cost nothing would take the null server's time per send plus that
+put's: the run prints that bound beside the measured ratio. Each row says what CPU each side spent
+per message (the client less its start, the proxy or null server, the three brokers), because on this
+shared 2-core machine the paths compete for CPU.
 ``MQHA_PROXY_BENCH_ROUNDS`` (default 1) repeats the phases, interleaved, for the drift between minutes.
 Target: the proxy path reaches at least 50 % of the direct path's messages/s.
 Run: ``scripts/bench.sh tests/bench/test_proxy_bench.py``.
@@ -17,12 +20,13 @@ Run: ``scripts/bench.sh tests/bench/test_proxy_bench.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +36,10 @@ import pytest
 from mqha.bench.report import format_table, median, percentile
 from mqha.bench.scale import CLK_TCK, cpu_ticks
 from mqha.client import Producer
+from mqha.client.producer import OutgoingMessage
 from mqha.cluster.local import LocalCluster
+from mqha.proxy.messages import BORN_HOST, QUEUE_ID
+from mqha.proxy.puts import BrokerConnections, PutProducer
 from tests.helpers.processes import ProcessGroup, free_port
 from tests.helpers.rocketmq_client import SCRIPTS, client_python
 
@@ -42,10 +49,11 @@ GROUP = "broker-a"
 SIZE = 1024
 SECONDS = float(os.environ.get("MQHA_PROXY_BENCH_SECONDS", "10"))
 ROUNDS = int(os.environ.get("MQHA_PROXY_BENCH_ROUNDS", "1"))
-PROXY, DIRECT, NULL = (
+PROXY, DIRECT, NULL, PUT = (
     "mqproxy + official Python client",
     "mqha client direct",
     "official client -> null server",
+    "the proxy's put client direct",
 )
 
 
@@ -156,19 +164,67 @@ def official(rig: Rig, access_point: str, server_pid: int, concurrency: int) -> 
 
 
 def direct(rig: Rig, concurrency: int) -> Phase:
+    """mqha's own client straight to the broker."""
+
+    def make() -> Producer:
+        return Producer(rig.cluster.controller_addresses, GROUP)
+
+    body = b"x" * SIZE
+    return closed_loop(rig, concurrency, make, lambda producer: producer.send("Bench", body))
+
+
+def proxy_put(rig: Rig, concurrency: int) -> Phase:
+    """The proxy's own put client (``PutProducer`` over ``BrokerConnections``) straight to the master,
+    with the fields the proxy puts for an official client's send (msgId, born timestamp and host, queue)."""
+    sent = iter(range(1 << 62))
+
+    @contextlib.asynccontextmanager
+    async def make() -> AsyncIterator[Producer]:
+        connections = BrokerConnections()
+        try:
+            async with PutProducer(
+                rig.cluster.controller_addresses, GROUP, connect_timeout=0.25, connections=connections
+            ) as producer:
+                yield producer
+        finally:
+            connections.close()
+
+    def message() -> OutgoingMessage:
+        return OutgoingMessage(
+            "Bench",
+            b"x" * SIZE,
+            properties={BORN_HOST: "127.0.0.1", QUEUE_ID: "0"},
+            msg_id=f"BENCH{next(sent):027d}",
+            born_timestamp=int(time.time() * 1000),
+        )
+
+    async def send(producer: Producer) -> Any:
+        return (await producer.send_each([message()]))[0]
+
+    return closed_loop(rig, concurrency, make, send)
+
+
+def closed_loop(
+    rig: Rig,
+    concurrency: int,
+    make: Callable[[], contextlib.AbstractAsyncContextManager[Producer]],
+    send: Callable[[Producer], Awaitable[Any]],
+) -> Phase:
+    """``concurrency`` asyncio senders in this process, each sending with ``send`` back to back for
+    ``SECONDS`` through one producer from ``make``."""
+
     async def run() -> tuple[float, list[float], int]:
         latencies: list[float] = []
         failed = 0
-        body = b"x" * SIZE
-        async with Producer(rig.cluster.controller_addresses, GROUP) as producer:
-            await producer.send("Bench", body)  # route and connection before the clock starts
+        async with make() as producer:
+            await send(producer)  # route and connection before the clock starts
             stop_at = time.monotonic() + SECONDS
 
             async def sender() -> None:
                 nonlocal failed
                 while time.monotonic() < stop_at:
                     started = time.perf_counter()
-                    result = await producer.send("Bench", body)
+                    result = await send(producer)
                     if result.ok:
                         latencies.append((time.perf_counter() - started) * 1000)
                     else:
@@ -205,18 +261,23 @@ def row(name: str, concurrency: int, phase: Phase) -> list[str]:
 def test_proxy_path_vs_direct_path(rig: Rig) -> None:
     rows = []
     ratios: dict[int, list[float]] = {1: [], 16: []}
+    bounds: list[float] = []
     load = [os.getloadavg()[0]]
     for _ in range(ROUNDS):
         for concurrency, measured in ratios.items():
             proxied = official(rig, rig.proxy, rig.proxy_pid, concurrency)
             straight = direct(rig, concurrency)
             ceiling = official(rig, rig.null, rig.null_pid, concurrency)
-            assert proxied.failed == 0 and straight.failed == 0 and ceiling.failed == 0
+            put = proxy_put(rig, concurrency)
+            assert not (proxied.failed or straight.failed or ceiling.failed or put.failed)
             measured.append(proxied.rate / straight.rate)
+            if concurrency == 1:  # a chain of waits: the null server's time per send plus the put's
+                bounds.append(1 / (1 / ceiling.rate + 1 / put.rate) / straight.rate)
             rows += [
                 row(PROXY, concurrency, proxied),
                 row(DIRECT, concurrency, straight),
                 row(NULL, concurrency, ceiling),
+                row(PUT, concurrency, put),
             ]
             load.append(os.getloadavg()[0])
     print()
@@ -244,4 +305,8 @@ def test_proxy_path_vs_direct_path(rig: Rig) -> None:
             + (f" (rounds {', '.join(f'{x:.0%}' for x in r)})" if len(r) > 1 else "")
             for c, r in ratios.items()
         )
+    )
+    print(
+        "1 sender, a proxy that cost nothing (null server's time per send + the put's): "
+        f"{median(bounds) or 0:.0%} of direct"
     )
