@@ -154,6 +154,13 @@ def test_a_wiped_controller_never_rolls_decisions_back(group: ProcessGroup, tmp_
         20,
         message=f"a master among {[(br.try_status() or {}).get('role') for br in brokers]}",
     )
+    # Only the surviving slave can take over, and only from the SyncStateSet: under load it may still be
+    # catching up with the epoch-2 master (its expansion goes through the restarted controllers).
+    wait_until(
+        lambda: len((current.try_status() or {}).get("localSyncStateSet") or ()) == 2 or None,
+        30,
+        message="the surviving slave in the SyncStateSet",
+    )
     current.proc.kill()
     # Asked of whoever leads at each poll: leadership may move while the set fails over.
     wait_until(
