@@ -68,26 +68,29 @@ def test_interrupted_demo_stops_everything(tmp_path: Path) -> None:
         [*mqha_command(), "demo", "--dir", str(run_dir), "--check", "off"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
+        bufsize=0,
     )
     assert proc.stdout is not None
     seen = ""
     deadline = time.monotonic() + 90
     try:
         # Ctrl-C while the stream runs, after the first kill: brokers, controllers and the workload
-        # are all live at that point.
+        # are all live at that point. Raw reads: ``select`` on a buffered reader would wait for new
+        # bytes while lines already read sit in its buffer, and the demo could reach its (deliberately
+        # uninterruptible) cleanup before the test saw "[3/7]".
         while "[3/7]" not in seen and time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stdout], [], [], 1.0)
             if ready:
-                line = proc.stdout.readline()
-                if not line:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
                     break
-                seen += line
+                seen += chunk.decode(errors="replace")
         assert "[3/7]" in seen, seen
         pids = [p for p in processes_mentioning(str(run_dir)) if "mqbroker" in p or "mqcontroller" in p]
         assert len(pids) >= 5, pids
         proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=30)
+        rest = out.decode(errors="replace")
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
