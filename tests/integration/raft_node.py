@@ -16,6 +16,10 @@ HTTP (JSON) on 127.0.0.1:<http-port>:
   inside this process (as a controller handler would); returns counts and latency percentiles.
 - ``POST /snapshot``: ask for a log compaction.
 
+``--hold-journal-cut`` keeps the member, once its first compaction has put a dump in place, from ever
+cutting its journal back to it or dumping again: it stays in the window between the two files (which
+a compaction normally crosses within a tick) until it is killed.
+
 Records are JSON: ``{"op": "set", "key", "value"}``, ``{"op": "noop"}`` (also the barrier), and
 ``{"op": "fail"}``, on which the applier raises (to test that a raising applier does not wedge the log).
 """
@@ -201,6 +205,8 @@ async def run(args: argparse.Namespace) -> None:
         "log_compaction_split": args.compaction_split,
     }
     partners = [p for p in args.partners.split(",") if p]
+    if args.hold_journal_cut:
+        _hold_journal_cut()
     log = ReplicatedLog(
         args.self,
         partners,
@@ -240,6 +246,30 @@ async def run(args: argparse.Namespace) -> None:
         await log.stop()
 
 
+def _hold_journal_cut() -> None:
+    """No journal class cuts its journal (``deleteEntriesTo``), and only the first dump is written."""
+    from pysyncobj.journal import FileJournal
+    from pysyncobj.serializer import Serializer
+
+    from mqha.controller.raft import journal
+
+    def keep(self: object, entry_to: int) -> None:
+        return None
+
+    for cls in (FileJournal, *vars(journal).values()):
+        if isinstance(cls, type) and issubclass(cls, FileJournal) and "deleteEntriesTo" in vars(cls):
+            cls.deleteEntriesTo = keep  # type: ignore[method-assign]
+    first_dump = Serializer.serialize
+    dumped = threading.Event()
+
+    def serialize_once(self: Serializer, data: Any, id: int) -> None:
+        if not dumped.is_set():
+            dumped.set()
+            first_dump(self, data, id)
+
+    Serializer.serialize = serialize_once  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--self", required=True, help="this member's Raft host:port")
@@ -253,6 +283,7 @@ def main() -> None:
     parser.add_argument("--compaction-min-entries", type=int, default=5000)
     parser.add_argument("--compaction-split", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--hold-journal-cut", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(run(args))

@@ -7,7 +7,7 @@ module         job
 errors         what the log raises; PySyncObj failure codes -> exceptions
 addresses      Raft address <-> API address; the member's file names
 tuning         timing knobs (``RaftTuning``), the ``SyncObjConf`` built from them, the lease's quorum math
-journal        durable storage: ``DurableFileJournal`` and ``DurableMetaStorer`` (PySyncObj subclasses)
+journal        crash-safe compaction and durable storage (PySyncObj subclasses)
 identity       who a store is (``storage.json``: nodeId, storageId, role) and how a blank store joins (pure)
 storage_file   reading and durably writing ``storage.json``
 members        ``StoreNode``: a PySyncObj node named by its store (``<host:port>/<storageId>``)

@@ -61,7 +61,7 @@ from mqha.controller.raft.errors import (
     ReplicationError,
     failure_for,
 )
-from mqha.controller.raft.journal import DurableFileJournal
+from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal
 from mqha.controller.raft.members import StoreNode
 from mqha.controller.raft.node import (
     CANDIDATE,
@@ -173,7 +173,8 @@ class ReplicatedLog(VoterSet):
             on_ready=self._on_ready_tick,
             dynamic_membership=self._storage_id is not None,
         )
-        journal = DurableFileJournal(*store_paths(self._store_dir)) if self._durable else None
+        journal_class = DurableFileJournal if self._durable else CompactionSafeJournal
+        journal = journal_class(*store_paths(self._store_dir))
         identity: dict[str, Any] = {}
         if self._storage_id is not None:
             identity = {"node_class": StoreNode, "observer_id": self._self_id if self._observer else None}
@@ -187,9 +188,9 @@ class ReplicatedLog(VoterSet):
         )
         self._sync = sync
         sync.addOnTickCallback(self._run_tick_calls)
-        if journal is not None and not sync.uses(journal):
+        if not sync.uses(journal):
             await self._destroy_sync()
-            raise RaftStartError("pysyncobj internals changed: durable journal not installed (pin 0.3.17)")
+            raise RaftStartError("pysyncobj internals changed: our journal not installed (pin 0.3.17)")
         if not decoding.installed():
             await self._destroy_sync()
             raise RaftStartError(

@@ -33,7 +33,7 @@ from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
 from mqha.controller.raft.errors import ApplyFailure
-from mqha.controller.raft.journal import DurableFileJournal
+from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal
 from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ _JOURNAL_INSTALL_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _journal_installed(journal: DurableFileJournal) -> Iterator[None]:
+def _journal_installed(journal: CompactionSafeJournal) -> Iterator[None]:
     """While open, PySyncObj's ``createJournal(path)`` returns ``journal`` for ``journal.path``.
 
     ``SyncObj.__init__`` builds its journal by calling the module global
@@ -95,17 +95,17 @@ class PipelinedSyncObj(SyncObj):
         conf: SyncObjConf,
         consumer: RecordConsumer,
         *,
-        journal: DurableFileJournal | None = None,
+        journal: CompactionSafeJournal | None = None,
         node_class: type[TCPNode] = TCPNode,
         observer_id: str | None = None,
     ) -> None:
         """Extends ``pysyncobj.SyncObj.__init__``.
 
         Why: PySyncObj builds its journal inside the constructor (``createJournal(conf.journalFile)``)
-        and has no parameter for it. Differs: with ``journal`` (durable mode) the constructor receives
-        that journal instead of a stock ``FileJournal`` (see :func:`_journal_installed`) and the
-        transport is a :class:`GroupCommitTransport` bound to it; without, both are stock. Whether
-        it worked is :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
+        and has no parameter for it. Differs: with ``journal`` the constructor receives that journal
+        instead of a stock ``FileJournal`` (see :func:`_journal_installed`), and a durable one gets a
+        :class:`GroupCommitTransport` bound to it; without, both are stock. Whether it worked is
+        :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
         Before anything is built, PySyncObj's decoding is made restricted (:func:`decoding.install`):
         the constructor already loads a dump and journal meta, and every later frame is peer data.
         With a password, frames are encrypted by :class:`~mqha.controller.raft.cipher.RaftCipher`
@@ -116,23 +116,25 @@ class PipelinedSyncObj(SyncObj):
         decoding.install()
         cipher.install()  # before the constructor, which builds the encryptor from conf.password
         kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
-        if journal is None:
+        if isinstance(journal, DurableFileJournal):
+            transport = functools.partial(GroupCommitTransport, journal=journal, observer_id=observer_id)
+        else:
             transport = functools.partial(IdentityTransport, observer_id=observer_id)
+        if journal is None:
             super().__init__(self_address, partners, conf, transportClass=transport, **kwargs)
             return
-        transport = functools.partial(GroupCommitTransport, journal=journal, observer_id=observer_id)
         with _journal_installed(journal):
             super().__init__(self_address, partners, conf, transportClass=transport, **kwargs)
 
-    def uses(self, journal: DurableFileJournal) -> bool:
-        """True when this member writes through ``journal`` and sends through a group-commit transport on
-        it."""
+    def uses(self, journal: CompactionSafeJournal) -> bool:
+        """True when this member writes through ``journal`` and, when it is durable, sends through a
+        group-commit transport on it."""
+        if self.raft_log() is not journal:
+            return False
+        if not isinstance(journal, DurableFileJournal):
+            return True
         transport = self.raft_transport()
-        return (
-            self.raft_log() is journal
-            and isinstance(transport, GroupCommitTransport)
-            and transport.journal is journal
-        )
+        return isinstance(transport, GroupCommitTransport) and transport.journal is journal
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         """Extends ``pysyncobj.SyncObj.__onMessageReceived`` (name-mangled; the transport calls it).

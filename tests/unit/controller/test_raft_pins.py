@@ -21,7 +21,7 @@ from pysyncobj.journal import FileJournal, MetaStorer, ResizableFile
 from pysyncobj.transport import TCPTransport
 from pysyncobj.version import VERSION
 
-from mqha.controller.raft.journal import DurableFileJournal, DurableMetaStorer
+from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal, DurableMetaStorer
 from mqha.controller.raft.node import PipelinedSyncObj, RecordConsumer
 from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 
@@ -39,6 +39,8 @@ OVERRIDES: list[tuple[type, str, type, list[str]]] = [
     (RecordConsumer, "_serialize", SyncObjConsumer, ["self"]),
     (RecordConsumer, "_deserialize", SyncObjConsumer, ["self", "data"]),
     (DurableMetaStorer, "storeMeta", MetaStorer, ["self", "meta"]),
+    (CompactionSafeJournal, "__init__", FileJournal, ["self", "journalFile"]),
+    (CompactionSafeJournal, "deleteEntriesTo", FileJournal, ["self", "entryTo"]),
     (DurableFileJournal, "__init__", FileJournal, ["self", "journalFile"]),
     (DurableFileJournal, "add", FileJournal, ["self", "command", "idx", "term"]),
     (DurableFileJournal, "deleteEntriesFrom", FileJournal, ["self", "entryFrom"]),
@@ -73,6 +75,9 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
     ),
     (FileJournal.__init__, "self.__journalFile = ResizableFile(journalFile"),
     (FileJournal.__init__, "self.__metaStorer = MetaStorer(journalFile + '.meta')"),
+    (FileJournal.__init__, "self.__journal = []"),
+    (FileJournal.__init__, "self.__currentOffset = currentOffset"),
+    (FileJournal.__init__, "lastRecordOffset = self.__getLastRecordOffset()"),
     (ResizableFile.__init__, "self.__f = open(fileName, 'r+b')"),
     (TCPTransport.__init__, "self._syncObj.addOnTickCallback(self._onTick)"),
 ]

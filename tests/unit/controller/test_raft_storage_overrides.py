@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pysyncobj.journal import FileJournal, MetaStorer
+from pysyncobj.pickle import dumps as pysyncobj_dumps
 
-from mqha.controller.raft.journal import DurableFileJournal, DurableMetaStorer
+from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal, DurableMetaStorer
 from mqha.controller.raft.node import SNAPSHOT_FORMAT, RecordConsumer
 
 
@@ -117,6 +119,99 @@ def test_journal_clear_fsyncs_the_dump_before_clearing(
         assert journal.dirty and len(journal) == 0
     finally:
         journal._destroy()
+
+
+def _entries(first: int, last: int) -> list[tuple[bytes, int, int]]:
+    return [(b"\x00cmd%d" % i, i, 1) for i in range(first, last + 1)]
+
+
+def _stock_journal(path: Path, entries: list[tuple[bytes, int, int]]) -> None:
+    stock = FileJournal(str(path))
+    for entry in entries:
+        stock.add(*entry)
+    stock._destroy()
+
+
+def _write_dump(path: Path, prev: tuple[bytes, int, int], last: tuple[bytes, int, int]) -> None:
+    """A PySyncObj dump's shape: gzip of (state, last entry, the one before, cluster)."""
+    path.write_bytes(gzip.compress(pysyncobj_dumps((None, last, prev, set()))))
+
+
+def test_compaction_cut_replaces_the_journal_file_with_the_entries_kept(tmp_path: Path) -> None:
+    """``CompactionSafeJournal.deleteEntriesTo`` overrides ``FileJournal.deleteEntriesTo``."""
+    path = tmp_path / "raft.journal"
+    journal = CompactionSafeJournal(str(path), str(tmp_path / "raft.dump"))
+    try:
+        for entry in _entries(1, 10):
+            journal.add(*entry)
+        inode = path.stat().st_ino
+        journal.deleteEntriesTo(6)  # keep entries 7..10
+        assert path.stat().st_ino != inode  # a new file renamed over the old one, not a rewrite in place
+        assert [e[1] for e in journal] == [7, 8, 9, 10]
+        journal.add(*_entries(11, 11)[0])  # the journal goes on in the new file
+    finally:
+        journal._destroy()
+    assert list(FileJournal(str(path))) == _entries(7, 11)  # stock reader
+    assert sorted(os.listdir(tmp_path)) == ["raft.journal"]  # no temp file left
+
+
+def test_durable_compaction_cut_fsyncs_the_dump_the_new_journal_and_the_directory(
+    tmp_path: Path, synced: list[str]
+) -> None:
+    journal = _journal(tmp_path)
+    (tmp_path / "raft.dump").write_bytes(b"dump")
+    try:
+        for entry in _entries(1, 5):
+            journal.add(*entry)
+        journal.sync()
+        synced.clear()
+        journal.deleteEntriesTo(2)
+        assert synced == [
+            str(tmp_path / "raft.dump"),
+            str(tmp_path),
+            str(tmp_path / "raft.journal.cut"),  # the new journal before the rename
+            str(tmp_path),
+        ]
+    finally:
+        journal._destroy()
+
+
+def test_a_journal_that_starts_before_the_dump_is_cut_at_it_and_keeps_its_tail(tmp_path: Path) -> None:
+    """``CompactionSafeJournal.__init__`` extends ``FileJournal.__init__``: a crash after the dump of
+    entries ..5 was renamed into place, before the journal (1..9) was cut back to it."""
+    path, dump = tmp_path / "raft.journal", tmp_path / "raft.dump"
+    _stock_journal(path, _entries(1, 9))
+    _write_dump(dump, prev=_entries(4, 4)[0], last=_entries(5, 5)[0])
+    journal = CompactionSafeJournal(str(path), str(dump))
+    journal._destroy()
+    assert [e[1] for e in journal] == [4, 5, 6, 7, 8, 9]  # starts as PySyncObj's load expects; tail kept
+    assert list(FileJournal(str(path))) == _entries(4, 9)
+
+
+@pytest.mark.parametrize(
+    ("journal_range", "dump_pair"),
+    [((4, 9), (4, 5)), ((1, 9), (11, 12)), ((1, 2), (1, 2))],
+    ids=["already-cut", "dump-beyond-the-journal", "too-short"],
+)
+def test_a_journal_that_does_not_start_before_the_dump_is_left_alone(
+    tmp_path: Path, journal_range: tuple[int, int], dump_pair: tuple[int, int]
+) -> None:
+    path, dump = tmp_path / "raft.journal", tmp_path / "raft.dump"
+    _stock_journal(path, _entries(*journal_range))
+    (prev,), (last,) = _entries(dump_pair[0], dump_pair[0]), _entries(dump_pair[1], dump_pair[1])
+    _write_dump(dump, prev=prev, last=last)
+    inode = path.stat().st_ino
+    CompactionSafeJournal(str(path), str(dump))._destroy()
+    assert path.stat().st_ino == inode
+    assert list(FileJournal(str(path))) == _entries(*journal_range)
+
+
+def test_an_unreadable_dump_leaves_the_journal_to_the_stock_load(tmp_path: Path) -> None:
+    path, dump = tmp_path / "raft.journal", tmp_path / "raft.dump"
+    _stock_journal(path, _entries(1, 9))
+    dump.write_bytes(b"not a gzip")
+    CompactionSafeJournal(str(path), str(dump))._destroy()
+    assert list(FileJournal(str(path))) == _entries(1, 9)
 
 
 class _Applier:
