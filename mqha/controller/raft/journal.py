@@ -94,8 +94,14 @@ class CompactionSafeJournal(FileJournal):
         cut there (:meth:`_align_with_dump`)."""
         self.path = journal_file
         self._dump_file = dump_file
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._cut_file)  # a cut that a crash interrupted before its rename: never used
         super().__init__(journal_file)
         self._align_with_dump()
+
+    @property
+    def _cut_file(self) -> str:
+        return self.path + ".cut"
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         """Overrides ``pysyncobj.journal.FileJournal.deleteEntriesTo`` (compaction: the journal cut back
@@ -112,7 +118,7 @@ class CompactionSafeJournal(FileJournal):
 
     def _replace_with(self, entries: Sequence[Entry]) -> None:
         """Make ``entries`` the whole journal: a new file renamed over the old one, then mapped."""
-        temp = self.path + ".cut"
+        temp = self._cut_file
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         fresh = FileJournal(temp)

@@ -206,6 +206,15 @@ def test_a_journal_that_does_not_start_before_the_dump_is_left_alone(
     assert list(FileJournal(str(path))) == _entries(*journal_range)
 
 
+def test_a_cut_file_left_by_a_crash_before_its_rename_is_removed_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "raft.journal"
+    _stock_journal(path, _entries(1, 3))
+    (tmp_path / "raft.journal.cut").write_bytes(b"half a journal")
+    CompactionSafeJournal(str(path), str(tmp_path / "raft.dump"))._destroy()
+    assert sorted(os.listdir(tmp_path)) == ["raft.journal"]
+    assert list(FileJournal(str(path))) == _entries(1, 3)
+
+
 def test_an_unreadable_dump_leaves_the_journal_to_the_stock_load(tmp_path: Path) -> None:
     path, dump = tmp_path / "raft.journal", tmp_path / "raft.dump"
     _stock_journal(path, _entries(1, 9))
