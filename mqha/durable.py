@@ -108,6 +108,15 @@ def write_atomically(
     fsync_directory(directory)
 
 
+def rename_durably(source: str, target: str) -> None:
+    """Replace ``target`` with the file ``source`` (written by the caller, e.g. through a library's
+    own writer): fsync ``source``, rename it over ``target``, fsync the directory. Both in one
+    directory."""
+    fsync_file(source)
+    os.replace(source, target)
+    fsync_directory(os.path.dirname(os.path.abspath(target)))
+
+
 def remove_durably(path: str) -> bool:
     """Unlink ``path`` and make the removal durable; False when it did not exist."""
     try:

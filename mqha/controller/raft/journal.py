@@ -83,8 +83,6 @@ class CompactionSafeJournal(FileJournal):
     ``__currentOffset`` and ``__getLastRecordOffset``; the file format is stock.
     """
 
-    fsync = False  # the durable journal fsyncs every file and directory it replaces
-
     def __init__(self, journal_file: str, dump_file: str) -> None:
         """Extends ``pysyncobj.journal.FileJournal.__init__``.
 
@@ -127,11 +125,7 @@ class CompactionSafeJournal(FileJournal):
                 fresh.add(*entry)
         finally:
             fresh._destroy()  # flushes the map and closes the file
-        if self.fsync:
-            durable.fsync_file(temp)
-        os.replace(temp, self.path)
-        if self.fsync:
-            durable.fsync_directory(_directory_of(self.path))
+        durable.rename_durably(temp, self.path)  # one fsync per compaction, in both modes
         self._FileJournal__journalFile._destroy()
         self._FileJournal__journalFile = ResizableFile(self.path)
         self._FileJournal__journal = list(entries)
@@ -171,8 +165,6 @@ class DurableFileJournal(CompactionSafeJournal):
     Pinned as :class:`CompactionSafeJournal`, and to ``ResizableFile.__f`` and
     ``FileJournal.__metaStorer``.
     """
-
-    fsync = True
 
     def __init__(self, journal_file: str, dump_file: str) -> None:
         """Extends ``pysyncobj.journal.FileJournal.__init__`` (through :class:`CompactionSafeJournal`).

@@ -105,6 +105,16 @@ def test_a_directory_that_refuses_fsync_is_not_an_error(
     assert (tmp_path / "f").read_text() == "x"
 
 
+def test_rename_durably_fsyncs_the_file_then_the_directory(tmp_path: Path, synced: list[str]) -> None:
+    source, target = tmp_path / "f.new", tmp_path / "f"
+    target.write_text("old")
+    source.write_text("new")
+    durable.rename_durably(str(source), str(target))
+    assert target.read_text() == "new"
+    assert os.listdir(tmp_path) == ["f"]
+    assert synced == [str(source), str(tmp_path)]  # the file before the rename, the directory after
+
+
 def test_remove_durably(tmp_path: Path) -> None:
     target = tmp_path / "f"
     target.write_text("x")
