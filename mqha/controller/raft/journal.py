@@ -14,7 +14,10 @@ crash on a majority can lose acknowledged writes, or let a member vote twice in 
   leader and on a majority;
 - ``.meta`` is written by ``mqha.durable.write_atomically`` (temp file + fsync + rename + directory fsync;
   term and vote before any vote leaves);
-- the dump is fsynced before the journal is cut back to it (compaction, installed snapshot).
+- the dump is fsynced before the journal is cut back to it (compaction, installed snapshot), and
+  PySyncObj's own rename of a new dump fsyncs it first (:func:`install_durable_dumps`): a power cut
+  right after a compaction's rename could otherwise leave a dump without its data in place of the
+  previous one, while the journal still starts at the previous one's entries.
 
 Compaction, in both modes (:class:`CompactionSafeJournal`; docs/raft.md §7.3). PySyncObj's forked child
 renames the new dump into place; a tick later the member cuts its journal back to the dump's last two
@@ -52,6 +55,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import pysyncobj.serializer
 from pysyncobj.journal import FileJournal, MetaStorer, ResizableFile
 from pysyncobj.pickle import dumps as _pickle_dumps
 
@@ -218,6 +222,23 @@ class DurableFileJournal(CompactionSafeJournal):
     def _before_cut(self) -> None:
         durable.fsync_file(self._dump_file)
         durable.fsync_directory(_directory_of(self._dump_file))
+
+
+def install_durable_dumps() -> None:
+    """Make PySyncObj's dump renames durable for every member of this process: its serializer renames a
+    new dump into place with ``pysyncobj.serializer.atomicReplace`` (``os.rename``, no fsync), for a
+    compaction in its forked child and for a snapshot a leader sent; it becomes
+    ``mqha.durable.rename_durably`` (fsync the file, rename, fsync the directory). The fsync runs in the
+    forked child, off the tick thread. Idempotent; never undone (as ``decoding.install``)."""
+    pysyncobj.serializer.atomicReplace = _rename_dump  # type: ignore[attr-defined]
+
+
+def durable_dumps_installed() -> bool:
+    return pysyncobj.serializer.atomicReplace is _rename_dump  # type: ignore[attr-defined]
+
+
+def _rename_dump(source: str, target: str) -> None:
+    durable.rename_durably(source, target)
 
 
 def _dump_tail(path: str) -> tuple[Entry, Entry] | None:

@@ -61,7 +61,7 @@ from mqha.controller.raft.errors import (
     ReplicationError,
     failure_for,
 )
-from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal
+from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal, durable_dumps_installed
 from mqha.controller.raft.members import StoreNode
 from mqha.controller.raft.node import (
     CANDIDATE,
@@ -188,7 +188,7 @@ class ReplicatedLog(VoterSet):
         )
         self._sync = sync
         sync.addOnTickCallback(self._run_tick_calls)
-        if not sync.uses(journal):
+        if not sync.uses(journal) or (self._durable and not durable_dumps_installed()):
             await self._destroy_sync()
             raise RaftStartError("pysyncobj internals changed: our journal not installed (pin 0.3.17)")
         if not decoding.installed():

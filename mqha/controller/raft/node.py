@@ -33,7 +33,7 @@ from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
 from mqha.controller.raft.errors import ApplyFailure
-from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal
+from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal, install_durable_dumps
 from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,9 @@ class PipelinedSyncObj(SyncObj):
         Why: PySyncObj builds its journal inside the constructor (``createJournal(conf.journalFile)``)
         and has no parameter for it. Differs: with ``journal`` the constructor receives that journal
         instead of a stock ``FileJournal`` (see :func:`_journal_installed`), and a durable one gets a
-        :class:`GroupCommitTransport` bound to it; without, both are stock. Whether it worked is
-        :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
+        :class:`GroupCommitTransport` bound to it and durable dump renames
+        (:func:`~mqha.controller.raft.journal.install_durable_dumps`); without, both are stock. Whether
+        it worked is :meth:`uses`: the caller checks it, as a later PySyncObj may build them elsewhere.
         Before anything is built, PySyncObj's decoding is made restricted (:func:`decoding.install`):
         the constructor already loads a dump and journal meta, and every later frame is peer data.
         With a password, frames are encrypted by :class:`~mqha.controller.raft.cipher.RaftCipher`
@@ -117,6 +118,7 @@ class PipelinedSyncObj(SyncObj):
         cipher.install()  # before the constructor, which builds the encryptor from conf.password
         kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
         if isinstance(journal, DurableFileJournal):
+            install_durable_dumps()
             transport = functools.partial(GroupCommitTransport, journal=journal, observer_id=observer_id)
         else:
             transport = functools.partial(IdentityTransport, observer_id=observer_id)

@@ -18,6 +18,7 @@ import pysyncobj.tcp_connection
 import pytest
 from pysyncobj import SyncObj, SyncObjConsumer
 from pysyncobj.journal import FileJournal, MetaStorer, ResizableFile
+from pysyncobj.serializer import Serializer
 from pysyncobj.transport import TCPTransport
 from pysyncobj.version import VERSION
 
@@ -79,6 +80,7 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
     (FileJournal.__init__, "self.__currentOffset = currentOffset"),
     (FileJournal.__init__, "lastRecordOffset = self.__getLastRecordOffset()"),
     (ResizableFile.__init__, "self.__f = open(fileName, 'r+b')"),
+    (Serializer.serialize, "atomicReplace(tmpFile, self.__fileName)"),
     (TCPTransport.__init__, "self._syncObj.addOnTickCallback(self._onTick)"),
 ]
 

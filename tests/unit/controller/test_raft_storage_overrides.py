@@ -8,11 +8,20 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pysyncobj.serializer
 import pytest
+from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.journal import FileJournal, MetaStorer
 from pysyncobj.pickle import dumps as pysyncobj_dumps
+from pysyncobj.serializer import Serializer
 
-from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal, DurableMetaStorer
+from mqha.controller.raft.journal import (
+    CompactionSafeJournal,
+    DurableFileJournal,
+    DurableMetaStorer,
+    durable_dumps_installed,
+    install_durable_dumps,
+)
 from mqha.controller.raft.node import SNAPSHOT_FORMAT, RecordConsumer
 
 
@@ -221,6 +230,24 @@ def test_an_unreadable_dump_leaves_the_journal_to_the_stock_load(tmp_path: Path)
     dump.write_bytes(b"not a gzip")
     CompactionSafeJournal(str(path), str(dump))._destroy()
     assert list(FileJournal(str(path))) == _entries(1, 9)
+
+
+def test_durable_dump_renames_fsync_the_dump_before_and_the_directory_after(
+    tmp_path: Path, synced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``install_durable_dumps`` replaces ``pysyncobj.serializer.atomicReplace`` (a module global, as the
+    serializer's compaction and installed-snapshot renames look it up)."""
+    monkeypatch.setattr(pysyncobj.serializer, "atomicReplace", pysyncobj.serializer.atomicReplace)  # undone
+    install_durable_dumps()
+    assert durable_dumps_installed()
+    dump = tmp_path / "raft.dump"
+    serializer = Serializer(str(dump), 1024, False, None, None, None)  # no fork: the rename runs here
+    (prev,), (last,) = _entries(4, 4), _entries(5, 5)
+    serializer.serialize((None, last, prev, set()), 4)
+    assert serializer.checkSerializing()[0] == SERIALIZER_STATE.SUCCESS
+    assert synced == [str(tmp_path / "raft.dump.tmp"), str(tmp_path)]
+    assert sorted(os.listdir(tmp_path)) == ["raft.dump"]
+    assert serializer.deserialize()[1:3] == (last, prev)
 
 
 class _Applier:
