@@ -177,6 +177,7 @@ def proxy_put(rig: Rig, concurrency: int) -> Phase:
     """The proxy's own put client (``PutProducer`` over ``BrokerConnections``) straight to the master,
     with the fields the proxy puts for an official client's send (msgId, born timestamp and host, queue)."""
     sent = iter(range(1 << 62))
+    body = b"x" * SIZE
 
     @contextlib.asynccontextmanager
     async def make() -> AsyncIterator[Producer]:
@@ -192,7 +193,7 @@ def proxy_put(rig: Rig, concurrency: int) -> Phase:
     def message() -> OutgoingMessage:
         return OutgoingMessage(
             "Bench",
-            b"x" * SIZE,
+            body,
             properties={BORN_HOST: "127.0.0.1", QUEUE_ID: "0"},
             msg_id=f"BENCH{next(sent):027d}",
             born_timestamp=int(time.time() * 1000),

@@ -256,9 +256,8 @@ def _hold_journal_cut() -> None:
     def keep(self: object, entry_to: int) -> None:
         return None
 
-    for cls in (FileJournal, *vars(journal).values()):
-        if isinstance(cls, type) and issubclass(cls, FileJournal) and "deleteEntriesTo" in vars(cls):
-            cls.deleteEntriesTo = keep  # type: ignore[method-assign]
+    for cls in (FileJournal, journal.CompactionSafeJournal):  # the durable journal inherits the latter's
+        cls.deleteEntriesTo = keep  # type: ignore[method-assign]
     first_dump = Serializer.serialize
     dumped = threading.Event()
 

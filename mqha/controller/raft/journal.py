@@ -25,8 +25,8 @@ entries, and stock PySyncObj does that in place (clear, then re-add what is kept
 either window, on a majority at once, lost committed entries: a journal cut short keeps only part of
 its tail, and on restart PySyncObj clears a journal that does not start with the dump's two entries,
 tail included (``tests/integration/test_replicated_log.py``: 193 of 240 acknowledged writes lost). Here
-the cut writes a new journal file and renames it over the old one, and a journal found longer than the
-dump at start is cut there first, so its entries after the dump are kept.
+the cut writes a new journal file and renames it over the old one, and a journal found at start to
+begin before the dump is cut at it first, so its entries after the dump are kept.
 
 Measured on the shared 2-vCPU dev VM, 3 members on one host, ext4 on virtio, load inside the leader
 process (``tests/bench/test_replicated_log_bench.py``; medians of 3 runs of 3 s, range over two bench
