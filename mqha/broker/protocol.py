@@ -51,6 +51,7 @@ from mqha.broker.commitlog.codec import (
     StoredMessage,
 )
 from mqha.broker.queue_index import MAX_QUEUE_ID
+from mqha.errors import RequestError
 from mqha.wire.broker_api import (
     OFFSET_DIVERGED,
     OFFSET_TOO_SMALL,
@@ -327,6 +328,27 @@ class PutOutcome:
     epoch: int = -1
     remark: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)  # e.g. masterAddress on a slave
+
+
+_HTTP_OF_CODE = {
+    BrokerCode.SUCCESS: 200,
+    BrokerCode.MESSAGE_ILLEGAL: 400,
+    BrokerCode.SERVICE_NOT_AVAILABLE: 503,
+    BrokerCode.SYSTEM_ERROR: 500,
+}
+
+
+def http_status_of(code: BrokerCode | int) -> int:
+    """The HTTP status an error reply of ``code`` carries (400 for any code not listed)."""
+    return _HTTP_OF_CODE.get(code, 400)  # type: ignore[call-overload]
+
+
+def request_error_reply(exc: RequestError) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and reply of a request refused with ``RequestError``."""
+    code: BrokerCode | int = (
+        BrokerCode(int(exc.code)) if int(exc.code) in BrokerCode._value2member_map_ else exc.code
+    )
+    return http_status_of(code), envelope(code, exc.remark)
 
 
 def envelope(code: BrokerCode | int, remark: str = "", **payload: Any) -> dict[str, Any]:

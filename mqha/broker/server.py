@@ -21,6 +21,7 @@ unexpected → 500 with the error logged. Every body carries ``{code, codeName, 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,10 +38,10 @@ from mqha.broker.hooks_impl import BrokerRuntime
 from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
 from mqha.broker.protocol import (
     BrokerCode,
-    PutOutcome,
     PutRequest,
     decode_put_request,
     envelope,
+    http_status_of,
     illegal,
     parse_queue_read_request,
     parse_read_request,
@@ -49,7 +50,9 @@ from mqha.broker.protocol import (
     read_diverged_reply,
     read_moved_reply,
     read_reply,
+    request_error_reply,
 )
+from mqha.broker.put_stream import close_put_streams, serve_put_stream
 from mqha.broker.queue_stats import parse_queue_stats_request, queue_stats_reply
 from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
@@ -57,6 +60,7 @@ from mqha.epoch.history import reader_divergence
 from mqha.errors import RequestError
 from mqha.security.signing import Denial
 from mqha.security.tls import server_context
+from mqha.wire.broker_api import PUT_STREAM_PATH
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +74,6 @@ RUNTIME = web.AppKey("runtime", BrokerRuntime)
 FINAL_LOG_WAIT_S = 30.0
 """How long a final-log dump waits for its rows to be committed to the history database."""
 
-_HTTP_OF_CODE = {
-    BrokerCode.SUCCESS: 200,
-    BrokerCode.MESSAGE_ILLEGAL: 400,
-    BrokerCode.SERVICE_NOT_AVAILABLE: 503,
-    BrokerCode.SYSTEM_ERROR: 500,
-}
-
 
 def _json(status: int, body: Mapping[str, Any]) -> web.Response:
     # msgspec at the edge: one C pass to bytes (the stdlib encoder showed in the put path's profile).
@@ -84,7 +81,7 @@ def _json(status: int, body: Mapping[str, Any]) -> web.Response:
 
 
 def _error(code: BrokerCode, remark: str, status: int | None = None, **extra: Any) -> web.Response:
-    return _json(status or _HTTP_OF_CODE.get(code, 400), envelope(code, remark, **extra))
+    return _json(status or http_status_of(code), envelope(code, remark, **extra))
 
 
 def _refused(denial: Denial, challenge: str) -> web.Response:
@@ -126,11 +123,13 @@ class BrokerHttpServer:
         self.config_store = config_store or BrokerConfigStore(config, None, lambda _changes: None)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
+        self.put_streams: set[web.WebSocketResponse] = set()  # open ones (mqha.broker.put_stream)
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])
         app[RUNTIME] = self.runtime
         app.router.add_post("/v1/messages", self.put_messages)
+        app.router.add_get(PUT_STREAM_PATH, functools.partial(serve_put_stream, self))
         app.router.add_get("/v1/messages", self.get_messages)
         app.router.add_get("/v1/queues/messages", self.get_queue_messages)
         app.router.add_get("/v1/queues", self.get_queues)
@@ -161,6 +160,7 @@ class BrokerHttpServer:
 
     async def stop(self) -> None:
         if self._runner is not None:
+            await close_put_streams(self.put_streams)
             await self._runner.cleanup()
             self._runner = None
 
@@ -171,8 +171,7 @@ class BrokerHttpServer:
         try:
             return await handler(request)
         except RequestError as exc:
-            code = BrokerCode(int(exc.code)) if int(exc.code) in BrokerCode._value2member_map_ else exc.code
-            return _error(code, exc.remark)  # type: ignore[arg-type]
+            return _json(*request_error_reply(exc))
         except web.HTTPRequestEntityTooLarge:
             return _error(
                 BrokerCode.MESSAGE_ILLEGAL, f"request body exceeds maxRequestBodyBytes {self.max_body}", 413
@@ -189,10 +188,9 @@ class BrokerHttpServer:
 
     async def put_messages(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
-        denial = self.auth.check_client(request.headers.get("Authorization"))
-        if denial is not None:
-            self.metrics.observe_refused("put", denial.status)
-            return _refused(denial, BASIC_CHALLENGE)
+        refused = self.client_refusal(request, "put")
+        if refused is not None:
+            return refused
         length = request.content_length
         if length is not None and length > self.max_body:
             # Refuse from the header alone: a 100 MB body is never buffered.
@@ -201,26 +199,36 @@ class BrokerHttpServer:
                 f"request body of {length} bytes exceeds maxRequestBodyBytes {self.max_body}",
                 413,
             )
+        return _json(*await self.put_body(request.read, started))
+
+    async def put_body(
+        self, read: Callable[[], Awaitable[bytes]], started: float
+    ) -> tuple[int, dict[str, Any]]:
+        """One put request: its body (read only when this broker takes puts now) decoded, written and
+        answered; the HTTP status and the reply. Raises ``RequestError`` for a body that is not a put.
+        Shared by ``POST /v1/messages`` and the put stream (``mqha.broker.put_stream``)."""
         rejected = self.access.reject_if_unavailable()
         if rejected is not None:
-            return self._put_response(PutRequest((), batch=False), rejected, started)
-        # The body's bytes decode straight into the wire structs (mqha.wire.broker_api), checked.
-        put = decode_put_request(await request.read(), max_message_size=self.max_message_size)
-        outcome = await self.access.put(put.drafts)
-        return self._put_response(put, outcome, started)
-
-    def _put_response(self, put: PutRequest, outcome: PutOutcome, started: float) -> web.Response:
+            put, outcome = PutRequest((), batch=False), rejected
+        else:
+            # The body's bytes decode straight into the wire structs (mqha.wire.broker_api), checked.
+            put = decode_put_request(await read(), max_message_size=self.max_message_size)
+            outcome = await self.access.put(put.drafts)
         status, body = put_reply(put, outcome)
         self.metrics.observe_put(outcome.status.value, len(put.drafts), time.perf_counter() - started)
-        return _json(status, body)
+        return status, body
 
     def _read_refused(self, request: web.Request) -> web.Response | None:
         """Why a read is not served (no credentials, fenced, an unverified slave), or None."""
+        return self.client_refusal(request, "read") or self._log_refused()
+
+    def client_refusal(self, request: web.Request, route: str) -> web.Response | None:
+        """The 401 of a put or read without the client credentials it needs (counted), or None."""
         denial = self.auth.check_client(request.headers.get("Authorization"))
-        if denial is not None:
-            self.metrics.observe_refused("read", denial.status)
-            return _refused(denial, BASIC_CHALLENGE)
-        return self._log_refused()
+        if denial is None:
+            return None
+        self.metrics.observe_refused(route, denial.status)
+        return _refused(denial, BASIC_CHALLENGE)
 
     def _log_refused(self) -> web.Response | None:
         """Why this broker's log is not served now (fenced, an unverified slave), or None."""

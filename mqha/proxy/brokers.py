@@ -80,7 +80,7 @@ class BrokerGroups:
         for producer in self._producers.values():
             await producer.close()
         self._producers.clear()
-        self._connections.close()
+        await self._connections.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -27,16 +27,11 @@ from aiohttp.http import HttpProcessingError
 from mqha.client.http1 import read_response, response_parser
 from mqha.client.producer import Producer, _Attempt, classify_reply
 from mqha.client.results import Route, describe
+from mqha.proxy.errors import NoAnswer, NotSent
+from mqha.proxy.put_streams import PutStreams
+from mqha.wire.broker_api import PUT_PATH
 
 _IDLE_PER_ADDRESS = 64
-
-
-class NotSent(Exception):
-    """No connection to the broker: the request was never written."""
-
-
-class NoAnswer(Exception):
-    """The request was written and no complete answer came: it may have been acted on."""
 
 
 class _Connection:
@@ -61,6 +56,28 @@ class BrokerConnections:
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self._extra_headers = extra.encode("latin-1")
         self._idle: dict[str, list[_Connection]] = {}
+        self._streams = PutStreams(headers)
+
+    async def put(
+        self, address: str, body: bytes, *, timeout_s: float, connect_timeout_s: float
+    ) -> tuple[int, bytes]:
+        """One put to ``address``: over its put stream (``mqha.proxy.put_streams``), else POSTed; the
+        status and the JSON reply. Raises :class:`NotSent` or :class:`NoAnswer`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._streams.available(address):
+            answer = await self._streams.put(
+                address, body, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s
+            )
+            if answer is not None:
+                return answer
+        return await self.post(
+            address,
+            PUT_PATH,
+            body,
+            timeout_s=max(0.001, deadline - loop.time()),
+            connect_timeout_s=connect_timeout_s,
+        )
 
     async def post(
         self, address: str, path: str, body: bytes, *, timeout_s: float, connect_timeout_s: float
@@ -123,11 +140,12 @@ class BrokerConnections:
             raise NotSent(f"connecting to {address}: {describe(exc)}") from exc
         return _Connection(reader, writer)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()
         self._idle.clear()
+        await self._streams.close()
 
 
 class PutProducer(Producer):
@@ -144,9 +162,8 @@ class PutProducer(Producer):
         if remaining <= 0:
             return _Attempt("refused", error="send deadline passed")
         try:
-            status, answer = await self._connections.post(
+            status, answer = await self._connections.put(
                 route.master_address,
-                "/v1/messages",
                 msgspec.json.encode(payload),
                 timeout_s=min(self.request_timeout, remaining),
                 connect_timeout_s=self.connect_timeout,

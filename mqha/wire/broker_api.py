@@ -18,7 +18,19 @@ from msgspec import UNSET, UnsetType
 from mqha.errors import RequestError
 from mqha.wire.codec import decode_json, remark_for
 
-__all__ = ["Appended", "BrokerCode", "PutBody", "PutItem", "PutStatus", "decode_put_body", "illegal"]
+__all__ = [
+    "PUT_PATH",
+    "PUT_STREAM_PATH",
+    "Appended",
+    "BrokerCode",
+    "PutBody",
+    "PutItem",
+    "PutStatus",
+    "decode_put_body",
+    "decode_stream_reply",
+    "encode_stream_reply",
+    "illegal",
+]
 
 
 class BrokerCode(IntEnum):
@@ -121,3 +133,25 @@ OFFSET_DIVERGED = "OFFSET_DIVERGED"
 """A read's ``status`` when the reader's position lies past the end of its last message's epoch in
 this log (the log was cut back since it read there: a declared loss): no messages, code
 ``PULL_OFFSET_MOVED``, ``nextOffset`` = where that epoch ends here (docs/architecture.md §4)."""
+
+
+# -- the put stream (docs/architecture.md §4.5) ---------------------------------------------------
+
+PUT_PATH = "/v1/messages"
+"""Where a put is POSTed."""
+PUT_STREAM_PATH = "/v1/messages/stream"
+"""The WebSocket that carries puts as frames: each binary frame a ``POST /v1/messages`` body, each
+answered by one reply frame (:func:`encode_stream_reply`), in order."""
+
+
+def encode_stream_reply(status: int, reply: bytes) -> bytes:
+    """A put stream's reply frame: the 2-byte big-endian HTTP status the POST would have had, then its
+    JSON reply."""
+    return status.to_bytes(2, "big") + reply
+
+
+def decode_stream_reply(frame: bytes) -> tuple[int, bytes]:
+    """The status and the JSON reply of a reply frame; ``ValueError`` for a frame without a status."""
+    if len(frame) < 2:
+        raise ValueError(f"a put stream reply of {len(frame)} bytes has no status")
+    return int.from_bytes(frame[:2], "big"), frame[2:]

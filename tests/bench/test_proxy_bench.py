@@ -188,7 +188,7 @@ def proxy_put(rig: Rig, concurrency: int) -> Phase:
             ) as producer:
                 yield producer
         finally:
-            connections.close()
+            await connections.close()
 
     def message() -> OutgoingMessage:
         return OutgoingMessage(

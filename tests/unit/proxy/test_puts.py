@@ -1,6 +1,7 @@
-"""The proxy's keep-alive HTTP/1.1 puts (mqha.proxy.puts.BrokerConnections) against real servers on
-127.0.0.1: an aiohttp web server as the brokers run it, and bare sockets for the failures -- nothing
-to connect to means not sent, a request written without a complete answer means no answer."""
+"""The proxy's puts (mqha.proxy.puts.BrokerConnections: put streams, keep-alive HTTP/1.1 POSTs) against
+real servers on 127.0.0.1: aiohttp web servers as the brokers run them, and bare sockets for the
+failures -- nothing to connect to means not sent, a request written without a complete answer means no
+answer."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from mqha.proxy.puts import BrokerConnections, NoAnswer, NotSent
+from mqha.proxy.errors import NoAnswer, NotSent
+from mqha.proxy.puts import BrokerConnections
+from mqha.wire.broker_api import PUT_PATH, PUT_STREAM_PATH, encode_stream_reply
 from tests.helpers.processes import free_port
 from tests.helpers.run_async import run_async
 
@@ -66,7 +69,7 @@ async def test_answers_come_back_and_one_connection_carries_consecutive_puts() -
         )
         assert auth == b"Basic eDp5"
         assert len(set(ports)) == 1
-    connections.close()
+    await connections.close()
 
 
 @run_async(30)
@@ -81,7 +84,7 @@ async def test_a_connection_the_broker_closed_while_idle_is_not_reused() -> None
             0
         ] == 200
         assert len(set(ports)) == 2
-    connections.close()
+    await connections.close()
 
 
 @run_async(30)
@@ -122,3 +125,119 @@ def test_a_written_request_without_an_answer_is_no_answer(behaviour: str) -> Non
                 )
 
     run()
+
+
+@asynccontextmanager
+async def stream_server(
+    behaviour: str = "echo", *, with_stream: bool = True, needs_auth: bool = False
+) -> AsyncIterator[tuple[str, dict[str, int]]]:
+    """A broker-like server: POST /v1/messages echoes with status 200, and (``with_stream``) the put
+    stream answers each frame by ``behaviour`` -- "echo" (status 200, the frame back), "close" (closes
+    without a reply), "short" (a reply without a status), "idle-close" (echoes, then drops the
+    connection 0.1 s later, as a broker process that died). Counts what it saw: upgrades, frames, posts."""
+    seen = {"upgrades": 0, "frames": 0, "posts": 0}
+
+    async def post(request: web.Request) -> web.Response:
+        seen["posts"] += 1
+        if needs_auth and "Authorization" not in request.headers:
+            return web.Response(status=401, body=b'{"code":16}')
+        return web.Response(body=await request.read())
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        seen["upgrades"] += 1
+        if needs_auth and "Authorization" not in request.headers:
+            return web.Response(status=401)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for frame in ws:
+            seen["frames"] += 1
+            if behaviour == "close":
+                break
+            await ws.send_bytes(b"\x00" if behaviour == "short" else encode_stream_reply(200, frame.data))
+            if behaviour == "idle-close":
+                await asyncio.sleep(0.1)
+                assert request.transport is not None
+                request.transport.close()
+                break
+        return ws
+
+    app = web.Application()
+    app.router.add_post(PUT_PATH, post)
+    if with_stream:
+        app.router.add_get(PUT_STREAM_PATH, stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"127.0.0.1:{port}", seen
+    finally:
+        await runner.cleanup()
+
+
+async def _put(connections: BrokerConnections, address: str, body: bytes) -> tuple[int, bytes]:
+    return await connections.put(address, body, timeout_s=2, connect_timeout_s=1)
+
+
+@run_async(30)
+async def test_puts_go_over_one_put_stream_when_the_broker_has_one() -> None:
+    connections = BrokerConnections()
+    async with stream_server() as (address, seen):
+        for i in range(3):
+            assert await _put(connections, address, b'{"n":%d}' % i) == (200, b'{"n":%d}' % i)
+        assert seen == {"upgrades": 1, "frames": 3, "posts": 0}
+        await connections.close()
+
+
+@run_async(30)
+async def test_a_broker_without_a_put_stream_gets_posts_and_no_second_upgrade() -> None:
+    connections = BrokerConnections()
+    async with stream_server(with_stream=False) as (address, seen):
+        for i in range(3):
+            assert await _put(connections, address, b'{"n":%d}' % i) == (200, b'{"n":%d}' % i)
+        assert seen["posts"] == 3
+        assert not connections._streams.available(address)
+    await connections.close()
+
+
+@run_async(30)
+async def test_a_refused_upgrade_makes_the_put_a_post_that_says_why() -> None:
+    connections = BrokerConnections()
+    async with stream_server(needs_auth=True) as (address, seen):
+        assert await _put(connections, address, b"{}") == (401, b'{"code":16}')
+        assert seen == {"upgrades": 1, "frames": 0, "posts": 1}
+        assert connections._streams.available(address)  # tried again next time: not a missing route
+    await connections.close()
+
+
+@pytest.mark.parametrize("behaviour", ["close", "short"])
+def test_a_frame_sent_without_a_reply_frame_is_no_answer(behaviour: str) -> None:
+    @run_async(30)
+    async def run() -> None:
+        connections = BrokerConnections()
+        async with stream_server(behaviour) as (address, seen):
+            with pytest.raises(NoAnswer):
+                await _put(connections, address, b"{}")
+            assert seen["posts"] == 0
+        await connections.close()
+
+    run()
+
+
+@run_async(30)
+async def test_a_put_stream_the_broker_closed_while_idle_is_not_reused() -> None:
+    connections = BrokerConnections()
+    async with stream_server("idle-close") as (address, seen):
+        assert await _put(connections, address, b"1") == (200, b"1")
+        await asyncio.sleep(0.5)  # the server closed it by now
+        assert await _put(connections, address, b"2") == (200, b"2")
+        assert seen == {"upgrades": 2, "frames": 2, "posts": 0}
+    await connections.close()
+
+
+@run_async(30)
+async def test_no_put_stream_to_open_is_not_sent() -> None:
+    connections = BrokerConnections()
+    with pytest.raises(NotSent):
+        await connections.put(f"127.0.0.1:{free_port()}", b"{}", timeout_s=1, connect_timeout_s=0.5)
+    await connections.close()

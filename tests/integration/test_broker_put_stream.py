@@ -1,0 +1,216 @@
+"""The broker's put stream (``GET /v1/messages/stream``, docs/architecture.md §4.5) on real sockets,
+in process: puts as WebSocket frames answer what the same POST would, on one connection; a bad put
+gets its error and the stream goes on; a text frame, an oversized frame or a broken frame closes that
+stream only; the upgrade needs a put's credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from mqha.wire.broker_api import PUT_STREAM_PATH, decode_stream_reply
+from tests.integration.ha_nodes import Node
+from tests.integration.test_broker_api import call, run_async
+
+pytestmark = pytest.mark.integration
+
+
+async def put(
+    stream: aiohttp.ClientWebSocketResponse, body: Any, raw: bytes | None = None
+) -> tuple[int, Any]:
+    await stream.send_bytes(raw if raw is not None else json.dumps(body).encode())
+    frame = await stream.receive(timeout=10)
+    assert frame.type is aiohttp.WSMsgType.BINARY, frame
+    status, reply = decode_stream_reply(frame.data)
+    return status, json.loads(reply)
+
+
+@run_async
+async def test_puts_on_one_stream_answer_as_posts_and_are_stored(tmp_path: Path) -> None:
+    node = await Node.start(tmp_path / "a", 1, http=True)
+    try:
+        assert await node.become_master(3)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(node.url + PUT_STREAM_PATH) as stream,
+        ):
+            status, one = await put(stream, {"topic": "orders", "body": "first", "keys": "k1"})
+            assert status == 200 and (one["code"], one["status"], one["offset"], one["epoch"]) == (
+                0,
+                "PUT_OK",
+                0,
+                3,
+            )
+            status, batch = await put(
+                stream, {"messages": [{"topic": "orders", "body": "b1"}, {"topic": "orders", "body": "b2"}]}
+            )
+            first, second = batch["results"]
+            assert status == 200 and first["offset"] == one["size"]
+            assert second["offset"] == first["offset"] + first["size"]
+        status, _ = await call("POST", f"{node.url}/v1/messages", {"topic": "orders", "body": "third"})
+        assert status == 200
+        status, read = await call("GET", f"{node.url}/v1/messages?offset=0&maxMessages=10")
+        assert status == 200 and [m["body"] for m in read["messages"]] == ["first", "b1", "b2", "third"]
+    finally:
+        await node.stop()
+
+
+@run_async
+async def test_a_bad_put_gets_its_error_and_the_stream_goes_on(tmp_path: Path) -> None:
+    node = await Node.start(tmp_path / "a", 1, http=True)
+    try:
+        assert await node.become_master(1)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(node.url + PUT_STREAM_PATH) as stream,
+        ):
+            status, reply = await put(stream, {"topic": "t", "body": 42})
+            assert status == 400 and reply["code"] == 13 and "field 'body'" in reply["remark"]
+            status, reply = await put(stream, None, raw=b"{not json")
+            assert status == 400 and "not JSON" in reply["remark"]
+            assert node.store.max_offset == 0
+            status, reply = await put(stream, {"topic": "t", "body": "still serving"})
+            assert status == 200 and reply["offset"] == 0
+    finally:
+        await node.stop()
+
+
+@run_async
+async def test_a_fenced_broker_answers_each_frame_503(tmp_path: Path) -> None:
+    node = await Node.start(tmp_path / "a", 1, http=True)
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(node.url + PUT_STREAM_PATH) as stream,
+        ):
+            status, reply = await put(stream, {"topic": "t", "body": "x"})
+            assert status == 503 and reply["code"] == 14 and "fenced" in reply["remark"]
+    finally:
+        await node.stop()
+
+
+@run_async
+async def test_a_text_or_oversized_frame_closes_that_stream_only_and_writes_nothing(tmp_path: Path) -> None:
+    node = await Node.start(tmp_path / "a", 1, http=True, maxRequestBodyBytes=64 * 1024)
+    try:
+        assert await node.become_master(1)
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(node.url + PUT_STREAM_PATH) as stream:
+                await stream.send_str(json.dumps({"topic": "t", "body": "as text"}))
+                frame = await stream.receive(timeout=10)
+                assert (
+                    frame.type is aiohttp.WSMsgType.CLOSE
+                    and frame.data == aiohttp.WSCloseCode.UNSUPPORTED_DATA
+                )
+            async with session.ws_connect(node.url + PUT_STREAM_PATH) as stream:
+                await stream.send_bytes(json.dumps({"topic": "t", "body": "x" * 70_000}).encode())
+                frame = await stream.receive(timeout=10)
+                assert (
+                    frame.type is aiohttp.WSMsgType.CLOSE
+                    and frame.data == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
+                )
+            assert node.store.max_offset == 0
+            async with session.ws_connect(node.url + PUT_STREAM_PATH) as stream:
+                status, reply = await put(stream, {"topic": "t", "body": "after"})
+                assert status == 200 and reply["offset"] == 0
+    finally:
+        await node.stop()
+
+
+def _broken_frame(port: int) -> bytes:
+    """Upgrade by hand, send a frame with a reserved opcode; what the broker answers before closing."""
+    key = base64.b64encode(b"0123456789abcdef").decode()
+    head = (
+        f"GET {PUT_STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 101"), answer
+        sock.sendall(bytes([0x83, 0x80]) + b"mask")  # FIN, opcode 3 (reserved), masked, empty
+        rest = b""
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                return rest
+            rest += data
+
+
+@run_async
+async def test_a_broken_frame_closes_that_stream_and_the_broker_keeps_serving(tmp_path: Path) -> None:
+    import asyncio
+
+    node = await Node.start(tmp_path / "a", 1, http=True)
+    try:
+        assert await node.become_master(1)
+        assert node.http is not None and node.http.bound_port is not None
+        closing = await asyncio.to_thread(_broken_frame, node.http.bound_port)
+        assert closing[:1] == b"\x88"  # a CLOSE frame, then the connection ends
+        status, reply = await call("POST", f"{node.url}/v1/messages", {"topic": "t", "body": "after"})
+        assert status == 200 and reply["offset"] == 0
+    finally:
+        await node.stop()
+
+
+@run_async
+async def test_the_upgrade_needs_the_credentials_a_put_needs(tmp_path: Path) -> None:
+    user = {"username": "alice", "password": "alice-password-1"}
+    node = await Node.start(
+        tmp_path / "a",
+        1,
+        http=True,
+        authenticationEnabled="true",
+        initAuthenticationUser=json.dumps(user),
+        innerClientAuthenticationCredentials=json.dumps(
+            {"accessKey": "brokers", "secretKey": "inner-secret-1"}
+        ),
+    )
+    try:
+        assert await node.become_master(1)
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await session.ws_connect(node.url + PUT_STREAM_PATH)
+            assert refused.value.status == 401
+            good = "Basic " + base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
+            async with session.ws_connect(
+                node.url + PUT_STREAM_PATH, headers={"Authorization": good}
+            ) as stream:
+                status, reply = await put(stream, {"topic": "t", "body": "with credentials"})
+                assert status == 200 and reply["offset"] == 0
+    finally:
+        await node.stop()
+
+
+@run_async
+async def test_a_stop_closes_idle_put_streams_without_waiting_for_them(tmp_path: Path) -> None:
+    import time
+
+    node = await Node.start(tmp_path / "a", 1, http=True)
+    stopped = False
+    try:
+        assert await node.become_master(1)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(node.url + PUT_STREAM_PATH) as stream,
+        ):
+            status, _ = await put(stream, {"topic": "t", "body": "x"})
+            assert status == 200
+            started = time.monotonic()
+            await node.stop()  # the stream stays idle: this client never answers the closing handshake
+            stopped = True
+            assert time.monotonic() - started < 1.5
+            frame = await stream.receive(timeout=5)
+            assert frame.type is aiohttp.WSMsgType.CLOSE and frame.data == aiohttp.WSCloseCode.GOING_AWAY
+    finally:
+        if not stopped:
+            await node.stop()
