@@ -1,4 +1,4 @@
-"""The put stream: puts over one WebSocket on the broker's HTTP port (shell; docs/architecture.md §4.5).
+"""The put stream: puts over one WebSocket on the broker's HTTP port (shell; docs/architecture.md §4.6).
 
 ``GET /v1/messages/stream`` upgrades to a WebSocket. Each binary frame the client sends is one put,
 the body a ``POST /v1/messages`` would carry. The broker answers each with one binary frame, in order:

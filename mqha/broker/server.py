@@ -1,6 +1,7 @@
 """The broker's HTTP API (docs/architecture.md §4) on ``brokerIP1:listenPort``. SHELL (aiohttp).
 
-Routes: POST/GET ``/v1/messages``, GET ``/v1/queues/messages`` and ``/v1/queues`` (docs/architecture.md
+Routes: POST/GET ``/v1/messages``, GET ``/v1/messages/stream`` (the put stream, docs/architecture.md
+§4.6, ``mqha.broker.put_stream``), GET ``/v1/queues/messages`` and ``/v1/queues`` (docs/architecture.md
 §4.4), GET
 ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET ``/v1/ha/status`` (§10.7), GET ``/v1/status``,
 GET ``/metrics``, GET ``/healthz``, GET and PUT ``/v1/config`` (``mqha.broker.config_store``), POST

@@ -1,18 +1,19 @@
-"""The proxy's puts to a group's master: mqha's own failover producer over a lean HTTP/1.1 connection
+"""The proxy's puts to a group's master: mqha's own failover producer over the proxy's own transport
 (shell; docs/architecture.md §13).
 
-Every send through the proxy pays one put on its critical path, and aiohttp's client spent about
-0.18 ms of CPU per put more than a keep-alive connection written and read directly (measured against
-a broker on this machine). :class:`PutProducer` is mqha's :class:`~mqha.client.producer.Producer`
-(route from the controllers, retries with the same msgId, refused / unknown / stored, holding until
-the deadline) with only the one POST exchanged over :class:`BrokerConnections`: one request at a time
-per connection, connections kept per master address and reused while the broker keeps them open;
+Every send through the proxy pays one put on its critical path. :class:`PutProducer` is mqha's
+:class:`~mqha.client.producer.Producer` (route from the controllers, retries with the same msgId,
+refused / unknown / stored, holding until the deadline) with only the one put exchanged over
+:class:`BrokerConnections`. A put goes as a frame over the master's put stream
+(``mqha.proxy.put_streams``, docs/architecture.md §4.6). Where the broker has none, it is POSTed over
+a keep-alive HTTP/1.1 connection written and read directly: aiohttp's client spent about 0.18 ms of CPU
+per put more (measured against a broker on this machine). Each connection carries one request at a
+time, connections are kept per master address and reused while the broker keeps them open, and
 answers are read with aiohttp's own parser (``mqha.client.http1``, as the benchmarks' lean client).
 
 What a failure means is what the producer expects of any transport: no connection (refused, timed
 out connecting) -> nothing was sent, retry anywhere; the request written and no complete answer
-(reset, EOF, timeout) -> the outcome is unknown.
-"""
+(reset, EOF, timeout) -> the outcome is unknown."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ class _Connection:
 
 
 class BrokerConnections:
-    """Keep-alive connections to brokers, by ``host:port``; each carries one request at a time."""
+    """Put streams and keep-alive connections to brokers, by ``host:port``; each carries one request at
+    a time."""
 
     def __init__(self, headers: Mapping[str, str] | None = None) -> None:
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())

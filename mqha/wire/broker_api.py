@@ -135,7 +135,7 @@ this log (the log was cut back since it read there: a declared loss): no message
 ``PULL_OFFSET_MOVED``, ``nextOffset`` = where that epoch ends here (docs/architecture.md §4)."""
 
 
-# -- the put stream (docs/architecture.md §4.5) ---------------------------------------------------
+# -- the put stream (docs/architecture.md §4.6) ---------------------------------------------------
 
 PUT_PATH = "/v1/messages"
 """Where a put is POSTed."""

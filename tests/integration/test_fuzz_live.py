@@ -16,6 +16,7 @@ sent. Example counts keep the whole module within a few tens of seconds.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -26,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqha.autoswitch_ha import frames
 from mqha.controller.http_api import ROUTES
+from mqha.wire.broker_api import PUT_STREAM_PATH, decode_stream_reply
 from mqha.wire.types import is_valid_name
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
@@ -49,6 +52,7 @@ STREAMS = {"/v1/console/events"}  # answers that never end: read the status line
 BROKER_ROUTES = (
     ("POST", "/v1/messages"),
     ("GET", "/v1/messages"),
+    ("GET", PUT_STREAM_PATH),  # the upgrade, fuzzed as plain HTTP
     ("GET", "/v1/epochs"),
     ("GET", "/v1/ha/status"),
     ("GET", "/v1/status"),
@@ -333,6 +337,34 @@ def test_broker_routes_survive_malformed_requests(live: Live, request: Request) 
     before, after = fuzz_once(broker.port, request, lambda: broker_offsets(broker), broker.proc.is_running)
     if after != before:  # only a put moves the offsets
         assert request[0] == "POST" and request[1].split("?", 1)[0] == "/v1/messages", request
+
+
+@FUZZ
+@given(frames_=st.lists(bodies("/v1/messages"), min_size=1, max_size=4))
+def test_the_put_stream_answers_every_malformed_frame_and_goes_on(live: Live, frames_: list[bytes]) -> None:
+    """Fuzzed put bodies as frames on one put stream: each gets a reply frame as a POST would (never
+    a 5xx), only a 200 moves the log, and the broker lives."""
+    broker = live.broker
+    assert broker.proc is not None
+
+    async def exchange() -> list[int]:
+        statuses = []
+        url = f"http://127.0.0.1:{broker.port}{PUT_STREAM_PATH}"
+        async with aiohttp.ClientSession() as session, session.ws_connect(url) as stream:
+            for frame in frames_:
+                await stream.send_bytes(frame)
+                reply = await stream.receive(timeout=10)
+                assert reply.type is aiohttp.WSMsgType.BINARY, (frame[:200], reply)
+                status, body = decode_stream_reply(reply.data)
+                assert 200 <= status < 500 and isinstance(json.loads(body)["code"], int), (frame[:200], body)
+                statuses.append(status)
+        return statuses
+
+    before = broker_offsets(broker)
+    statuses = asyncio.run(exchange())
+    assert broker.proc.is_running(), "the process died"
+    if broker_offsets(broker) != before:
+        assert 200 in statuses, (frames_, statuses)
 
 
 # ------------------------------------------------------------------------------------ HA frames
