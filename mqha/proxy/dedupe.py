@@ -51,7 +51,8 @@ class SendLedger(Generic[Result]):
         if stored is not None:
             self._stored[msg_id] = (stored, now_ms)
             self._stored.move_to_end(msg_id)
-        self.expire(now_ms)
+            if len(self._stored) > self.capacity:  # the window is enforced as attempts begin
+                self.expire(now_ms)
 
     def expire(self, now_ms: int) -> None:
         """Forget stored ids older than the window, and the oldest beyond ``capacity``."""

@@ -15,6 +15,7 @@ know is, with ``autoCreateTopicEnable`` (RocketMQ's default), in every group wit
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +109,15 @@ def query_route(topic: Any, endpoints: Any, layout: Sequence[GroupQueues] | None
     return s.QueryRouteResponse(status=status(), message_queues=queues)
 
 
+@functools.lru_cache(maxsize=1024)
+def _writable_slots(layout: tuple[GroupQueues, ...]) -> tuple[tuple[tuple[str, int], ...], bool]:
+    """A layout's writable (group, queue id) pairs, queue by queue and group by group (consecutive
+    sends go to different groups), and whether they span several groups. Cached: every send asks."""
+    width = max((entry.write for entry in layout), default=0)
+    slots = tuple((entry.group, q) for q in range(width) for entry in layout if q < entry.write)
+    return slots, len({group for group, _ in slots}) > 1
+
+
 class QueueChooser:
     """Picks the (group, queue id) of each send, round robin per topic over its writable queues.
 
@@ -119,12 +129,9 @@ class QueueChooser:
 
     def choose(self, topic: str, layout: Sequence[GroupQueues], avoid: str | None = None) -> tuple[str, int]:
         """Raises ``ValueError`` when no group has a writable queue of the topic."""
-        # Queue by queue, group by group: consecutive sends go to different groups.
-        width = max((entry.write for entry in layout), default=0)
-        slots = [(entry.group, q) for q in range(width) for entry in layout if q < entry.write]
+        slots, several = _writable_slots(tuple(layout))
         if not slots:
             raise ValueError("no writable queue")
-        several = len({group for group, _ in slots}) > 1
         turn = self._next.get(topic, 0)
         for step in range(len(slots)):
             slot = (turn + step) % len(slots)

@@ -50,6 +50,9 @@ NO_DEADLINE_S = 10.0
 DEDUPE_WINDOW_MS = 60_000
 DEDUPE_CAPACITY = 100_000
 
+# The codes a send answers, looked up once (each d.Code.X is a Python-level lookup).
+_OK, _BAD_REQUEST, _FORBIDDEN = d.Code.OK, d.Code.BAD_REQUEST, d.Code.FORBIDDEN
+_PROXY_TIMEOUT, _MULTIPLE_RESULTS = d.Code.PROXY_TIMEOUT, d.Code.MULTIPLE_RESULTS
 # mqha's stored statuses as the v2 codes the Java proxy answers (SendMessageActivity): the client
 # retries the two timeouts with the same message id.
 _STORED_CODES = {
@@ -63,15 +66,15 @@ def entry_for(msg_id: str, result: SendResult) -> Any:
     """A ``SendResultEntry`` from what mqha's producer reports (pure)."""
     if result.status in _STORED_CODES:
         code = _STORED_CODES[result.status]
-        text = "OK" if code == d.Code.OK else result.status.value
+        text = "OK" if code == _OK else result.status.value
         return s.SendResultEntry(status=status(code, text), message_id=msg_id, offset=result.offset or 0)
     if result.status is SendStatus.FAILED and (result.error or "").startswith("MESSAGE_ILLEGAL"):
-        return s.SendResultEntry(status=status(d.Code.BAD_REQUEST, result.error or ""), message_id=msg_id)
+        return s.SendResultEntry(status=status(_BAD_REQUEST, result.error or ""), message_id=msg_id)
     if result.status is SendStatus.FAILED and (result.error or "").startswith("NO_PERMISSION"):
-        return s.SendResultEntry(status=status(d.Code.FORBIDDEN, result.error or ""), message_id=msg_id)
+        return s.SendResultEntry(status=status(_FORBIDDEN, result.error or ""), message_id=msg_id)
     # No master in time, or an answer that never came: the client may retry (same message id).
     why = f"{result.status.value} after {result.attempts} attempts: {result.error or 'no master in time'}"
-    return s.SendResultEntry(status=status(d.Code.PROXY_TIMEOUT, why), message_id=msg_id)
+    return s.SendResultEntry(status=status(_PROXY_TIMEOUT, why), message_id=msg_id)
 
 
 class ClientSessionRpcs(sg.MessagingServiceServicer):
@@ -135,10 +138,10 @@ class MessagingService(ClientSessionRpcs):
         codes = {entry.status.code for entry in entries}
         if len(entries) == 1:
             top = entries[0].status
-        elif codes == {d.Code.OK}:
+        elif codes == {_OK}:
             top = status()
         else:
-            top = status(d.Code.MULTIPLE_RESULTS, "the messages ended differently: see the entries")
+            top = status(_MULTIPLE_RESULTS, "the messages ended differently: see the entries")
         return s.SendMessageResponse(status=top, entries=entries)
 
     async def _send_one(self, message: Any, deadline: float) -> Any:
@@ -164,7 +167,7 @@ class MessagingService(ClientSessionRpcs):
         try:
             entry = await self._store(message, deadline)
         finally:
-            stored_ok = entry is not None and entry.status.code == d.Code.OK
+            stored_ok = entry is not None and entry.status.code == _OK
             self._ledger.finish(msg_id, entry if stored_ok else None, _now_ms())
             event = self._done.pop(msg_id, None)
             if event is not None:
