@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 CLOSE_WAIT_S = 0.5
 """How long closing a put stream waits for the client's side of the closing handshake."""
+IDLE_CLOSE_S = 75.0
+"""A put stream without a frame for this long is closed, as aiohttp closes an idle keep-alive
+connection (its ``keepalive_timeout``); clients stop reusing theirs sooner."""
 
 
 async def serve_put_stream(server: BrokerHttpServer, request: web.Request) -> web.StreamResponse:
@@ -44,12 +47,19 @@ async def serve_put_stream(server: BrokerHttpServer, request: web.Request) -> we
     if refused is not None:
         return refused
     stream = web.WebSocketResponse(
-        max_msg_size=server.max_body, timeout=CLOSE_WAIT_S, autoclose=True, autoping=True, compress=False
+        max_msg_size=server.max_body,
+        timeout=CLOSE_WAIT_S,
+        receive_timeout=IDLE_CLOSE_S,
+        autoclose=True,
+        autoping=True,
+        compress=False,
     )
     await stream.prepare(request)
     server.put_streams.add(stream)
     try:
         await _serve(server, stream)
+    except TimeoutError:  # idle for IDLE_CLOSE_S
+        await stream.close(code=WSCloseCode.GOING_AWAY, message=b"idle")
     finally:
         server.put_streams.discard(stream)
     return stream

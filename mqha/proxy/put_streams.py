@@ -30,6 +30,9 @@ from mqha.wire.broker_api import PUT_STREAM_PATH, decode_stream_reply
 NO_STREAM_RETRY_S = 60.0
 """How long a broker without a put stream gets POSTs before the upgrade is tried again."""
 _IDLE_PER_ADDRESS = 64
+REUSE_IDLE_S = 60.0
+"""A stream idle this long is closed, not reused: a broker closes one idle for 75 s
+(``mqha.broker.put_stream.IDLE_CLOSE_S``), and a put on a stream the broker is closing has no answer."""
 _CLOSE_WAIT_S = 1.0
 _NO_STREAM = frozenset({404, 405})
 
@@ -40,7 +43,7 @@ class PutStreams:
     def __init__(self, headers: Mapping[str, str] | None = None) -> None:
         self._headers = dict(headers or {})
         self._session: aiohttp.ClientSession | None = None
-        self._idle: dict[str, list[aiohttp.ClientWebSocketResponse]] = {}
+        self._idle: dict[str, list[tuple[aiohttp.ClientWebSocketResponse, float]]] = {}  # and when idle since
         self._none_until: dict[str, float] = {}
         self._closing: set[asyncio.Task[bool]] = set()
 
@@ -92,10 +95,11 @@ class PutStreams:
 
     def _take(self, address: str) -> aiohttp.ClientWebSocketResponse | None:
         idle = self._idle.get(address)
+        now = asyncio.get_running_loop().time()
         while idle:
-            stream = idle.pop()
+            stream, since = idle.pop()
             # A stream the broker closed while idle (a restart) has lost its transport by now.
-            if not stream.closed and stream.get_extra_info("peername") is not None:
+            if now - since < REUSE_IDLE_S and not stream.closed and stream.get_extra_info("peername"):
                 return stream
             self._discard(stream)
         return None
@@ -103,7 +107,7 @@ class PutStreams:
     def _give_back(self, address: str, stream: aiohttp.ClientWebSocketResponse) -> None:
         idle = self._idle.setdefault(address, [])
         if len(idle) < _IDLE_PER_ADDRESS:
-            idle.append(stream)
+            idle.append((stream, asyncio.get_running_loop().time()))
         else:
             self._discard(stream)
 
@@ -135,7 +139,7 @@ class PutStreams:
 
     async def close(self) -> None:
         for idle in self._idle.values():
-            for stream in idle:
+            for stream, _ in idle:
                 self._discard(stream)
         self._idle.clear()
         await asyncio.gather(*self._closing, return_exceptions=True)

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from mqha.broker import put_stream
 from mqha.wire.broker_api import PUT_STREAM_PATH, decode_stream_reply
 from tests.integration.ha_nodes import Node
 from tests.integration.test_broker_api import call, run_async
@@ -214,3 +215,26 @@ async def test_a_stop_closes_idle_put_streams_without_waiting_for_them(tmp_path:
     finally:
         if not stopped:
             await node.stop()
+
+
+def test_a_stream_idle_too_long_is_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(put_stream, "IDLE_CLOSE_S", 0.3)
+
+    @run_async
+    async def run() -> None:
+        node = await Node.start(tmp_path / "a", 1, http=True)
+        try:
+            assert await node.become_master(1)
+            async with (
+                aiohttp.ClientSession() as session,
+                session.ws_connect(node.url + PUT_STREAM_PATH) as stream,
+            ):
+                status, _ = await put(stream, {"topic": "t", "body": "x"})
+                assert status == 200
+                frame = await stream.receive(timeout=5)  # nothing sent for 0.3 s
+                assert frame.type is aiohttp.WSMsgType.CLOSE and frame.data == aiohttp.WSCloseCode.GOING_AWAY
+                assert frame.extra == "idle"
+        finally:
+            await node.stop()
+
+    run()

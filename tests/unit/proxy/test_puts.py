@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
+from mqha.proxy import put_streams
 from mqha.proxy.errors import NoAnswer, NotSent
 from mqha.proxy.puts import BrokerConnections
 from mqha.wire.broker_api import PUT_PATH, PUT_STREAM_PATH, encode_stream_reply
@@ -241,3 +242,19 @@ async def test_no_put_stream_to_open_is_not_sent() -> None:
     with pytest.raises(NotSent):
         await connections.put(f"127.0.0.1:{free_port()}", b"{}", timeout_s=1, connect_timeout_s=0.5)
     await connections.close()
+
+
+def test_a_put_stream_idle_too_long_is_closed_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(put_streams, "REUSE_IDLE_S", 0.2)
+
+    @run_async(30)
+    async def run() -> None:
+        connections = BrokerConnections()
+        async with stream_server() as (address, seen):
+            assert await _put(connections, address, b"1") == (200, b"1")
+            await asyncio.sleep(0.3)
+            assert await _put(connections, address, b"2") == (200, b"2")
+            assert seen == {"upgrades": 2, "frames": 2, "posts": 0}
+            await connections.close()
+
+    run()
