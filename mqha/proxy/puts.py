@@ -51,8 +51,9 @@ class _Connection:
 
 
 class BrokerConnections:
-    """Put streams and keep-alive connections to brokers, by ``host:port``; each carries one request at
-    a time."""
+    """Put streams and keep-alive connections to brokers, by ``host:port``.
+
+    Each carries one request at a time."""
 
     def __init__(self, headers: Mapping[str, str] | None = None) -> None:
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
