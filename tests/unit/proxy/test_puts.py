@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -42,12 +43,19 @@ async def web_server(keepalive_timeout: float = 75.0) -> AsyncIterator[tuple[str
 
     app = web.Application()
     app.router.add_post("/v1/messages", echo)
-    runner = web.AppRunner(app, keepalive_timeout=keepalive_timeout)
+    async with serving(app, keepalive_timeout=keepalive_timeout) as address:
+        yield address, ports
+
+
+@asynccontextmanager
+async def serving(app: web.Application, **runner_options: Any) -> AsyncIterator[str]:
+    """``app`` served on 127.0.0.1; its ``host:port``."""
+    runner = web.AppRunner(app, **runner_options)
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        yield f"127.0.0.1:{port}", ports
+        yield f"127.0.0.1:{port}"
     finally:
         await runner.cleanup()
 
@@ -166,14 +174,8 @@ async def stream_server(
     app.router.add_post(PUT_PATH, post)
     if with_stream:
         app.router.add_get(PUT_STREAM_PATH, stream)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"127.0.0.1:{port}", seen
-    finally:
-        await runner.cleanup()
+    async with serving(app) as address:
+        yield address, seen
 
 
 async def _put(connections: BrokerConnections, address: str, body: bytes) -> tuple[int, bytes]:
