@@ -88,7 +88,10 @@ async def _serve(server: BrokerHttpServer, stream: web.WebSocketResponse) -> Non
         except Exception:
             log.exception("a put on the put stream failed")
             status, reply = 500, envelope(BrokerCode.SYSTEM_ERROR, "internal error; see the broker log")
-        await stream.send_bytes(encode_stream_reply(status, msgspec.json.encode(reply)))
+        try:
+            await stream.send_bytes(encode_stream_reply(status, msgspec.json.encode(reply)))
+        except ConnectionResetError:  # the client went away during its put: the put stands
+            break
 
 
 async def _given(data: bytes) -> bytes:
