@@ -11,7 +11,9 @@ than an HTTP request and its answer (measured on this machine; docs/performance.
 The upgrade needs the credentials a put needs (``authenticationEnabled``) and is refused from its
 headers as a POST would be. A frame larger than ``maxRequestBodyBytes``, a text frame or a broken
 frame closes that connection only; a body that is not a put gets its error reply and the connection
-stays open. A client that has sent a frame and gets no reply cannot know whether it was stored.
+stays open. A client that has sent a frame and gets no reply cannot know whether it was stored. A
+stream idle for ``IDLE_CLOSE_S`` is closed, and a stopping broker closes its streams first (both with
+1001 ``GOING_AWAY``), so a stop does not wait for idle clients.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A broker's put stream (``mqha.broker.put_stream``) is a WebSocket on its HTTP po
 proxy uses streams where it can.
 
 - Streams are kept per broker address and reused. Each carries one put at a time, as a keep-alive
-  connection does.
+  connection does. One idle for ``REUSE_IDLE_S`` is closed instead of reused.
 - A broker that answers the upgrade with 404 or 405 has no put stream (it is older). It gets POSTs for
   ``NO_STREAM_RETRY_S``, and then the upgrade is tried again.
 - Any other refusal of the upgrade (401, 503, ...) makes this put a POST, and the POST's answer says
