@@ -1,7 +1,8 @@
 """Who may use the broker API's protected routes (docs/architecture.md §4). CORE: no IO.
 
-- Client routes (POST and GET ``/v1/messages``): with ``authenticationEnabled=true``, HTTP Basic
-  credentials of the ``initAuthenticationUser`` user (``mqha.security.basic``); open otherwise.
+- Client routes (POST and GET ``/v1/messages``, the put stream's upgrade): with
+  ``authenticationEnabled=true``, HTTP Basic credentials of the ``initAuthenticationUser`` user
+  (``mqha.security.basic``); open otherwise.
 - Admin routes (POST ``/v1/history/final-log``): ``Authorization: Bearer <adminAuthToken>`` whenever
   ``adminAuthToken`` is set, whatever ``authenticationEnabled`` says (as on the controllers).
 - Everything else (``/healthz``, ``/metrics``, ``/v1/status``, ``/v1/ha/status``, ``/v1/epochs``) is
