@@ -230,15 +230,11 @@ def install_durable_dumps() -> None:
     compaction in its forked child and for a snapshot a leader sent; it becomes
     ``mqha.durable.rename_durably`` (fsync the file, rename, fsync the directory). The fsync runs in the
     forked child, off the tick thread. Idempotent; never undone (as ``decoding.install``)."""
-    pysyncobj.serializer.atomicReplace = _rename_dump  # type: ignore[attr-defined]
+    pysyncobj.serializer.atomicReplace = durable.rename_durably  # type: ignore[attr-defined]
 
 
 def durable_dumps_installed() -> bool:
-    return pysyncobj.serializer.atomicReplace is _rename_dump  # type: ignore[attr-defined]
-
-
-def _rename_dump(source: str, target: str) -> None:
-    durable.rename_durably(source, target)
+    return pysyncobj.serializer.atomicReplace is durable.rename_durably  # type: ignore[attr-defined]
 
 
 def _dump_tail(path: str) -> tuple[Entry, Entry] | None:
