@@ -343,6 +343,11 @@ def http_status_of(code: BrokerCode | int) -> int:
     return _HTTP_OF_CODE.get(code, 400)  # type: ignore[call-overload]
 
 
+def internal_error_reply() -> tuple[int, dict[str, Any]]:
+    """The HTTP status and reply of a request that failed inside the broker (the error is logged)."""
+    return 500, envelope(BrokerCode.SYSTEM_ERROR, "internal error; see the broker log")
+
+
 def request_error_reply(exc: RequestError) -> tuple[int, dict[str, Any]]:
     """The HTTP status and reply of a request refused with ``RequestError``."""
     code: BrokerCode | int = (

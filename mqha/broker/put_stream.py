@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from mqha.broker.protocol import BrokerCode, envelope, request_error_reply
+from mqha.broker.protocol import internal_error_reply, request_error_reply
 from mqha.errors import RequestError
 from mqha.wire.broker_api import encode_stream_reply
 
@@ -89,7 +89,7 @@ async def _serve(server: BrokerHttpServer, stream: web.WebSocketResponse) -> Non
             status, reply = request_error_reply(exc)
         except Exception:
             log.exception("a put on the put stream failed")
-            status, reply = 500, envelope(BrokerCode.SYSTEM_ERROR, "internal error; see the broker log")
+            status, reply = internal_error_reply()
         try:
             await stream.send_bytes(encode_stream_reply(status, msgspec.json.encode(reply)))
         except ConnectionResetError:  # the client went away during its put: the put stands

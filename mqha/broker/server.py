@@ -44,6 +44,7 @@ from mqha.broker.protocol import (
     envelope,
     http_status_of,
     illegal,
+    internal_error_reply,
     parse_queue_read_request,
     parse_read_request,
     put_reply,
@@ -61,7 +62,7 @@ from mqha.epoch.history import reader_divergence
 from mqha.errors import RequestError
 from mqha.security.signing import Denial
 from mqha.security.tls import server_context
-from mqha.wire.broker_api import PUT_STREAM_PATH
+from mqha.wire.broker_api import PUT_PATH, PUT_STREAM_PATH
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class BrokerHttpServer:
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])
         app[RUNTIME] = self.runtime
-        app.router.add_post("/v1/messages", self.put_messages)
+        app.router.add_post(PUT_PATH, self.put_messages)
         app.router.add_get(PUT_STREAM_PATH, functools.partial(serve_put_stream, self))
         app.router.add_get("/v1/messages", self.get_messages)
         app.router.add_get("/v1/queues/messages", self.get_queue_messages)
@@ -183,7 +184,7 @@ class BrokerHttpServer:
             return _json(exc.status, envelope(BrokerCode.SYSTEM_ERROR, exc.reason))
         except Exception:
             log.exception("%s %s failed", request.method, request.path)
-            return _error(BrokerCode.SYSTEM_ERROR, "internal error; see the broker log", 500)
+            return _json(*internal_error_reply())
 
     # -- messages --------------------------------------------------------------------------------
 
