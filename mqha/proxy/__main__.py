@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mqha import process
+from mqha.affinity import parse_cpu_list, pin_process
 from mqha.config import render_with_sources
 from mqha.errors import ConfigError, MissingExtraError
 from mqha.proxy.config import load_proxy_layers
@@ -104,6 +105,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         import mqha.proxy.v2  # noqa: F401  (the extra's one-line error, before logging starts)
     except MissingExtraError as exc:
         process.exit_with(PROG, exc)
+    cpus = parse_cpu_list(config["proxyCpuAffinity"])
+    if cpus:  # before gRPC starts its threads, so that they inherit it
+        try:
+            pin_process(cpus)
+        except OSError as exc:
+            process.exit_with(PROG, ConfigError("proxyCpuAffinity", exc.strerror or str(exc)))
     process.run(PROG, args.log_level, lambda: serve(config))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mqha.affinity import allowed_cpus, format_cpu_list, parse_cpu_list
 from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
 from mqha.errors import ConfigError
 from mqha.security.credentials import check_authentication_keys
@@ -17,6 +18,17 @@ INNER_CREDENTIALS_KEY = next(
     k for k in AUTHENTICATION_KEYS if k.name == "innerClientAuthenticationCredentials"
 )
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
+
+
+def _is_cpu_list(value: str) -> bool:
+    try:
+        parse_cpu_list(value)
+    except ValueError:
+        return False
+    return True
+
+
+CPU_LIST = Rule(_is_cpu_list, "a CPU list as taskset -c takes it (1 or 0,2-3), or empty")
 
 PROXY_CONFIG = ConfigSpec(
     [
@@ -68,6 +80,15 @@ PROXY_CONFIG = ConfigSpec(
             rocketmq=False,
         ),
         Key(
+            "proxyCpuAffinity",
+            str,
+            "",
+            "the CPUs every thread of the proxy runs on (empty: any); one CPU of its own keeps gRPC's "
+            "hand-overs to the event loop on one cache (docs/performance.md §9)",
+            rule=CPU_LIST,
+            rocketmq=False,
+        ),
+        Key(
             "flushConsumerOffsetInterval",
             int,
             1000,
@@ -101,6 +122,13 @@ def check_proxy_config(values: Mapping[str, Any]) -> None:
                 "controllerAddr", f"expected host:port;host:port (port 1..65535), got {address!r}"
             )
     check_authentication_keys(values, ("initAuthenticationUser", "innerClientAuthenticationCredentials"))
+    cpus, allowed = parse_cpu_list(values["proxyCpuAffinity"]), allowed_cpus()
+    if not cpus <= allowed:
+        raise ConfigError(
+            "proxyCpuAffinity",
+            f"CPU {format_cpu_list(cpus - allowed)} is not one this process may run on "
+            f"({format_cpu_list(allowed)})",
+        )
 
 
 def controller_addresses(values: Mapping[str, Any]) -> list[str]:

@@ -2,16 +2,18 @@
 client straight to the broker, side by side in one run, 1 KiB messages, 1 and 16 concurrent senders.
 
 One cluster (3 controllers, one group of 3 replicas, ``allAckInSyncStateSet``; both paths put into it)
-and one mqproxy. Each phase is a closed loop for ``MQHA_PROXY_BENCH_SECONDS`` (default 10) seconds:
-the official client as a subprocess from its own venv (N threads share one Producer), mqha's client as
-N asyncio tasks in this process. A third row is the official client against a server that stores
-nothing and answers at once (``tests/helpers/v2_null_server.py``): the ceiling the client and gRPC
-allow by themselves. A fourth row is the proxy's own put client (``mqha.proxy.puts``, the same
-messages) straight to the master: the put every send through the proxy waits for. One sender is a
-chain of waits, so a proxy that cost nothing would take the null server's time per send plus that
-put's: the run prints that bound beside the measured ratio. Each row says what CPU each side spent
-per message (the client less its start, the proxy or null server, the three brokers), because on this
-shared 2-core machine the paths compete for CPU.
+and two mqproxy processes: one deployed as docs/performance.md §9 recommends, on a CPU of its own
+(``proxyCpuAffinity``: the machine's last CPU; the target is read on this one), and one that may run
+on any CPU, for comparison. Each phase is a closed loop for ``MQHA_PROXY_BENCH_SECONDS`` (default 10)
+seconds: the official client as a subprocess from its own venv (N threads share one Producer), mqha's
+client as N asyncio tasks in this process. Another row is the official client against a server that
+stores nothing and answers at once (``tests/helpers/v2_null_server.py``, on the proxy's CPU): the
+ceiling the client and gRPC allow by themselves. The last row is the proxy's own put client
+(``mqha.proxy.puts``, the same messages) straight to the master: the put every send through the proxy
+waits for. One sender is a chain of waits, so a proxy that cost nothing would take the null server's
+time per send plus that put's: the run prints that bound beside the measured ratio. Each row says
+what CPU each side spent per message (the client less its start, the proxy or null server, the three
+brokers), because on this shared 2-core machine the paths compete for CPU.
 ``MQHA_PROXY_BENCH_ROUNDS`` (default 1) repeats the phases, interleaved, for the drift between minutes.
 Target: the proxy path reaches at least 50 % of the direct path's messages/s.
 Run: ``scripts/bench.sh tests/bench/test_proxy_bench.py``.
@@ -40,7 +42,7 @@ from mqha.client.producer import OutgoingMessage
 from mqha.cluster.local import LocalCluster
 from mqha.proxy.messages import BORN_HOST, QUEUE_ID
 from mqha.proxy.puts import BrokerConnections, PutProducer
-from tests.helpers.processes import ProcessGroup, free_port
+from tests.helpers.processes import ManagedProcess, ProcessGroup, free_port
 from tests.helpers.rocketmq_client import SCRIPTS, client_python
 
 pytestmark = pytest.mark.bench
@@ -49,8 +51,9 @@ GROUP = "broker-a"
 SIZE = 1024
 SECONDS = float(os.environ.get("MQHA_PROXY_BENCH_SECONDS", "10"))
 ROUNDS = int(os.environ.get("MQHA_PROXY_BENCH_ROUNDS", "1"))
-PROXY, DIRECT, NULL, PUT = (
+PROXY, PROXY_ANY, DIRECT, NULL, PUT = (
     "mqproxy + official Python client",
+    "the same, mqproxy on any CPU",
     "mqha client direct",
     "official client -> null server",
     "the proxy's put client direct",
@@ -63,6 +66,8 @@ class Rig:
     client: Path
     proxy: str
     proxy_pid: int
+    proxy_any: str
+    proxy_any_pid: int
     null: str
     null_pid: int
     client_start_cpu: float
@@ -90,26 +95,40 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         ProcessGroup() as group,
     ):
         cluster.wait_ready(90)
-        port, null_port = free_port(), free_port()
-        conf = run_dir / "proxy.conf"
-        conf.write_text(
-            f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
-            f"controllerAddr={';'.join(cluster.controller_addresses)}\n"
+        cpu = str(max(os.sched_getaffinity(0)))
+        (proxy, access), (proxy_any, access_any) = (
+            start_proxy(group, cluster, run_dir, name, settings)
+            for name, settings in (("proxy", f"proxyCpuAffinity={cpu}\n"), ("proxy-any", ""))
         )
-        proxy = group.start(
-            [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / "proxy.log"
-        )
+        null_port = free_port()
         null = group.start(
-            [sys.executable, "-m", "tests.helpers.v2_null_server", str(null_port)],
+            [sys.executable, "-m", "tests.helpers.v2_null_server", str(null_port), cpu],
             log_path=run_dir / "null.log",
         )
-        proxy.wait_tcp("127.0.0.1", port, timeout=30)
         null.wait_tcp("127.0.0.1", null_port, timeout=30)
         null_access = f"127.0.0.1:{null_port}"
         before = _children_cpu()
         run_client(client, null_access, 0, 1)
         start_cpu = _children_cpu() - before
-        yield Rig(cluster, client, f"127.0.0.1:{port}", proxy.pid, null_access, null.pid, start_cpu)
+        yield Rig(
+            cluster, client, access, proxy.pid, access_any, proxy_any.pid, null_access, null.pid, start_cpu
+        )
+
+
+def start_proxy(
+    group: ProcessGroup, cluster: LocalCluster, run_dir: Path, name: str, settings: str
+) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    conf = run_dir / f"{name}.conf"
+    conf.write_text(
+        f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
+        f"controllerAddr={';'.join(cluster.controller_addresses)}\n{settings}"
+    )
+    proxy = group.start(
+        [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / f"{name}.log"
+    )
+    proxy.wait_tcp("127.0.0.1", port, timeout=30)
+    return proxy, f"127.0.0.1:{port}"
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
@@ -262,21 +281,27 @@ def row(name: str, concurrency: int, phase: Phase) -> list[str]:
 def test_proxy_path_vs_direct_path(rig: Rig) -> None:
     rows = []
     ratios: dict[int, list[float]] = {1: [], 16: []}
+    ratios_any: dict[int, list[float]] = {1: [], 16: []}
     bounds: list[float] = []
     load = [os.getloadavg()[0]]
     for _ in range(ROUNDS):
         for concurrency, measured in ratios.items():
             proxied = official(rig, rig.proxy, rig.proxy_pid, concurrency)
             straight = direct(rig, concurrency)
+            proxied_any = official(rig, rig.proxy_any, rig.proxy_any_pid, concurrency)
             ceiling = official(rig, rig.null, rig.null_pid, concurrency)
             put = proxy_put(rig, concurrency)
-            assert not (proxied.failed or straight.failed or ceiling.failed or put.failed)
+            assert not (
+                proxied.failed or straight.failed or proxied_any.failed or ceiling.failed or put.failed
+            )
             measured.append(proxied.rate / straight.rate)
+            ratios_any[concurrency].append(proxied_any.rate / straight.rate)
             if concurrency == 1:  # a chain of waits: the null server's time per send plus the put's
                 bounds.append(1 / (1 / ceiling.rate + 1 / put.rate) / straight.rate)
             rows += [
                 row(PROXY, concurrency, proxied),
                 row(DIRECT, concurrency, straight),
+                row(PROXY_ANY, concurrency, proxied_any),
                 row(NULL, concurrency, ceiling),
                 row(PUT, concurrency, put),
             ]
@@ -299,14 +324,15 @@ def test_proxy_path_vs_direct_path(rig: Rig) -> None:
             rows,
         )
     )
-    print(
-        "proxy / direct msgs/s: "
-        + ", ".join(
-            f"{c} senders {median(r) or 0:.0%}"
-            + (f" (rounds {', '.join(f'{x:.0%}' for x in r)})" if len(r) > 1 else "")
-            for c, r in ratios.items()
+    for label, table in (("proxy / direct msgs/s", ratios), ("with mqproxy on any CPU", ratios_any)):
+        print(
+            f"{label}: "
+            + ", ".join(
+                f"{c} senders {median(r) or 0:.0%}"
+                + (f" (rounds {', '.join(f'{x:.0%}' for x in r)})" if len(r) > 1 else "")
+                for c, r in table.items()
+            )
         )
-    )
     print(
         "1 sender, a proxy that cost nothing (null server's time per send + the put's): "
         f"{median(bounds) or 0:.0%} of direct"

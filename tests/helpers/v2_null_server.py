@@ -3,7 +3,7 @@ benchmark: what the official client itself allows (its own per-send cost, the gR
 no proxy work and no broker behind it. Routes and Settings are mqproxy's own answers (the client
 needs them); nothing else is implemented.
 
-usage: python -m tests.helpers.v2_null_server PORT
+usage: python -m tests.helpers.v2_null_server PORT [CPUS]   (CPUS: run on these, as proxyCpuAffinity)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from mqha.affinity import parse_cpu_list, pin_process
 from mqha.proxy.routes import GroupQueues, query_route, status
 from mqha.proxy.service import ClientSessionRpcs
 from mqha.proxy.v2 import service as s
@@ -45,4 +46,6 @@ async def serve(port: int) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        pin_process(parse_cpu_list(sys.argv[2]))
     asyncio.run(serve(int(sys.argv[1])))

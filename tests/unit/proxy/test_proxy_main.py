@@ -45,6 +45,9 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
             "innerClientAuthenticationCredentials",
         ),
         ("controllerAddr=127.0.0.1:9878\nflushConsumerOffsetInterval=50\n", "flushConsumerOffsetInterval"),
+        ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=one\n", "proxyCpuAffinity"),
+        ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=1-0\n", "proxyCpuAffinity"),
+        ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=4095\n", "proxyCpuAffinity"),  # no such CPU here
     ],
 )
 def test_a_bad_config_is_one_line_naming_the_key(
