@@ -55,6 +55,7 @@ from mqha.controller_client.caller import Signer
 from mqha.replicas_manager.client import signer_of
 from mqha.security.credentials import parse_inner_credentials
 from mqha.security.signing import bearer_header
+from mqha.wire.broker_api import PUT_PATH
 
 SIDES = ("off", "on")
 NO_RAFT_PASSWORD = "off, no Raft password"
@@ -169,7 +170,7 @@ def _brokers(base: Path, cfg: dict[str, Any]) -> dict[str, Any]:
             master = cluster.master(timeout=30)
             if master is None:
                 raise RuntimeError(f"{side}: no master\n{cluster.status_table()}")
-            targets[side] = (master.url + "/v1/messages", client_headers(cluster.broker_settings))
+            targets[side] = (master.url + PUT_PATH, client_headers(cluster.broker_settings))
         puts = interleaved_puts(targets, message_payload(PUT_BODY), cfg["put"])
         behind = {
             side: backlog_behind(c, CATCH_UP_BODY, cfg["backlog_bytes"]) for side, c in clusters.items()

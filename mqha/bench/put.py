@@ -27,6 +27,7 @@ from mqha.bench.loadgen import LoadResult, OpFailed, closed_loop, http_session
 from mqha.bench.report import Outcome, Target, fmt, format_table, median, ratio
 from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
+from mqha.wire.broker_api import PUT_PATH
 
 MODES: dict[str, dict[str, str]] = {
     "async": {"allAckInSyncStateSet": "false", "inSyncReplicas": "1"},
@@ -126,7 +127,7 @@ def put_target(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
     """The master's put URL and the client headers of ``cluster``."""
     master = cluster.master(timeout=30)
     assert master is not None  # start_group waited for it
-    return master.url + "/v1/messages", client_headers(cluster.broker_settings)
+    return master.url + PUT_PATH, client_headers(cluster.broker_settings)
 
 
 def interleaved_puts(

@@ -30,6 +30,7 @@ from mqha.bench.put import PutClient, message_payload
 from mqha.bench.report import Outcome, Target, fmt, format_table, ratio
 from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster
+from mqha.wire.broker_api import PUT_PATH
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -145,7 +146,7 @@ def backlog_behind(cluster: LocalCluster, body: int, backlog: int) -> tuple[Any,
         raise RuntimeError(f"no master\n{cluster.status_table()}")
     slave = next(n for n in cluster.brokers if n.name != master.name)
     cluster.stop_node(slave)
-    url, headers = master.url + "/v1/messages", client_headers(cluster.broker_settings)
+    url, headers = master.url + PUT_PATH, client_headers(cluster.broker_settings)
     asyncio.run(_write_backlog(url, body, backlog, lambda: _offset(cluster, master), headers))
     return master, slave, _offset(cluster, master)
 

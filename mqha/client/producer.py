@@ -45,6 +45,7 @@ from mqha.client.recording import RecordTarget
 from mqha.client.results import NoRouteError, Route, SendResult, SendStatus, describe, json_field
 from mqha.client.route import RoutedClient
 from mqha.security.credentials import User
+from mqha.wire.broker_api import PUT_PATH
 
 _STORED = {s.value: s for s in SendStatus if s.stored}
 _RETRY_PAUSE_MIN = 0.005
@@ -403,7 +404,7 @@ class Producer(RoutedClient):
         )
         try:
             async with self._session.post(
-                self._url(route.master_address, "/v1/messages"),
+                self._url(route.master_address, PUT_PATH),
                 ssl=self._ssl or True,
                 json=payload,
                 headers=self._auth_headers(),
