@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -222,12 +222,22 @@ class BrokerMetrics:
             registry=self.registry,
         )
 
+        self.put_streams = Gauge(
+            "mqha_broker_put_streams",
+            "put streams open now (GET /v1/messages/stream: mqproxy's puts)",
+            ["broker_name"],
+            registry=self.registry,
+        )
         self.refused_requests = Counter(
             "mqha_broker_refused_requests",
             "requests refused for missing or wrong credentials (no secret in any label)",
             ["broker_name", "route", "http_status"],
             registry=self.registry,
         )
+
+    def count_put_streams(self, count: Callable[[], int]) -> None:
+        """``mqha_broker_put_streams`` is ``count()`` at each scrape."""
+        self.put_streams.labels(self.broker_name).set_function(lambda: float(count()))
 
     def observe_refused(self, route: str, http_status: int) -> None:
         self.refused_requests.labels(self.broker_name, route, str(http_status)).inc()

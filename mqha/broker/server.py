@@ -126,6 +126,7 @@ class BrokerHttpServer:
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
         self.put_streams: set[web.WebSocketResponse] = set()  # open ones (mqha.broker.put_stream)
+        metrics.count_put_streams(self.put_streams.__len__)
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])

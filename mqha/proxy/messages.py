@@ -30,7 +30,6 @@ SYSTEM_PROPERTIES = frozenset({TAGS, BORN_HOST, QUEUE_ID, "KEYS", "UNIQ_KEY"})
 
 MAX_MSG_ID_BYTES = 255
 """The record's msgId field (docs/architecture.md §9.1)."""
-_SEPARATORS = ("\x01", "\x02")  # the record's property separators (§9.1)
 _SUPPORTED_TYPES = frozenset({d.MessageType.MESSAGE_TYPE_UNSPECIFIED, d.MessageType.NORMAL})
 
 
@@ -43,7 +42,7 @@ class MessageRefused(Exception):
 
 
 def _check_text(value: str, what: str, code: int) -> None:
-    if any(sep in value for sep in _SEPARATORS):
+    if "\x01" in value or "\x02" in value:  # the record's property separators (§9.1)
         raise MessageRefused(code, f"{what} {value[:60]!r} holds a \\x01 or \\x02 control character")
 
 

@@ -135,10 +135,9 @@ class MessagingService(ClientSessionRpcs):
         budget = NO_DEADLINE_S if remaining is None else remaining - self._margin_s
         deadline = time.monotonic() + max(0.05, budget)
         entries = [await self._send_one(message, deadline) for message in request.messages]
-        codes = {entry.status.code for entry in entries}
         if len(entries) == 1:
             top = entries[0].status
-        elif codes == {_OK}:
+        elif all(entry.status.code == _OK for entry in entries):
             top = status()
         else:
             top = status(_MULTIPLE_RESULTS, "the messages ended differently: see the entries")

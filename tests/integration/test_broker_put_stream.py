@@ -86,6 +86,29 @@ async def test_puts_on_one_stream_answer_as_posts_and_are_stored(tmp_path: Path)
         assert status == 200 and [m["body"] for m in read["messages"]] == ["first", "b1", "b2", "third"]
 
 
+def open_streams(node: Node) -> float:
+    """``mqha_broker_put_streams`` as the broker's metrics show it."""
+    line = next(
+        line
+        for line in node.http.metrics.render().decode().splitlines()
+        if line.startswith("mqha_broker_put_streams{")
+    )
+    return float(line.rsplit(" ", 1)[1])
+
+
+@run_async
+async def test_the_open_streams_are_a_metric(tmp_path: Path) -> None:
+    async with broker(tmp_path) as node:
+        assert open_streams(node) == 0
+        async with opened(node) as first, opened(node):
+            assert (await put(first, {"topic": "t", "body": "x"}))[0] == 200
+            assert open_streams(node) == 2
+        deadline = time.monotonic() + 5
+        while open_streams(node) and time.monotonic() < deadline:  # the broker sees the close shortly
+            await asyncio.sleep(0.01)
+        assert open_streams(node) == 0
+
+
 @run_async
 async def test_a_bad_put_gets_its_error_and_the_stream_goes_on(tmp_path: Path) -> None:
     async with broker(tmp_path) as node, opened(node) as stream:

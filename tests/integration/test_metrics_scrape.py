@@ -70,6 +70,7 @@ BROKER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_broker_put_latency_seconds": ("histogram", _PUT),
     "mqha_broker_put_requests_total": ("counter", _PUT),
     "mqha_broker_put_messages_total": ("counter", _PUT),
+    "mqha_broker_put_streams": ("gauge", _BROKER),
     "mqha_broker_refused_requests_total": ("counter", frozenset({"broker_name", "route", "http_status"})),
     "mqha_broker_controller_session_state": ("gauge", frozenset({"broker_name", "controller", "state"})),
     "mqha_broker_controller_session_connects_total": ("counter", frozenset({"broker_name", "controller"})),
