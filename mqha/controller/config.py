@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha import config as rules
-from mqha.config import REQUIRED, ConfigSpec, Key, Rule, is_unspecified_host, mapped, read_given, refused
+from mqha.config import REQUIRED, ConfigSpec, Key, Rule, is_unspecified_host, read_given, refused
 from mqha.errors import ConfigError
+from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import SECRET_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
 from mqha.wire.types import ADDRESS_RULE, is_valid_address
@@ -186,80 +187,10 @@ CONTROLLER_CONFIG = ConfigSpec(
             rule=rules.MILLIS,
             runtime=True,
         ),
-        Key(
-            "metricsExporterType",
-            str,
-            "DISABLE",
-            "metrics exporter: DISABLE, OTLP_GRPC, PROM or LOG",
-            choices=("DISABLE", "OTLP_GRPC", "PROM", "LOG"),
-            support=mapped(_METRICS_INSTEAD, accepted=("PROM",)),
-            deviation="/metrics on the API port is always on; OTLP_GRPC and LOG are refused",
-        ),
-        Key(
-            "metricsGrpcExporterTarget",
-            str,
-            "",
-            "OTLP endpoint",
-            support=refused(_METRICS_INSTEAD),
-        ),
-        Key(
-            "metricsGrpcExporterHeader",
-            str,
-            "",
-            "OTLP request headers",
-            support=refused(_METRICS_INSTEAD),
-        ),
-        Key(
-            "metricGrpcExporterTimeOutInMills",
-            int,
-            3000,
-            "OTLP export timeout",
-            rule=rules.MILLIS,
-            support=refused(_METRICS_INSTEAD),
-        ),
-        Key(
-            "metricGrpcExporterIntervalInMills",
-            int,
-            60000,
-            "OTLP export period",
-            rule=rules.MILLIS,
-            support=refused(_METRICS_INSTEAD),
-        ),
-        Key(
-            "metricLoggingExporterIntervalInMills",
-            int,
-            10000,
-            "LOG exporter period",
-            rule=rules.MILLIS,
-            support=refused(_METRICS_INSTEAD),
-        ),
-        Key(
-            "metricsPromExporterPort",
-            int,
-            5557,
-            "port of the Prometheus exporter (metricsExporterType=PROM)",
-            rule=rules.PORT,
-        ),
-        Key(
-            "metricsPromExporterHost",
-            str,
-            "",
-            "host of the Prometheus exporter",
-            deviation="empty: the host of this node's API address",
-        ),
-        Key(
-            "metricsLabel",
-            str,
-            "",
-            "extra labels on every metric, k:v,k:v",
-            support=refused("add labels in the Prometheus scrape config (relabel_configs)"),
-        ),
-        Key(
-            "metricsInDelta",
-            bool,
-            False,
-            "export deltas instead of cumulative values",
-            support=refused("Prometheus counters are cumulative: use rate() in queries"),
+        *exporter_keys(
+            _METRICS_INSTEAD,
+            "/metrics on the API port is always on; OTLP_GRPC and LOG are refused",
+            "the host of this node's API address",
         ),
         Key("configBlackList", str, "configBlackList;configStorePath", "keys updateControllerConfig refuses"),
         Key(

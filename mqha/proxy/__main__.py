@@ -14,7 +14,9 @@ import logging
 import socket
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
 
 from mqha import process
 from mqha.affinity import parse_cpu_list, pin_process
@@ -22,6 +24,9 @@ from mqha.config import render_with_sources
 from mqha.errors import ConfigError, MissingExtraError
 from mqha.proxy.config import load_proxy_layers
 from mqha.security.credentials import masked
+
+if TYPE_CHECKING:
+    from mqha.proxy.metrics import ProxyMetrics
 
 PROG = "mqproxy"
 STOP_GRACE_S = 2.0
@@ -33,6 +38,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     import grpc
 
     from mqha.proxy.brokers import BrokerGroups
+    from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics
     from mqha.proxy.service import MessagingService
     from mqha.proxy.v2 import service_grpc
 
@@ -56,9 +62,14 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         ("grpc.http2.bdp_probe", 0),
         ("grpc.http2.lookahead_bytes", limit),
     ]
-    server = grpc.aio.server(options=options)
+    # The interceptor only with the exporter on: without it the send path pays nothing.
+    metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
+    server = grpc.aio.server(options=options, interceptors=[MetricsInterceptor(metrics)] if metrics else None)
     service = MessagingService(config, groups)
+    exporter: web.AppRunner | None = None
     try:
+        if metrics is not None:
+            exporter = await _start_exporter(config, metrics)
         service_grpc.add_MessagingServiceServicer_to_server(service, server)
         try:
             bound = server.add_insecure_port(address)
@@ -75,8 +86,29 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         await stop.wait()
     finally:
         await server.stop(STOP_GRACE_S)
+        if exporter is not None:
+            await exporter.cleanup()
         await service.close()
         await groups.close()
+
+
+async def _start_exporter(config: Mapping[str, Any], metrics: ProxyMetrics) -> web.AppRunner:
+    """``metricsExporterType=PROM``: ``/metrics`` on ``metricsPromExporterPort`` (host: the key's, or
+    ``grpcBindAddress``); a port it cannot bind stops the proxy with one line naming the key."""
+    from mqha.proxy.metrics import exporter_app
+
+    host = config["metricsPromExporterHost"] or config["grpcBindAddress"]
+    port = config["metricsPromExporterPort"]
+    runner = web.AppRunner(exporter_app(metrics), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise process.StartError(
+            f"config key 'metricsPromExporterPort': cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    return runner
 
 
 def _bind_problem(host: str, port: int) -> str | None:

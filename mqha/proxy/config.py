@@ -9,6 +9,7 @@ from typing import Any
 from mqha.affinity import allowed_cpus, format_cpu_list, parse_cpu_list
 from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
 from mqha.errors import ConfigError
+from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import check_authentication_keys
 from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS
 from mqha.wire.types import is_valid_address
@@ -97,6 +98,12 @@ PROXY_CONFIG = ConfigSpec(
             unit="ms",
             deviation="RocketMQ's broker persists its consumer offsets every 5000 ms; mqproxy commits to the "
             "controllers every 1000 ms, so a proxy restart redelivers at most about a second of acks",
+        ),
+        *exporter_keys(
+            "metricsExporterType=PROM serves mqproxy's metrics as Prometheus text on /metrics of "
+            "metricsPromExporterPort (docs/metrics.md)",
+            "OTLP_GRPC and LOG are refused",
+            "grpcBindAddress",
         ),
         Key(
             "authenticationEnabled",

@@ -33,7 +33,7 @@ import pytest
 
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import http_json
-from tests.helpers.processes import ProcessGroup
+from tests.helpers.processes import ProcessGroup, free_port
 from tests.helpers.proxy_harness import (
     GROUP,
     QUEUES,
@@ -423,3 +423,62 @@ def test_sixteen_senders_in_a_closed_loop_share_one_put_per_round(cluster: Local
     # of the loaded machine costs one more.
     puts = requests_after - requests_before
     assert puts <= rounds * 3 // 2, f"{puts} puts for {rounds} rounds of {senders}"
+
+
+def test_the_prometheus_exporter_counts_rpcs_and_messages(cluster: LocalCluster, tmp_path: Path) -> None:
+    """``metricsExporterType=PROM``: a second proxy serves ``/metrics`` on ``metricsPromExporterPort``;
+    its RPCs are timed by method and the v2 code of the answer, sent and received messages counted."""
+    import urllib.request
+
+    import grpc
+
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    port = free_port()
+    with ProcessGroup() as group:
+        _, access = start_proxy(
+            group, cluster, tmp_path, f"metricsExporterType=PROM\nmetricsPromExporterPort={port}\n"
+        )
+        topic, consumers = d.Resource(name="ProxyMetrics"), d.Resource(name="ProxyMetricsGroup")
+        with grpc.insecure_channel(access) as channel:
+            stub = service_grpc.MessagingServiceStub(channel)
+            for number in range(3):
+                message = d.Message(topic=topic, body=b"counted")
+                message.system_properties.message_id = f"PROXYMETRICS{number:04d}"
+                assert (
+                    stub.SendMessage(s.SendMessageRequest(messages=[message]), timeout=10).status.code
+                    == d.Code.OK
+                )
+            empty = d.Message(topic=topic, body=b"")
+            empty.system_properties.message_id = "PROXYMETRICSEMPTY"
+            refused = stub.SendMessage(s.SendMessageRequest(messages=[empty]), timeout=10)
+            assert refused.status.code == d.Code.MESSAGE_BODY_EMPTY
+            request = s.ReceiveMessageRequest(
+                group=consumers,
+                message_queue=d.MessageQueue(topic=topic, id=-1, broker=d.Broker(name=GROUP)),
+                filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
+                batch_size=16,
+                auto_renew=False,
+            )
+            request.invisible_duration.FromSeconds(30)
+            request.long_polling_timeout.FromMilliseconds(500)
+            received = [r for r in stub.ReceiveMessage(request, timeout=10) if r.HasField("message")]
+            assert len(received) == 3
+            with pytest.raises(grpc.RpcError):
+                stub.UpdateOffset(s.UpdateOffsetRequest(), timeout=10)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+
+    def value(name: str) -> float:
+        line = next(line for line in text.splitlines() if line.startswith(name + " "))
+        return float(line.rsplit(" ", 1)[1])
+
+    assert value('mqha_proxy_messages_in_total{code="OK"}') == 3
+    assert value('mqha_proxy_messages_in_total{code="MESSAGE_BODY_EMPTY"}') == 1
+    assert value("mqha_proxy_messages_out_total") == 3
+    assert value('mqha_proxy_rpc_latency_seconds_count{code="OK",method="SendMessage"}') == 3
+    assert value('mqha_proxy_rpc_latency_seconds_count{code="MESSAGE_BODY_EMPTY",method="SendMessage"}') == 1
+    assert value('mqha_proxy_rpc_latency_seconds_count{code="OK",method="ReceiveMessage"}') == 1
+    assert value('mqha_proxy_rpc_latency_seconds_count{code="UNIMPLEMENTED",method="UpdateOffset"}') == 1

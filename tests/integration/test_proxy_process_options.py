@@ -1,10 +1,16 @@
-"""``proxyCpuAffinity`` with a real mqproxy: every thread of the process, gRPC's C threads included,
-runs on the CPU the key names, after the server has answered calls; none of the controllers need be
-up for that."""
+"""Process options of a real mqproxy, none of which needs the controllers up:
+
+* ``proxyCpuAffinity``: every thread of the process, gRPC's C threads included, runs on the CPU the
+  key names, after the server has answered calls;
+* ``metricsExporterType=PROM`` on a port already taken: the proxy stops with one line naming
+  ``metricsPromExporterPort``, exit 1.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,3 +60,25 @@ def test_every_thread_of_the_proxy_runs_on_the_named_cpu(tmp_path: Path) -> None
         threads = thread_cpus(proxy.pid)
     assert len(threads) > 2, threads  # the event loop's and gRPC's
     assert {name: cpus for name, cpus in threads.items() if cpus != {cpu}} == {}
+
+
+def test_an_exporter_port_already_taken_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        conf = tmp_path / "proxy.conf"
+        conf.write_text(
+            f"grpcServerPort={free_port()}\ngrpcBindAddress=127.0.0.1\ncontrollerAddr=127.0.0.1:{free_port()}\n"
+            f"metricsExporterType=PROM\nmetricsPromExporterPort={port}\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "mqha.proxy", "-c", str(conf)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1, done
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("mqproxy: config key 'metricsPromExporterPort': cannot listen on 127.0.0.1:"), last
