@@ -271,6 +271,23 @@ def test_route_names_the_proxy_and_unimplemented_rpcs_say_so(proxy: str) -> None
         assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
+def receive_request(topic: Any, group: Any, invisible_ms: int, long_poll_ms: int) -> Any:
+    """A ReceiveMessage of up to 16 messages of ``topic`` for consumer ``group``, any tag, any queue."""
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+
+    request = s.ReceiveMessageRequest(
+        group=group,
+        message_queue=d.MessageQueue(topic=topic, id=-1, broker=d.Broker(name=GROUP)),
+        filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
+        batch_size=16,
+        auto_renew=False,
+    )
+    request.invisible_duration.FromMilliseconds(invisible_ms)
+    request.long_polling_timeout.FromMilliseconds(long_poll_ms)
+    return request
+
+
 def test_pop_invisibility_redelivery_and_stale_handles(proxy: str) -> None:
     """Over the wire with the generated stub: an unacknowledged message comes back after its invisible
     time with attempt 2; the first hand-out's handle is then stale; ChangeInvisibleDuration gives a new
@@ -290,15 +307,7 @@ def test_pop_invisibility_redelivery_and_stale_handles(proxy: str) -> None:
         assert sent.status.code == d.Code.OK, sent
 
         def receive(invisible_ms: int, long_poll_ms: int = 500) -> list[Any]:
-            request = s.ReceiveMessageRequest(
-                group=group,
-                message_queue=d.MessageQueue(topic=topic, id=-1, broker=d.Broker(name=GROUP)),
-                filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
-                batch_size=16,
-                auto_renew=False,
-            )
-            request.invisible_duration.FromMilliseconds(invisible_ms)
-            request.long_polling_timeout.FromMilliseconds(long_poll_ms)
+            request = receive_request(topic, group, invisible_ms, long_poll_ms)
             replies = list(stub.ReceiveMessage(request, timeout=10))
             assert replies[0].HasField("status") and replies[-1].HasField("delivery_timestamp")
             return [r.message for r in replies if r.HasField("message")]
@@ -455,15 +464,7 @@ def test_the_prometheus_exporter_counts_rpcs_and_messages(cluster: LocalCluster,
             empty.system_properties.message_id = "PROXYMETRICSEMPTY"
             refused = stub.SendMessage(s.SendMessageRequest(messages=[empty]), timeout=10)
             assert refused.status.code == d.Code.MESSAGE_BODY_EMPTY
-            request = s.ReceiveMessageRequest(
-                group=consumers,
-                message_queue=d.MessageQueue(topic=topic, id=-1, broker=d.Broker(name=GROUP)),
-                filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
-                batch_size=16,
-                auto_renew=False,
-            )
-            request.invisible_duration.FromSeconds(30)
-            request.long_polling_timeout.FromMilliseconds(500)
+            request = receive_request(topic, consumers, invisible_ms=30_000, long_poll_ms=500)
             received = [r for r in stub.ReceiveMessage(request, timeout=10) if r.HasField("message")]
             assert len(received) == 3
             with pytest.raises(grpc.RpcError):
