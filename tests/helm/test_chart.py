@@ -151,7 +151,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "replicas": 3,
             "grpcServerPort": 9081,
             "service": {"type": "LoadBalancer", "port": 8081, "annotations": {"example.com/lb": "internal"}},
-            "config": {"autoCreateTopicEnable": False, "flushConsumerOffsetInterval": 500},
+            "config": {
+                "autoCreateTopicEnable": False,
+                "flushConsumerOffsetInterval": 500,
+                "metricsExporterType": "PROM",
+                "metricsPromExporterPort": 9557,
+            },
             "antiAffinity": "hard",
         },
     },

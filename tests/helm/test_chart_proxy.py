@@ -67,7 +67,21 @@ def test_proxy_deployment_service_and_budget(variant: str) -> None:
     assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}  # never all at once
     c = container(deployment)
     assert c["command"] == ["sh", "/opt/mqha/run.sh", "mqproxy", "/etc/mqha/proxy.conf"]
-    assert c["ports"] == [{"name": "grpc", "containerPort": values["grpcServerPort"]}]
+    prom = values["config"].get("metricsExporterType") == "PROM"
+    prom_port = values["config"].get("metricsPromExporterPort", 5557)
+    assert c["ports"] == [{"name": "grpc", "containerPort": values["grpcServerPort"]}] + (
+        [{"name": "metrics", "containerPort": prom_port}] if prom else []
+    )
+    metrics_services = [
+        d for d in proxy_objects(r) if d["kind"] == "Service" and d["metadata"]["name"] != PROXY
+    ]
+    if prom:  # the exporter behind a headless Service the ServiceMonitor selects
+        (metrics,) = metrics_services
+        assert metrics["metadata"]["labels"]["mqha.io/metrics"] == "true"
+        assert metrics["spec"]["clusterIP"] == "None"
+        assert metrics["spec"]["ports"] == [{"name": "http", "port": prom_port, "targetPort": "metrics"}]
+    else:
+        assert metrics_services == []
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert c[probe]["tcpSocket"] == {"port": "grpc"}, probe
     assert c["resources"] == values["resources"]
