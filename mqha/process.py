@@ -15,11 +15,31 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class StartError(Exception):
     """A startup failure reported as one line (exit 1)."""
+
+
+async def start_metrics_listener(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """RocketMQ's Prometheus exporter port (``metricsExporterType=PROM``): ``app`` served on
+    ``host:port``; a port it cannot bind is a ``StartError`` naming ``metricsPromExporterPort``."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise StartError(
+            f"config key 'metricsPromExporterPort': cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    return runner
 
 
 def config_arguments(prog: str, description: str, what: str) -> argparse.ArgumentParser:

@@ -81,18 +81,14 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
     if config["metricsExporterType"] == "PROM":
         # RocketMQ's Prometheus exporter port, mapped to the same /metrics text (docs/config.md)
         host = config["metricsPromExporterHost"] or peer.host
-        prom = web.AppRunner(build_metrics_app(service), access_log=None, shutdown_timeout=1.0)
-        await prom.setup()
-        runners.append(prom)
         try:
-            await web.TCPSite(prom, host, config["metricsPromExporterPort"]).start()
-        except OSError as exc:
-            for each in reversed(runners):
-                await each.cleanup()
-            raise StartError(
-                f"config key 'metricsPromExporterPort': cannot listen on {host}:"
-                f"{config['metricsPromExporterPort']}: {exc.strerror or exc}"
-            ) from None
+            prom = await process.start_metrics_listener(
+                build_metrics_app(service), host, config["metricsPromExporterPort"]
+            )
+        except StartError:
+            await runner.cleanup()
+            raise
+        runners.append(prom)
     try:
         if not await _start_unless_stopped(service, stop):
             return

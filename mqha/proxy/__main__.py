@@ -16,8 +16,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
 from mqha import process
 from mqha.affinity import parse_cpu_list, pin_process
 from mqha.config import render_with_sources
@@ -26,7 +24,7 @@ from mqha.proxy.config import load_proxy_layers
 from mqha.security.credentials import masked
 
 if TYPE_CHECKING:
-    from mqha.proxy.metrics import ProxyMetrics
+    from aiohttp import web
 
 PROG = "mqproxy"
 STOP_GRACE_S = 2.0
@@ -38,7 +36,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     import grpc
 
     from mqha.proxy.brokers import BrokerGroups
-    from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics
+    from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
     from mqha.proxy.v2 import service_grpc
 
@@ -68,8 +66,11 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     service = MessagingService(config, groups)
     exporter: web.AppRunner | None = None
     try:
-        if metrics is not None:
-            exporter = await _start_exporter(config, metrics)
+        if metrics is not None:  # /metrics on metricsPromExporterPort (host: the key's, or grpcBindAddress)
+            host = config["metricsPromExporterHost"] or config["grpcBindAddress"]
+            exporter = await process.start_metrics_listener(
+                exporter_app(metrics), host, config["metricsPromExporterPort"]
+            )
         service_grpc.add_MessagingServiceServicer_to_server(service, server)
         try:
             bound = server.add_insecure_port(address)
@@ -90,25 +91,6 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             await exporter.cleanup()
         await service.close()
         await groups.close()
-
-
-async def _start_exporter(config: Mapping[str, Any], metrics: ProxyMetrics) -> web.AppRunner:
-    """``metricsExporterType=PROM``: ``/metrics`` on ``metricsPromExporterPort`` (host: the key's, or
-    ``grpcBindAddress``); a port it cannot bind stops the proxy with one line naming the key."""
-    from mqha.proxy.metrics import exporter_app
-
-    host = config["metricsPromExporterHost"] or config["grpcBindAddress"]
-    port = config["metricsPromExporterPort"]
-    runner = web.AppRunner(exporter_app(metrics), access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise process.StartError(
-            f"config key 'metricsPromExporterPort': cannot listen on {host}:{port}: {exc.strerror or exc}"
-        ) from None
-    return runner
 
 
 def _bind_problem(host: str, port: int) -> str | None:
