@@ -42,7 +42,8 @@ from mqha.client.producer import OutgoingMessage
 from mqha.cluster.local import LocalCluster
 from mqha.proxy.messages import BORN_HOST, QUEUE_ID
 from mqha.proxy.puts import BrokerConnections, PutProducer
-from tests.helpers.processes import ManagedProcess, ProcessGroup, free_port
+from tests.helpers.processes import ProcessGroup, free_port
+from tests.helpers.proxy_harness import start_proxy
 from tests.helpers.rocketmq_client import SCRIPTS, client_python
 
 pytestmark = pytest.mark.bench
@@ -96,9 +97,10 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     ):
         cluster.wait_ready(90)
         cpu = str(max(os.sched_getaffinity(0)))
+        # 8 queues: mqproxy's default defaultTopicQueueNums, which the bench always ran with
         (proxy, access), (proxy_any, access_any) = (
-            start_proxy(group, cluster, run_dir, name, settings)
-            for name, settings in (("proxy", f"proxyCpuAffinity={cpu}\n"), ("proxy-any", ""))
+            start_proxy(group, cluster, run_dir, settings, queues=8)
+            for settings in (f"proxyCpuAffinity={cpu}\n", "")
         )
         null_port = free_port()
         null = group.start(
@@ -113,22 +115,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         yield Rig(
             cluster, client, access, proxy.pid, access_any, proxy_any.pid, null_access, null.pid, start_cpu
         )
-
-
-def start_proxy(
-    group: ProcessGroup, cluster: LocalCluster, run_dir: Path, name: str, settings: str
-) -> tuple[ManagedProcess, str]:
-    port = free_port()
-    conf = run_dir / f"{name}.conf"
-    conf.write_text(
-        f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
-        f"controllerAddr={';'.join(cluster.controller_addresses)}\n{settings}"
-    )
-    proxy = group.start(
-        [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / f"{name}.log"
-    )
-    proxy.wait_tcp("127.0.0.1", port, timeout=30)
-    return proxy, f"127.0.0.1:{port}"
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:

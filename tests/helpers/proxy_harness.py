@@ -21,15 +21,15 @@ QUEUES = 4
 
 
 def start_proxy(
-    group: ProcessGroup, cluster: LocalCluster, run_dir: Path, settings: str = ""
+    group: ProcessGroup, cluster: LocalCluster, run_dir: Path, settings: str = "", *, queues: int = QUEUES
 ) -> tuple[ManagedProcess, str]:
     """An mqproxy in front of the cluster, listening; the process and its access point. ``settings``:
-    more ``key=value`` lines of its config."""
+    more ``key=value`` lines of its config; ``queues``: an auto-created topic's queues per group."""
     port = free_port()
     conf = run_dir / f"proxy-{port}.conf"
     conf.write_text(
         f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
-        f"controllerAddr={';'.join(cluster.controller_addresses)}\ndefaultTopicQueueNums={QUEUES}\n"
+        f"controllerAddr={';'.join(cluster.controller_addresses)}\ndefaultTopicQueueNums={queues}\n"
         + settings
     )
     process = group.start(
