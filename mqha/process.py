@@ -1,4 +1,4 @@
-"""Process mains: the start-up and shutdown contract ``mqbroker`` and ``mqcontroller`` share (kernel).
+"""Process mains: the start-up and shutdown contract the mains share (kernel).
 
 ``-c FILE [-p] [--log-level]`` arguments; a problem printed as ONE line on stderr with exit 1 (no
 traceback); logs on stderr; SIGTERM / SIGINT only set an event, so each process runs its own ordered
