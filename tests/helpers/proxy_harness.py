@@ -25,12 +25,18 @@ def start_proxy(
 ) -> tuple[ManagedProcess, str]:
     """An mqproxy in front of the cluster, listening; the process and its access point. ``settings``:
     more ``key=value`` lines of its config; ``queues``: an auto-created topic's queues per group."""
+    return start_proxy_for(group, ";".join(cluster.controller_addresses), run_dir, settings, queues=queues)
+
+
+def start_proxy_for(
+    group: ProcessGroup, controller_addr: str, run_dir: Path, settings: str = "", *, queues: int = QUEUES
+) -> tuple[ManagedProcess, str]:
+    """:func:`start_proxy` for the controllers of ``controller_addr`` (``host:port;...``)."""
     port = free_port()
     conf = run_dir / f"proxy-{port}.conf"
     conf.write_text(
         f"grpcServerPort={port}\ngrpcBindAddress=127.0.0.1\n"
-        f"controllerAddr={';'.join(cluster.controller_addresses)}\ndefaultTopicQueueNums={queues}\n"
-        + settings
+        f"controllerAddr={controller_addr}\ndefaultTopicQueueNums={queues}\n" + settings
     )
     process = group.start(
         [sys.executable, "-m", "mqha.proxy", "-c", str(conf)], log_path=run_dir / f"mqproxy-{port}.log"

@@ -118,7 +118,7 @@ def test_dashboard_expressions_pass_promtool_check(tmp_path: Path) -> None:
 def test_dashboard_has_the_sections_of_issue_6() -> None:
     board = dashboard()
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows == ["Cluster overview", "Replication (per broker set)", "Elections", "Put latency"]
+    assert rows == ["Cluster overview", "Replication (per broker set)", "Elections", "Put latency", "mqproxy"]
     titles = {p["title"] for p in board["panels"]}
     assert {
         "Slave ack lag",

@@ -1,4 +1,5 @@
-"""``/metrics`` of every node of a real cluster (3 ``mqcontroller`` + 2 ``mqbroker``), issue 6 item 2.
+"""``/metrics`` of every node of a real cluster (3 ``mqcontroller`` + 2 ``mqbroker``), issue 6 item 2,
+and of an ``mqproxy`` in front of it with ``metricsExporterType=PROM`` (after one SendMessage).
 
 Each node's text is parsed (prometheus_client's parser): every metric of the issue's lists is there
 with its type and exactly its label names, the values agree with the cluster's state, and
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers.processes import ProcessGroup, wait_until
+from tests.helpers.processes import ProcessGroup, free_port, wait_until
+from tests.helpers.proxy_harness import start_proxy_for
 from tests.integration.controller_cluster import request
 from tests.integration.test_mqadmin_brokers import BROKER_NAME, BrokerSet
 
@@ -112,12 +114,21 @@ def scrape(url: str, address: str) -> Scrape:
     return Scrape.parse(address, text)
 
 
+_CALLS = frozenset({"method", "code"})
+PROXY_METRICS: dict[str, tuple[str, frozenset[str]]] = {
+    "mqha_proxy_rpc_latency_seconds": ("histogram", _CALLS),
+    "mqha_proxy_messages_in_total": ("counter", frozenset({"code"})),
+    "mqha_proxy_messages_out_total": ("counter", frozenset()),
+}
+
+
 @dataclass
 class Scrapes:
     broker_set: BrokerSet
     controllers: list[Scrape]
     master: Scrape
     slave: Scrape
+    proxy: Scrape
 
 
 @pytest.fixture(scope="module")
@@ -143,12 +154,35 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
         )
         for node in broker_set.controllers.nodes:  # a first scrape, so "metrics" requests are counted
             scrape(node.url, node.address)
-        yield Scrapes(
-            broker_set,
-            [scrape(n.url, n.address) for n in broker_set.controllers.nodes],
-            scrape(master.url, master.address),
-            scrape(slave.url, slave.address),
+        controllers = [scrape(n.url, n.address) for n in broker_set.controllers.nodes]
+        brokers = scrape(master.url, master.address), scrape(slave.url, slave.address)
+        # Then the proxy, whose send would change the numbers above.
+        exporter = free_port()
+        _, access = start_proxy_for(
+            group,
+            broker_set.controller_addresses,
+            tmp_path_factory.mktemp("proxy"),
+            f"metricsExporterType=PROM\nmetricsPromExporterPort={exporter}\n",
         )
+        send_through(access)
+        yield Scrapes(broker_set, controllers, *brokers, scrape(f"http://127.0.0.1:{exporter}", access))
+
+
+def send_through(access: str) -> None:
+    """One message sent through the proxy at ``access`` with the v2 stub; answered OK."""
+    import grpc
+
+    from mqha.proxy.v2 import definition as d
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    message = d.Message(topic=d.Resource(name="ScrapedProxy"), body=b"scraped")
+    message.system_properties.message_id = "SCRAPEDPROXY0001"
+    with grpc.insecure_channel(access) as channel:
+        answer = service_grpc.MessagingServiceStub(channel).SendMessage(
+            s.SendMessageRequest(messages=[message]), timeout=20
+        )
+    assert answer.status.code == d.Code.OK, answer
 
 
 def check_names_and_labels(node: Scrape, expected: dict[str, tuple[str, frozenset[str]]]) -> None:
@@ -220,6 +254,14 @@ def test_broker_metrics_on_master_and_slave(scrapes: Scrapes) -> None:
     )
 
 
+def test_proxy_metrics(scrapes: Scrapes) -> None:
+    proxy = scrapes.proxy
+    check_names_and_labels(proxy, PROXY_METRICS)
+    assert proxy.value("mqha_proxy_messages_in_total", code="OK") == 1
+    assert proxy.value("mqha_proxy_messages_out_total") == 0
+    assert {lab["method"] for lab, _ in proxy.samples["mqha_proxy_rpc_latency_seconds"]} == {"SendMessage"}
+
+
 def promtool_check_metrics(text: str) -> subprocess.CompletedProcess[str]:
     path = shutil.which("promtool")
     assert path is not None, (
@@ -242,9 +284,14 @@ def test_promtool_check_metrics_on_brokers(scrapes: Scrapes) -> None:
         assert done.returncode == 0, (node.address, done.stdout + done.stderr)
 
 
+def test_promtool_check_metrics_on_the_proxy(scrapes: Scrapes) -> None:
+    done = promtool_check_metrics(scrapes.proxy.text)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_rules_and_dashboard_use_exposed_metric_names(scrapes: Scrapes) -> None:
     exposed: set[str] = set()
-    for node in [*scrapes.controllers, scrapes.master, scrapes.slave]:
+    for node in [*scrapes.controllers, scrapes.master, scrapes.slave, scrapes.proxy]:
         for name, kind in node.types.items():
             exposed.add(name)
             if kind == "histogram":
