@@ -21,8 +21,20 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+"""The Content-Type of every ``/metrics`` answer: the format ``prometheus_client.generate_latest``
+writes (prometheus_client names it only in versions newer than pyproject.toml's floor)."""
+
+
 class StartError(Exception):
     """A startup failure reported as one line (exit 1)."""
+
+
+def metrics_response(body: bytes) -> web.Response:
+    """A ``/metrics`` answer: ``body``, a registry's Prometheus text."""
+    from aiohttp import web
+
+    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_TEXT})
 
 
 async def start_metrics_listener(app: web.Application, host: str, port: int) -> web.AppRunner:

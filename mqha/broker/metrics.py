@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from mqha.broker.access import DiskCheck
     from mqha.broker.hooks_impl import BrokerRuntime
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ROLES = ("MASTER", "SLAVE", "NONE")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 

@@ -36,7 +36,7 @@ from mqha.broker.auth import BASIC_CHALLENGE, BEARER_CHALLENGE, BrokerAuth
 from mqha.broker.commitlog import OffsetTooSmall
 from mqha.broker.config_store import BrokerConfigStore
 from mqha.broker.hooks_impl import BrokerRuntime
-from mqha.broker.metrics import CONTENT_TYPE, BrokerMetrics
+from mqha.broker.metrics import BrokerMetrics
 from mqha.broker.protocol import (
     BrokerCode,
     PutRequest,
@@ -60,6 +60,7 @@ from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
 from mqha.epoch.history import reader_divergence
 from mqha.errors import RequestError
+from mqha.process import metrics_response
 from mqha.security.signing import Denial
 from mqha.security.tls import server_context
 from mqha.wire.broker_api import PUT_PATH, PUT_STREAM_PATH
@@ -306,7 +307,7 @@ class BrokerHttpServer:
         return _json(200, envelope(BrokerCode.SUCCESS, "", **self.views.status()))
 
     async def get_metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+        return metrics_response(self.metrics.render())
 
     async def post_final_log(self, request: web.Request) -> web.Response:
         """Write this replica's log index as ``final_logs`` rows into its own history database

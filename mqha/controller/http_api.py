@@ -37,9 +37,9 @@ from mqha.codes import ResponseCode, http_status_for
 from mqha.controller import history_route, openapi, topic_routes
 from mqha.controller.access import Access, Principal, route_access
 from mqha.controller.console_view import sse_message
-from mqha.controller.metrics import CONTENT_TYPE
 from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
+from mqha.process import metrics_response
 from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
 from mqha.wire.codec import Request, decode_any
@@ -321,7 +321,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     request[_CODE] = Code.SUCCESS.name
-    return web.Response(body=_service(request).metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+    return metrics_response(_service(request).metrics.render())
 
 
 @functools.cache

@@ -30,8 +30,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
 # Controller writes are ~1 ms on a healthy cluster and bounded by the 5 s proposal timeout.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 ELECTION_TRIGGERS = ("broker", "admin", "controller")  # controller.service TRIGGER_*

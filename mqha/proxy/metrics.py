@@ -18,9 +18,9 @@ import grpc
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from mqha.process import metrics_response
 from mqha.proxy.v2 import definition as d
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds; a ReceiveMessage long poll may last ``long_polling_timeout`` (20 s)."""
 _SEND = "SendMessage"
@@ -150,7 +150,7 @@ def exporter_app(metrics: ProxyMetrics) -> web.Application:
     """``GET /metrics``: the registry as Prometheus text."""
 
     async def scrape(request: web.Request) -> web.Response:
-        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+        return metrics_response(metrics.render())
 
     app = web.Application()
     app.router.add_get("/metrics", scrape)
