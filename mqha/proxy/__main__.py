@@ -36,9 +36,9 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     import grpc
 
     from mqha.proxy.brokers import BrokerGroups
+    from mqha.proxy.handlers import add_servicer
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
-    from mqha.proxy.v2 import service_grpc
 
     stop = process.stop_on_signals(stop)
     address = f"{config['grpcBindAddress']}:{config['grpcServerPort']}"
@@ -71,7 +71,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             exporter = await process.start_metrics_listener(
                 exporter_app(metrics), host, config["metricsPromExporterPort"]
             )
-        service_grpc.add_MessagingServiceServicer_to_server(service, server)
+        add_servicer(service, server)
         try:
             bound = server.add_insecure_port(address)
         except RuntimeError as exc:
