@@ -32,19 +32,14 @@ SERVICE = "/apache.rocketmq.v2.MessagingService"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("bad-input"), controllers=3, groups=1, replicas=2) as local:
-        yield local
-    assert local.running_pids() == []
-
-
-@pytest.fixture(scope="module")
-def proxy(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    cluster.wait_ready(90)
-    with ProcessGroup() as group:
-        access = start_proxy(group, cluster, tmp_path_factory.mktemp("proxy"))[1]
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
+    """A cluster of one group of 2 replicas and a proxy in front of it; the proxy's access point."""
+    run_dir = tmp_path_factory.mktemp("bad-input")
+    with LocalCluster(run_dir, controllers=3, groups=1, replicas=2) as cluster, ProcessGroup() as group:
+        access = start_proxy(group, cluster, run_dir)[1]
         assert send(access, message(b"first")).status.code == _ok()  # creates the topic
-        yield access
+        yield cluster, access
+    assert cluster.running_pids() == []
 
 
 def _ok() -> int:
@@ -94,7 +89,8 @@ def still_serving(cluster: LocalCluster, access: str, before: int) -> None:
     assert log_end(cluster) > before
 
 
-def test_bytes_that_are_not_http2_close_that_connection_only(cluster: LocalCluster, proxy: str) -> None:
+def test_bytes_that_are_not_http2_close_that_connection_only(proxied: tuple[LocalCluster, str]) -> None:
+    cluster, proxy = proxied
     before = log_end(cluster)
     host, port = proxy.rsplit(":", 1)
     for garbage in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(4096)):
@@ -122,10 +118,11 @@ def test_bytes_that_are_not_http2_close_that_connection_only(cluster: LocalClust
     ],
 )
 def test_a_body_that_is_not_protobuf_fails_the_call_and_stores_nothing(
-    cluster: LocalCluster, proxy: str, method: str, shape: str, request_type: str
+    proxied: tuple[LocalCluster, str], method: str, shape: str, request_type: str
 ) -> None:
     import grpc
 
+    cluster, proxy = proxied
     before = log_end(cluster)
     corrupt = b"\xff\xff\xff\xff not a protobuf message"
     with grpc.insecure_channel(proxy) as channel:
@@ -141,9 +138,10 @@ def test_a_body_that_is_not_protobuf_fails_the_call_and_stores_nothing(
     still_serving(cluster, proxy, before)
 
 
-def test_a_request_over_the_size_limit_is_refused_whole(cluster: LocalCluster, proxy: str) -> None:
+def test_a_request_over_the_size_limit_is_refused_whole(proxied: tuple[LocalCluster, str]) -> None:
     import grpc
 
+    cluster, proxy = proxied
     before = log_end(cluster)
     with pytest.raises(grpc.RpcError) as failed:  # 4 MiB maxMessageSize + 1 MiB envelope < 6 MiB
         send(proxy, message(b"x" * (6 << 20)))
@@ -152,10 +150,11 @@ def test_a_request_over_the_size_limit_is_refused_whole(cluster: LocalCluster, p
 
 
 def test_fields_the_broker_must_not_see_get_their_code_and_store_nothing(
-    cluster: LocalCluster, proxy: str
+    proxied: tuple[LocalCluster, str],
 ) -> None:
     from mqha.proxy.v2 import definition as d
 
+    cluster, proxy = proxied
     before = log_end(cluster)
     cases = [
         (message(b"x", 1, topic="bad topic"), d.Code.ILLEGAL_TOPIC),
