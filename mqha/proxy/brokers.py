@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -170,15 +170,14 @@ class BrokerGroups:
         batcher = self._batchers.get(group)
         if batcher is None:
             batcher = self._batchers[group] = GroupBatcher(self.producer(group))
-        message = OutgoingMessage(
-            fields.topic,
-            fields.body,
-            keys=fields.keys or None,
-            properties=fields.properties,
-            msg_id=fields.msg_id,
-            born_timestamp=fields.born_timestamp,
+        return await batcher.send(_outgoing(fields), timeout_s)
+
+    async def send_batch(self, group: str, batch: Sequence[PutFields], timeout_s: float) -> list[SendResult]:
+        """Put ``batch`` into ``group``'s master as one put (a client's batch: not coalesced with other
+        sends), following failovers for up to ``timeout_s``; one result per message."""
+        return await self.producer(group).send_each(
+            [_outgoing(fields) for fields in batch], timeout=timeout_s
         )
-        return await batcher.send(message, timeout_s)
 
     async def read_queue(
         self, group: str, topic: str, queue_id: int, position: int, *, max_messages: int, timeout_s: float
@@ -221,3 +220,14 @@ class BrokerGroups:
                 last = f"{type(exc).__name__}: {exc}"
             self._routes.pop(group, None)  # a slave, a dead master or none: ask the controllers again
             await asyncio.sleep(min(_READ_RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+
+
+def _outgoing(fields: PutFields) -> OutgoingMessage:
+    return OutgoingMessage(
+        fields.topic,
+        fields.body,
+        keys=fields.keys or None,
+        properties=fields.properties,
+        msg_id=fields.msg_id,
+        born_timestamp=fields.born_timestamp,
+    )

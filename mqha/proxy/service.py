@@ -129,19 +129,22 @@ class MessagingService(ClientSessionRpcs):
         return self._pop.change_invisible_duration(request)
 
     async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if not request.messages:
-            return s.SendMessageResponse(status=status(d.Code.BAD_REQUEST, "no message in the request"))
+        messages = request.messages
+        if not messages:  # RocketMQ's proxy: MESSAGE_CORRUPTED
+            return s.SendMessageResponse(status=status(d.Code.MESSAGE_CORRUPTED, "no message to send"))
         remaining = context.time_remaining()
         budget = NO_DEADLINE_S if remaining is None else remaining - self._margin_s
         deadline = time.monotonic() + max(0.05, budget)
-        entries = [await self._send_one(message, deadline) for message in request.messages]
-        if len(entries) == 1:
-            top = entries[0].status
-        elif all(entry.status.code == _OK for entry in entries):
-            top = status()
-        else:
-            top = status(_MULTIPLE_RESULTS, "the messages ended differently: see the entries")
-        return s.SendMessageResponse(status=top, entries=entries)
+        if len(messages) == 1:
+            entry = await self._send_one(messages[0], deadline)
+            return s.SendMessageResponse(status=entry.status, entries=[entry])
+        topic = messages[0].topic
+        if any(message.topic != topic for message in messages):
+            return s.SendMessageResponse(
+                status=status(d.Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            )
+        entries = await self._send_batch(messages, deadline)
+        return s.SendMessageResponse(status=batch_status(entries), entries=entries)
 
     async def _send_one(self, message: Any, deadline: float) -> Any:
         msg_id = message.system_properties.message_id
@@ -166,41 +169,97 @@ class MessagingService(ClientSessionRpcs):
         try:
             entry = await self._store(message, deadline)
         finally:
-            stored_ok = entry is not None and entry.status.code == _OK
-            self._ledger.finish(msg_id, entry if stored_ok else None, _now_ms())
-            event = self._done.pop(msg_id, None)
-            if event is not None:
-                event.set()
+            self._finish(msg_id, entry, _now_ms())
         return entry
+
+    def _finish(self, msg_id: str, entry: Any, now_ms: int) -> None:
+        """End this attempt of ``msg_id``: the ledger keeps an entry that stored it (None: nothing
+        stored), and attempts of other requests waiting for it wake."""
+        stored_ok = entry is not None and entry.status.code == _OK
+        self._ledger.finish(msg_id, entry if stored_ok else None, now_ms)
+        event = self._done.pop(msg_id, None)
+        if event is not None:
+            event.set()
 
     async def _store(self, message: Any, deadline: float) -> Any:
         msg_id = message.system_properties.message_id
-        topic = message.topic.name
-        layout = await self._groups.layout(topic)
-        if layout is None:
-            return s.SendResultEntry(
-                status=status(d.Code.TOPIC_NOT_FOUND, topic_not_found(topic)), message_id=msg_id
-            )
-        if not layout:
-            return s.SendResultEntry(
-                status=status(d.Code.PROXY_TIMEOUT, "no broker group is registered with the controllers"),
-                message_id=msg_id,
-            )
-        try:
-            group, queue_id = self._chooser.choose(topic, layout)
-        except ValueError:
-            forbidden = f"the topic[{topic}] sending message is forbidden: it has no writable queue"
-            return s.SendResultEntry(status=status(d.Code.FORBIDDEN, forbidden), message_id=msg_id)
+        target = await self._queue_for(message.topic.name)
+        if not isinstance(target, tuple):
+            return s.SendResultEntry(status=target, message_id=msg_id)
+        group, queue_id = target
         try:
             fields = put_fields(message, queue_id, self._max_body)
         except MessageRefused as exc:
             return s.SendResultEntry(status=status(exc.code, str(exc)), message_id=msg_id)
         result = await self._groups.send(group, fields, max(0.05, deadline - time.monotonic()))
-        if result.status in _STORED_CODES:
-            self._pop.stored(fields.topic)
-        else:
-            log.info("send %s to %s: %s (%s)", msg_id, group, result.status.value, result.error)
+        self._stored(group, result, fields.topic)
         return entry_for(msg_id, result)
+
+    async def _queue_for(self, topic: str) -> tuple[str, int] | Any:
+        """The group and queue a send of ``topic`` goes to, or the ``Status`` that refuses it."""
+        layout = await self._groups.layout(topic)
+        if layout is None:
+            return status(d.Code.TOPIC_NOT_FOUND, topic_not_found(topic))
+        if not layout:
+            return status(d.Code.PROXY_TIMEOUT, "no broker group is registered with the controllers")
+        try:
+            return self._chooser.choose(topic, layout)
+        except ValueError:
+            forbidden = f"the topic[{topic}] sending message is forbidden: it has no writable queue"
+            return status(d.Code.FORBIDDEN, forbidden)
+
+    def _stored(self, group: str, result: SendResult, topic: str) -> None:
+        """Wake the topic's long polls when ``result`` stored a message; log one that did not."""
+        if result.status in _STORED_CODES:
+            self._pop.stored(topic)
+        else:
+            log.info("send %s to %s: %s (%s)", result.msg_id, group, result.status.value, result.error)
+
+    async def _send_batch(self, messages: Any, deadline: float) -> list[Any]:
+        """Several messages of one topic in one request: one queue and one put, as RocketMQ's proxy
+        sends them as one batch. A batch holding a message id the ledger knows (a retry, an attempt in
+        flight, or the same id twice) goes message by message instead, so the ledger answers each."""
+        now = _now_ms()
+        ids = [message.system_properties.message_id for message in messages]
+        begun: list[str] = []
+        for msg_id in ids:
+            decision, _ = self._ledger.begin(msg_id, now)
+            if decision is not Decision.SEND:
+                for held in begun:  # held for no time: nobody waits on them
+                    self._ledger.finish(held, None, now)
+                return [await self._send_one(message, deadline) for message in messages]
+            begun.append(msg_id)
+        entries: list[Any] | None = None
+        try:
+            entries = await self._store_batch(messages, ids, deadline)
+        finally:
+            now = _now_ms()
+            for index, msg_id in enumerate(ids):
+                self._finish(msg_id, entries[index] if entries is not None else None, now)
+        return entries
+
+    async def _store_batch(self, messages: Any, ids: list[str], deadline: float) -> list[Any]:
+        target = await self._queue_for(messages[0].topic.name)
+        if not isinstance(target, tuple):
+            return [s.SendResultEntry(status=target, message_id=msg_id) for msg_id in ids]
+        group, queue_id = target
+        try:
+            fields = [put_fields(message, queue_id, self._max_body) for message in messages]
+        except MessageRefused as exc:  # the batch is refused whole, as one put would be
+            return [s.SendResultEntry(status=status(exc.code, str(exc)), message_id=msg_id) for msg_id in ids]
+        results = await self._groups.send_batch(group, fields, max(0.05, deadline - time.monotonic()))
+        for result in results:
+            self._stored(group, result, fields[0].topic)
+        return [entry_for(msg_id, result) for msg_id, result in zip(ids, results, strict=True)]
+
+
+def batch_status(entries: list[Any]) -> Any:
+    """The status of a response to several messages: their one code, else MULTIPLE_RESULTS (pure; as
+    RocketMQ's proxy answers)."""
+    codes = {entry.status.code for entry in entries}
+    if len(codes) > 1:
+        return status(_MULTIPLE_RESULTS, "the messages ended differently: see the entries")
+    return entries[0].status
 
 
 def _now_ms() -> int:

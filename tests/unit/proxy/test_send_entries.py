@@ -1,12 +1,12 @@
-"""What a client is told about a send (mqha.proxy.service.entry_for), and which RPCs answer
-UNIMPLEMENTED."""
+"""What a client is told about a send (mqha.proxy.service.entry_for, and batch_status for a request of
+several messages), and which RPCs answer UNIMPLEMENTED."""
 
 from __future__ import annotations
 
 import pytest
 
 from mqha.client.results import SendResult, SendStatus
-from mqha.proxy.service import IMPLEMENTED, MessagingService, entry_for
+from mqha.proxy.service import IMPLEMENTED, MessagingService, batch_status, entry_for
 from mqha.proxy.v2 import definition as d
 from mqha.proxy.v2 import service as s
 
@@ -45,3 +45,22 @@ def test_every_rpc_but_the_implemented_ones_answers_unimplemented() -> None:
     for name in IMPLEMENTED:
         owner = getattr(MessagingService, name).__qualname__.split(".")[0]
         assert owner in ("MessagingService", "ClientSessionRpcs"), name
+
+
+@pytest.mark.parametrize(
+    ("codes", "top"),
+    [
+        ([d.Code.OK, d.Code.OK, d.Code.OK], d.Code.OK),
+        ([d.Code.PROXY_TIMEOUT, d.Code.PROXY_TIMEOUT], d.Code.PROXY_TIMEOUT),
+        ([d.Code.OK, d.Code.SLAVE_PERSISTENCE_TIMEOUT], d.Code.MULTIPLE_RESULTS),
+    ],
+)
+def test_a_batch_answers_its_one_code_else_multiple_results(codes: list[int], top: int) -> None:
+    """As RocketMQ's proxy: the entries' code when they share one (with the first entry's text)."""
+    entries = [
+        s.SendResultEntry(status=d.Status(code=code, message=f"entry {i}")) for i, code in enumerate(codes)
+    ]
+    answer = batch_status(entries)
+    assert answer.code == top
+    if top != d.Code.MULTIPLE_RESULTS:
+        assert answer.message == "entry 0"

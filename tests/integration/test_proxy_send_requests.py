@@ -1,5 +1,12 @@
-"""mqproxy's gRPC port faces an untrusted network: bad input gets a clear error, closes only its own
-connection, and stores nothing; the proxy goes on serving (a real proxy in front of a real cluster).
+"""SendMessage requests beyond one good message, through a real proxy in front of a real cluster.
+
+Batches (several messages in one request) go as RocketMQ's proxy sends them: one topic, one queue,
+one put. A request with no message, or with messages of different topics, is MESSAGE_CORRUPTED; a
+retried batch is answered from the send ledger and stored once; a batch with one refused message is
+refused whole.
+
+mqproxy's gRPC port faces an untrusted network: bad input gets a clear error, closes only its own
+connection, and stores nothing; the proxy goes on serving.
 
 * bytes that are not HTTP/2 (an HTTP/1.1 request, then random bytes): that connection is closed;
 * a SendMessage, ReceiveMessage or Telemetry message that is not protobuf: INTERNAL (gRPC's code for a
@@ -20,10 +27,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ProcessGroup
-from tests.helpers.proxy_harness import GROUP, start_proxy
+from tests.helpers.proxy_harness import GROUP, read_topic, start_proxy
 
 pytestmark = pytest.mark.integration
 
@@ -167,3 +175,64 @@ def test_fields_the_broker_must_not_see_get_their_code_and_store_nothing(
         answer = send(proxy, built)
         assert [e.status.code for e in answer.entries] == [code], (code, answer)
     still_serving(cluster, proxy, before)
+
+
+def put_requests(cluster: LocalCluster) -> float:
+    """The master's put requests so far (``mqha_broker_put_requests_total``, every status)."""
+    import urllib.request
+
+    master = cluster.master(GROUP, timeout=10)
+    assert master is not None
+    with urllib.request.urlopen(f"{master.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "mqha_broker_put_requests"
+        for sample in family.samples
+        if sample.name == "mqha_broker_put_requests_total"
+    )
+
+
+def test_a_batch_is_one_put_into_one_queue_and_a_retry_is_stored_once(
+    proxied: tuple[LocalCluster, str],
+) -> None:
+    from mqha.proxy.v2 import definition as d
+
+    cluster, proxy = proxied
+    batch = [message(f"batch {i}".encode(), 100 + i) for i in range(5)]
+    before, puts = log_end(cluster), put_requests(cluster)
+    answer = send(proxy, *batch)
+    assert answer.status.code == d.Code.OK, answer
+    assert [e.message_id for e in answer.entries] == [m.system_properties.message_id for m in batch]
+    assert all(e.status.code == d.Code.OK for e in answer.entries)
+    assert put_requests(cluster) == puts + 1, "a batch is one put"
+    stored = [m for m in read_topic(cluster, TOPIC, at_least=1) if m.msg_id in set(ids(batch))]
+    assert sorted(m.msg_id for m in stored) == sorted(ids(batch))
+    assert len({m.properties.get("QUEUE_ID") for m in stored}) == 1, "one queue for the whole batch"
+    end = log_end(cluster)
+    assert end > before
+    retried = send(proxy, *batch)  # the client's retry: the same message ids
+    assert [e.status.code for e in retried.entries] == [d.Code.OK] * 5
+    assert [e.offset for e in retried.entries] == [e.offset for e in answer.entries]
+    assert log_end(cluster) == end, "a retried batch is stored once"
+
+
+def test_batches_that_cannot_be_one_put_are_refused_whole(proxied: tuple[LocalCluster, str]) -> None:
+    from mqha.proxy.v2 import definition as d
+
+    cluster, proxy = proxied
+    before = log_end(cluster)
+    empty = send(proxy)
+    assert empty.status.code == d.Code.MESSAGE_CORRUPTED and not empty.entries, empty
+    mixed = send(proxy, message(b"a", 200), message(b"b", 201, topic="BadInputOther"))
+    assert mixed.status.code == d.Code.MESSAGE_CORRUPTED and not mixed.entries, mixed
+    assert "topic in message is not same" in mixed.status.message
+    one_bad = send(proxy, message(b"fine", 202), message(b"", 203))
+    assert one_bad.status.code == d.Code.MESSAGE_BODY_EMPTY, one_bad
+    assert [e.status.code for e in one_bad.entries] == [d.Code.MESSAGE_BODY_EMPTY] * 2
+    still_serving(cluster, proxy, before)
+
+
+def ids(messages: list[Any]) -> list[str]:
+    return [m.system_properties.message_id for m in messages]
