@@ -236,3 +236,17 @@ def test_batches_that_cannot_be_one_put_are_refused_whole(proxied: tuple[LocalCl
 
 def ids(messages: list[Any]) -> list[str]:
     return [m.system_properties.message_id for m in messages]
+
+
+def test_a_batch_of_four_mib_is_one_put(proxied: tuple[LocalCluster, str]) -> None:
+    """The largest batch a client may send (RocketMQ: 4 MiB in all) fits the proxy's gRPC limit and
+    the broker's put (``maxRequestBodyBytes`` 8 MiB, binary bodies in base64); each message is under the
+    brokers' ``maxMessageSize``."""
+    from mqha.proxy.v2 import definition as d
+
+    cluster, proxy = proxied
+    batch = [message(os.urandom(512 << 10), 300 + i) for i in range(8)]
+    puts = put_requests(cluster)
+    answer = send(proxy, *batch)
+    assert [e.status.code for e in answer.entries] == [d.Code.OK] * 8, answer.status
+    assert put_requests(cluster) == puts + 1
