@@ -252,19 +252,27 @@ def test_a_master_that_needs_the_controllers_is_caught_when_they_are_all_down(tm
     assert "verdict: PASS" in out
 
 
+# Seed 6: 80 % of the packets between every two controllers dropped for 7.1 s (the reference's own
+# loss test). TCP resends them, but no controller holds a quorum lease for seconds at a time (no
+# barrier commits in the new terms), so no controller answers the brokers: the planted master refuses
+# puts. The same run without the bug passes: the brokers never needed the controllers.
+_RAFT_LOSS = ("--duration", "5", "--faults", "raft-loss", "--seed", "6")
+
+
+@pytest.mark.slow  # a race: no controller may answer for over a second; a loaded CI run missed it once
 @pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
 def test_80_percent_loss_between_the_controllers_catches_a_master_that_needs_them(tmp_path: Path) -> None:
-    # Seed 6: 80 % of the packets between every two controllers dropped for 7.1 s (the reference's own
-    # loss test). TCP resends them, but no controller holds a quorum lease for seconds at a time (no
-    # barrier commits in the new terms), so no controller answers the brokers: the planted master
-    # refuses puts. The same run without the bug passes: the brokers never needed the controllers.
-    base = ("--duration", "5", "--faults", "raft-loss", "--seed", "6")
-    code, out, _ = _chaos(tmp_path / "planted", *base, "--plant", "master-needs-controller")
+    code, out, _ = _chaos(tmp_path, *_RAFT_LOSS, "--plant", "master-needs-controller")
     assert code == 1, out
     assert "dropped: n0->n1 80%" in out  # real packet drops between every two controllers
     assert "stretch(es) NOT SERVED" in out
-    code, out, _ = _chaos(tmp_path / "clean", *base)
+
+
+@pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
+def test_80_percent_loss_between_the_controllers_loses_nothing_and_puts_go_on(tmp_path: Path) -> None:
+    code, out, _ = _chaos(tmp_path, *_RAFT_LOSS)
     assert code == 0, out
+    assert "dropped: n0->n1 80%" in out
     assert "data plane during controller-only faults: 1 window(s); no put turned away" in out
     assert "every acknowledged one applied" in out and "verdict: PASS" in out
 
