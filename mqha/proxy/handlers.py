@@ -40,13 +40,9 @@ def _unary_unary(request_type: Any, method: Callable[..., Awaitable[Any]]) -> An
     return handle
 
 
-def _unary_stream(request_type: Any, method: Callable[..., Any]) -> Any:
+def _unary_stream(request_type: Any, method: Callable[..., AsyncIterator[Any]]) -> Any:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        responses = method(await decode(request_type, raw, context), context)
-        if inspect.isawaitable(responses):  # an UNIMPLEMENTED method: a coroutine that aborts
-            await responses
-            return
-        async for response in responses:
+        async for response in method(await decode(request_type, raw, context), context):
             yield response
 
     return handle
@@ -77,8 +73,10 @@ def add_servicer(servicer: Any, server: grpc.aio.Server) -> None:
                 _stream_stream(request_type, behaviour), response_serializer=serialize
             )
         elif method.server_streaming:
+            # One that answers UNIMPLEMENTED is a coroutine that aborts, not a generator; gRPC takes either.
+            wrap = _unary_stream if inspect.isasyncgenfunction(behaviour) else _unary_unary
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _unary_stream(request_type, behaviour), response_serializer=serialize
+                wrap(request_type, behaviour), response_serializer=serialize
             )
         elif method.client_streaming:
             raise ValueError(f"{method.name}: client-streaming methods are not served")

@@ -226,7 +226,7 @@ class MessagingService(ClientSessionRpcs):
             decision, _ = self._ledger.begin(msg_id, now)
             if decision is not Decision.SEND:
                 for held in begun:  # held for no time: nobody waits on them
-                    self._ledger.finish(held, None, now)
+                    self._finish(held, None, now)
                 return [await self._send_one(message, deadline) for message in messages]
             begun.append(msg_id)
         entries: list[Any] | None = None
