@@ -159,6 +159,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
             },
             "antiAffinity": "hard",
         },
+        "metrics": {"serviceMonitor": {"enabled": True}},
     },
     "no-proxy": {"proxy": {"enabled": False}},
     "no-secrets-at-all": {
@@ -806,16 +807,29 @@ def test_service_monitor_scrapes_every_pod(variant: str) -> None:
         return
     (monitor,) = monitors
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    extra_labels = r.values["metrics"]["serviceMonitor"].get("labels", {})
+    assert monitor["metadata"]["labels"].items() >= extra_labels.items()
     selector = monitor["spec"]["selector"]["matchLabels"]
     selected = [s for s in r.of_kind("Service") if selector.items() <= s["metadata"]["labels"].items()]
     governing = {s["spec"]["serviceName"] for s in r.of_kind("StatefulSet")}
-    # each pod once, through the headless Service that governs its StatefulSet
-    assert {s["metadata"]["name"] for s in selected} == governing
+    proxy = r.values["proxy"]
+    prom = proxy["enabled"] and proxy["config"].get("metricsExporterType") == "PROM"
+    # each pod once: through the headless Service that governs its StatefulSet, the proxies' exporter
+    exporters = {f"{RELEASE}-proxy-metrics"} if prom else set()
+    assert {s["metadata"]["name"] for s in selected} == governing | exporters
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["path"] == "/metrics"
     for service in selected:
         assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    # The Prometheus Operator names each target's job after the Service's `jobLabel` label, else after
+    # the Service: every job must be one the alerts and the dashboard query, or they never match.
+    label = monitor["spec"].get("jobLabel", "")
+    jobs = {s["metadata"]["labels"].get(label, s["metadata"]["name"]) for s in selected}
+    assert jobs >= {"mqha-controller", "mqha-broker"} | ({"mqha-proxy"} if prom else set())
+    assert jobs <= ALERT_JOBS, f"scrape jobs {sorted(jobs - ALERT_JOBS)} are in no alert rule"
+
+
+ALERT_JOBS = set(re.findall(r'job="([^"]+)"', (ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
