@@ -33,7 +33,7 @@ import pytest
 
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import http_json
-from tests.helpers.processes import ProcessGroup, free_port
+from tests.helpers.processes import ProcessGroup, free_port, wait_until
 from tests.helpers.proxy_harness import (
     GROUP,
     QUEUES,
@@ -469,8 +469,16 @@ def test_the_prometheus_exporter_counts_rpcs_and_messages(cluster: LocalCluster,
             assert len(received) == 3
             with pytest.raises(grpc.RpcError):
                 stub.UpdateOffset(s.UpdateOffsetRequest(), timeout=10)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            text = response.read().decode()
+        unimplemented = 'mqha_proxy_rpc_latency_seconds_count{code="UNIMPLEMENTED",method="UpdateOffset"} '
+
+        def scrape() -> str | None:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                text = response.read().decode()
+            return text if unimplemented in text else None
+
+        # An aborted call's status reaches the client before the proxy times the call (grpc.aio's abort
+        # sends it, then raises through the interceptor): its row may come a moment after the error.
+        text = wait_until(scrape, 10, message="UpdateOffset's UNIMPLEMENTED timed")
 
     def value(name: str) -> float:
         line = next(line for line in text.splitlines() if line.startswith(name + " "))
