@@ -6,7 +6,9 @@ A broker's put stream (``mqha.broker.put_stream``) is a WebSocket on its HTTP po
 proxy uses streams where it can.
 
 - Streams are kept per broker address and reused. Each carries one put at a time, as a keep-alive
-  connection does. One idle for ``REUSE_IDLE_S`` is closed instead of reused.
+  connection does. One idle for ``REUSE_IDLE_S`` is closed instead of reused, and at most that often
+  the streams idle that long to every address are closed: after a failover the old master's address
+  may never be put to again (a restarted pod gets a new one), and its streams would hold sockets.
 - A broker that answers the upgrade with 404 or 405 has no put stream (it is older). It gets POSTs for
   ``NO_STREAM_RETRY_S``, and then the upgrade is tried again.
 - Any other refusal of the upgrade (401, 503, ...) makes this put a POST, and the POST's answer says
@@ -46,6 +48,7 @@ class PutStreams:
         self._idle: dict[str, list[tuple[aiohttp.ClientWebSocketResponse, float]]] = {}  # and when idle since
         self._none_until: dict[str, float] = {}
         self._closing: set[asyncio.Task[bool]] = set()
+        self._swept = 0.0  # loop time of the last sweep of idle streams
 
     def available(self, address: str) -> bool:
         """False while ``address`` is known to have no put stream."""
@@ -105,11 +108,27 @@ class PutStreams:
         return None
 
     def _give_back(self, address: str, stream: aiohttp.ClientWebSocketResponse) -> None:
+        now = asyncio.get_running_loop().time()
         idle = self._idle.setdefault(address, [])
         if len(idle) < _IDLE_PER_ADDRESS:
-            idle.append((stream, asyncio.get_running_loop().time()))
+            idle.append((stream, now))
         else:
             self._discard(stream)
+        if now - self._swept >= REUSE_IDLE_S:
+            self._swept = now
+            self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        """Close the streams idle for ``REUSE_IDLE_S`` at every address (module docstring)."""
+        for address, idle in list(self._idle.items()):
+            fresh = [(stream, since) for stream, since in idle if now - since < REUSE_IDLE_S]
+            for stream, since in idle:
+                if now - since >= REUSE_IDLE_S:
+                    self._discard(stream)
+            if fresh:
+                self._idle[address] = fresh
+            else:
+                del self._idle[address]
 
     async def _open(self, address: str, timeout_s: float) -> aiohttp.ClientWebSocketResponse | None:
         if self._session is None:

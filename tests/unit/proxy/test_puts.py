@@ -260,3 +260,27 @@ def test_a_put_stream_idle_too_long_is_closed_not_reused(monkeypatch: pytest.Mon
             await connections.close()
 
     run()
+
+
+def test_streams_to_an_address_no_longer_put_to_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed-over master's address may never be put to again: a put elsewhere, once streams have
+    been idle for REUSE_IDLE_S, closes them rather than keeping their sockets."""
+    monkeypatch.setattr(put_streams, "REUSE_IDLE_S", 0.2)
+
+    @run_async(30)
+    async def run() -> None:
+        connections = BrokerConnections()
+        async with stream_server() as (old, _), stream_server() as (new, seen):
+            assert await _put(connections, old, b"1") == (200, b"1")
+            (old_stream, _since), *others = connections._streams._idle[old]
+            assert not others
+            await asyncio.sleep(0.3)
+            assert await _put(connections, new, b"2") == (200, b"2")
+            assert old not in connections._streams._idle
+            await asyncio.sleep(0.1)  # the close handshake runs in the background
+            assert old_stream.closed
+            assert await _put(connections, new, b"3") == (200, b"3")  # the fresh one is kept
+            assert seen == {"upgrades": 1, "frames": 2, "posts": 0}
+            await connections.close()
+
+    run()
