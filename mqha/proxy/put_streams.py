@@ -121,9 +121,11 @@ class PutStreams:
     def _sweep(self, now: float) -> None:
         """Close the streams idle for ``REUSE_IDLE_S`` at every address (module docstring)."""
         for address, idle in list(self._idle.items()):
-            fresh = [(stream, since) for stream, since in idle if now - since < REUSE_IDLE_S]
+            fresh = []
             for stream, since in idle:
-                if now - since >= REUSE_IDLE_S:
+                if now - since < REUSE_IDLE_S:
+                    fresh.append((stream, since))
+                else:
                     self._discard(stream)
             if fresh:
                 self._idle[address] = fresh
