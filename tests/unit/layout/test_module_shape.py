@@ -20,9 +20,7 @@ MAX_FUNCTION_LINES = 70
 MAX_SUMMARY = 110  # ruff's line length: a job said in one line a reader takes in at a glance
 
 # Pure data catalogues may be longer: a table reads best whole. Path (from the repository root) -> why.
-LONG_CATALOGUES: dict[str, str] = {
-    "mqha/controller/openapi.py": "the OpenAPI catalogue: one entry per route of the controller API",
-}
+LONG_CATALOGUES: dict[str, str] = {}
 
 
 # Functions allowed to be longer. "path:qualified name" -> why. An entry that no longer applies fails.
@@ -30,7 +28,7 @@ LONG_FUNCTIONS: dict[str, str] = {
     "mqha/analysis/spark_checks.py:offset_pass": "one Spark plan, read top to bottom",
     "mqha/analysis/synthetic.py:write_synthetic": "one scripted history, step by step",
     "mqha/bench/controller_report.py:controller_report": "one report's lines in print order",
-    "mqha/broker/__main__.py:BrokerProcess.__init__": "the broker's parts wired in start order",
+    "mqha/broker/__main__.py:Broker.__init__": "the broker's parts wired in start order",
     "mqha/broker/commitlog/scanning.py:scan_units": "the record checks in the on-disk order of §9.1",
     "mqha/chaos/cli.py:dispatch": "one table of subcommands",
     "mqha/chaos/verdict.py:judge": "the verdict's checks in report order",
