@@ -5,7 +5,8 @@
     ├── StorageError               on-disk state we cannot use as is (names the file)
     │   ├── CorruptFileError       a file of ours fails its format or checksum
     │   ├── ForeignFileError       a file in a store directory that is not ours
-    │   └── NotAlignedError        an offset that is not a message boundary
+    │   ├── NotAlignedError        an offset that is not a message boundary
+    │   └── CorruptRecordError     a commit-log record at a boundary fails its CRC or checks
     ├── ProtocolError              a peer or caller broke a wire contract
     │   ├── LocalProtocolError     we were asked to send something invalid
     │   └── RemoteProtocolError    the peer sent something invalid (the connection closes)
@@ -15,6 +16,8 @@
 
 Batch operations return per-item results instead of raising.
 """
+
+from typing import Any
 
 from mqha.codes import ResponseCode, http_status_for
 
@@ -56,6 +59,25 @@ class ForeignFileError(StorageError):
 
 class NotAlignedError(StorageError):
     """Reports an offset that is not a message boundary."""
+
+
+class CorruptRecordError(StorageError):
+    """Reports a commit-log record at a known boundary that fails its checks (a flipped bit).
+
+    Nothing of it is served or replicated (docs/architecture.md §4.7).
+
+    ``offset``: where it starts; ``resume``: where valid data goes on after it; ``messages``: the good
+    messages a read found before it, in order (the read answers with them).
+    """
+
+    def __init__(
+        self, path: str, offset: int, why: str, resume: int, messages: list[Any] | None = None
+    ) -> None:
+        super().__init__(path, f"corrupt record at offset {offset} ({why})")
+        self.offset = offset
+        self.why = why
+        self.resume = resume
+        self.messages = messages or []
 
 
 class ProtocolError(MqhaError):

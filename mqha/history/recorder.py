@@ -34,6 +34,7 @@ from typing import Any
 
 import sqlite_utils
 
+from mqha.errors import CorruptRecordError
 from mqha.history.database import (
     history_path,
     now_ms,
@@ -412,11 +413,17 @@ class BrokerHistory:
 
 def commit_log_entries(commit_log: Any, batch: int = 4096) -> Iterator[Any]:
     """Every stored message of a ``mqha.broker.commitlog.CommitLog`` (``read_messages`` up to its
-    ``max_offset``; blank markers skipped), for ``BrokerHistory.final_log``."""
+    ``max_offset``; blank markers skipped), for ``BrokerHistory.final_log``. A damaged record is left
+    out (this replica does not hold that message), the good ones after it are not."""
     pos = commit_log.min_offset
     while pos < commit_log.max_offset:
-        messages, pos_next = commit_log.read_messages(pos, batch, commit_log.max_offset, skip_deleted=True)
-        yield from messages
+        try:
+            messages, pos_next = commit_log.read_messages(
+                pos, batch, commit_log.max_offset, skip_deleted=True
+            )
+        except CorruptRecordError as exc:
+            messages, pos_next = [*exc.messages, None], exc.resume  # None: go on past it
+        yield from (m for m in messages if m is not None)
         if not messages or pos_next <= pos:
             return
         pos = pos_next

@@ -9,10 +9,12 @@ from mqha.broker.commitlog.codec import InvalidDraft, MessageDraft, StoredMessag
 from mqha.broker.commitlog.reads import OffsetTooSmall
 from mqha.broker.commitlog.store import CommitLog
 from mqha.broker.commitlog.types import AppendResult, FlushMode, RecoveryReport
+from mqha.errors import CorruptRecordError
 
 __all__ = [
     "AppendResult",
     "CommitLog",
+    "CorruptRecordError",
     "FlushMode",
     "InvalidDraft",
     "MessageDraft",

@@ -16,11 +16,14 @@ from mqha.broker.commitlog.codec import (
 from mqha.broker.commitlog.scanning import (
     ScanStop,
     message_walk,
+    resume_after,
     scan_units,
 )
+from mqha.broker.commitlog.segment import Segment
 from mqha.broker.commitlog.types import (
     CommitLogState,
 )
+from mqha.errors import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +90,34 @@ class CommitLogReads(CommitLogState):
                 try:
                     message = decode_message(segment.view, rel, base_offset=segment.base)
                 except InvalidRecord as exc:
+                    if messages or pos != offset or self._is_boundary(pos):
+                        raise self._corrupt(segment, pos, exc.reason.value, messages) from None
                     raise self._not_aligned(pos, f"no message starts here ({exc.reason.value})") from None
                 if message.next_offset > limit:
                     break
                 messages.append(message)
                 pos = message.next_offset
             return messages, pos
+
+    def _corrupt(
+        self, segment: Segment, pos: int, why: str, messages: list[StoredMessage] | None = None
+    ) -> CorruptRecordError:
+        """The error for a damaged record at the boundary ``pos``, noted in ``bad_records`` (caller
+        holds the lock)."""
+        data_end = min(self._max, segment.end) - segment.base
+        resume = segment.base + resume_after(
+            segment.view, pos - segment.base, data_end, segment.base, segment.end
+        )
+        if pos not in self._bad:
+            log.error("commit log: corrupt record at offset %d in %s (%s)", pos, segment.path, why)
+        self._bad[pos] = why
+        return CorruptRecordError(segment.path, pos, why, resume, messages)
+
+    def bad_records(self) -> dict[int, str]:
+        """The damaged records known now (offset → why), found by reads, the HA path or the scrub, and
+        not yet repaired, cut or deleted."""
+        with self._lock:
+            return dict(self._bad)
 
     def take_lowest_read(self) -> int | None:
         """The lowest offset a :meth:`read_messages` read from since the last call (None: no read)."""
@@ -118,7 +143,8 @@ class CommitLogReads(CommitLogState):
         """Whole units (messages and blank markers, a blank with its zero filler) starting at ``offset``,
         all within one segment, at most ``max_bytes`` in total except that at least one unit is returned.
         ``b""`` at ``max_offset``. For the HA master: the slave stores them with ``append_raw``.
-        Headers are checked (magic, size, physicalOffset), CRCs are not: the slave verifies them."""
+        Every unit is checked in full (header, physicalOffset, CRCs) before it is shipped: a damaged
+        record is never replicated; at ``offset`` it raises :class:`CorruptRecordError`."""
         batches = self.read_batches(offset, max_bytes, max_bytes)
         return batches[0] if batches else b""
 
@@ -146,7 +172,7 @@ class CommitLogReads(CommitLogState):
                 data = segment.pread(offset - segment.base, window)
             view = memoryview(data)
             batches: list[bytes | memoryview] = []
-            walk = message_walk(view, offset, segment.end, verify_crc=False)
+            walk = message_walk(view, offset, segment.end)
             pos = 0
             while pos < window:
                 # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
@@ -157,7 +183,7 @@ class CommitLogReads(CommitLogState):
                     batches.append(view[pos:quick])
                     pos = quick
                     continue
-                scan = scan_units(view, pos, stop, offset, segment.end, verify_crc=False, window=stop < left)
+                scan = scan_units(view, pos, stop, offset, segment.end, window=stop < left)
                 if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
                     scan = scan_units(
                         view,
@@ -165,7 +191,6 @@ class CommitLogReads(CommitLogState):
                         window,
                         offset,
                         segment.end,
-                        verify_crc=False,
                         window=window < left,
                         max_messages=1,
                     )
@@ -174,6 +199,8 @@ class CommitLogReads(CommitLogState):
                 if scan.end == pos:  # neither a message nor a blank marker starts here
                     if pos == 0:
                         why = scan.error.reason.value if scan.error is not None else "zeros"
+                        if scan.error is not None and self._is_boundary(offset):
+                            raise self._corrupt(segment, offset, why)
                         raise self._not_aligned(offset, f"no unit starts here ({why})")
                     break  # the next read reports it
                 batches.append(view[pos : scan.end])

@@ -235,3 +235,34 @@ def message_walk(
 
 def _no_walk(start: int, end: int) -> int:
     return -1
+
+
+_MESSAGE_MAGIC_BYTES = MESSAGE_MAGIC.to_bytes(4, "big")
+
+
+def resume_after(
+    buf: bytes | bytearray | memoryview, bad: int, end: int, base_offset: int, segment_end: int
+) -> int:
+    """Where valid data goes on after the damaged unit at ``bad`` (buffer positions; ``end`` bounds
+    the data, e.g. the log end within this segment): the first later position where a message passes
+    every check (its own physicalOffset, its CRCs) or a blank marker ends the segment exactly; ``end``
+    when none does. The damaged unit's own size is tried first (a flipped body bit leaves it right);
+    else the search goes by the message magic, which a record's physicalOffset pins to its place."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+
+    def unit_at(pos: int) -> bool:
+        scan = scan_units(mv, pos, end, base_offset, segment_end, max_messages=1)
+        return scan.end > pos or (scan.stop is ScanStop.LIMIT and pos == end)
+
+    if bad + UNIT_PREFIX.size <= end:
+        size = UNIT_PREFIX.unpack_from(mv, bad)[0]
+        if size >= MIN_MESSAGE_SIZE and bad + size <= end and unit_at(bad + size):
+            return bad + size
+    data = bytes(mv[bad + 1 : end])
+    found = data.find(_MESSAGE_MAGIC_BYTES, 3)
+    while found >= 0:
+        pos = bad + 1 + found - 4  # the magic follows the 4-byte totalSize
+        if unit_at(pos):
+            return pos
+        found = data.find(_MESSAGE_MAGIC_BYTES, found + 1)
+    return end

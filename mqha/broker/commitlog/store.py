@@ -77,7 +77,7 @@ from mqha.broker.commitlog.codec import (
     encode_run,
 )
 from mqha.broker.commitlog.flushing import CommitLogFlushing
-from mqha.broker.commitlog.reads import CommitLogReads
+from mqha.broker.commitlog.integrity import CommitLogIntegrity
 from mqha.broker.commitlog.recovery import CommitLogRecovery
 from mqha.broker.commitlog.scanning import (
     ScanStop,
@@ -98,7 +98,7 @@ from mqha.errors import NotAlignedError, RemoteProtocolError, StorageError
 log = logging.getLogger(__name__)
 
 
-class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
+class CommitLog(CommitLogRecovery, CommitLogIntegrity, CommitLogFlushing):
     """A segmented commit log in one directory. Use ``CommitLog.open``; close it (or use ``with``)."""
 
     def __init__(
@@ -124,6 +124,7 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
         self._min = 0
         self._max = 0
         self._flushed = 0  # every byte below is durable
+        self._bad: dict[int, str] = {}  # damaged records found (offset -> why): reads.CorruptRecordError
         self._checkpointed, self._checkpoint_synced = -1, False  # last flushed offset written; fdatasynced
         self._new_names = False  # a segment was created since the directory was last fsynced
         self._lock = threading.Lock()
@@ -420,6 +421,7 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
             self._delete_from_the_end(later)
             old_max = self._max
             self._max = offset
+            self._bad = {at: why for at, why in self._bad.items() if at < offset}
             self._spare_due = self._half_of(offset)
             log.info(
                 "commit log truncated from %d to %d (%d later segment file(s) deleted)",
@@ -447,6 +449,7 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
             if doomed:
                 fsync_directory(self.directory)
                 self._min = self._segments[0].base
+                self._bad = {at: why for at, why in self._bad.items() if at >= self._min}
                 log.info("commit log: deleted %d segment file(s); min offset now %d", len(doomed), self._min)
             return len(doomed)
 
@@ -462,6 +465,7 @@ class CommitLog(CommitLogRecovery, CommitLogReads, CommitLogFlushing):
             self._delete_from_the_end(doomed)
             old = (self._min, self._max)
             self._min = self._max = 0
+            self._bad = {}
             self._spare_due = self._half_of(0)
             log.warning("commit log [%d, %d) emptied (%d segment file(s) deleted)", *old, len(doomed))
 

@@ -55,6 +55,7 @@ class CommitLogState:
     _max: int
     _flushed: int
     _checkpointed: int
+    _bad: dict[int, str]  # damaged records found (offset -> why), until repaired or cut
     _checkpoint_synced: bool
     _new_names: bool
     _lock: threading.Lock
