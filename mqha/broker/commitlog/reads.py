@@ -156,7 +156,7 @@ class CommitLogReads(CommitLogState):
         The bytes come with ``pread``, not through the map: a catching-up slave's stream copies from the
         page cache without faulting pages into this process (RSS stays flat, no unmapping afterwards).
         """
-        with self._lock:
+        with self._lock:  # held for the copy only: the checks below run on the private copy
             self._check_open()
             if offset == self._max:
                 return []
@@ -170,42 +170,41 @@ class CommitLogReads(CommitLogState):
             if window < size <= left:  # the first unit alone is larger than max_bytes
                 window = size
                 data = segment.pread(offset - segment.base, window)
-            view = memoryview(data)
-            batches: list[bytes | memoryview] = []
-            walk = message_walk(view, offset, segment.end)
-            pos = 0
-            while pos < window:
-                # A header walk up to the batch size; past ``stop`` the data goes on unless it is the
-                # log's end, so a unit cut there ends the batch rather than counting as torn.
-                stop = min(pos + batch_bytes, window)
-                quick = walk(pos, stop)
-                if quick > pos:
-                    batches.append(view[pos:quick])
-                    pos = quick
-                    continue
-                scan = scan_units(view, pos, stop, offset, segment.end, window=stop < left)
-                if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
-                    scan = scan_units(
-                        view,
-                        pos,
-                        window,
-                        offset,
-                        segment.end,
-                        window=window < left,
-                        max_messages=1,
-                    )
-                    if scan.end == pos and scan.stop is ScanStop.LIMIT:
-                        break  # it does not fit in this read: the next one starts with it
-                if scan.end == pos:  # neither a message nor a blank marker starts here
-                    if pos == 0:
-                        why = scan.error.reason.value if scan.error is not None else "zeros"
-                        if scan.error is not None and self._is_boundary(offset):
-                            raise self._corrupt(segment, offset, why)
-                        raise self._not_aligned(offset, f"no unit starts here ({why})")
-                    break  # the next read reports it
-                batches.append(view[pos : scan.end])
-                pos = scan.end
-            return batches
+        view = memoryview(data)
+        batches: list[bytes | memoryview] = []
+        walk = message_walk(view, offset, segment.end)
+        pos = 0
+        while pos < window:
+            # A full check up to the batch size; past ``stop`` the data goes on unless it is the log's
+            # end, so a unit cut there ends the batch rather than counting as torn.
+            stop = min(pos + batch_bytes, window)
+            quick = walk(pos, stop)
+            if quick > pos:
+                batches.append(view[pos:quick])
+                pos = quick
+                continue
+            scan = scan_units(view, pos, stop, offset, segment.end, window=stop < left)
+            if scan.end == pos and scan.stop is ScanStop.LIMIT:  # a sound unit larger than batch_bytes
+                scan = scan_units(
+                    view, pos, window, offset, segment.end, window=window < left, max_messages=1
+                )
+                if scan.end == pos and scan.stop is ScanStop.LIMIT:
+                    break  # it does not fit in this read: the next one starts with it
+            if scan.end == pos:  # neither a sound message nor a blank marker starts here
+                if pos == 0:
+                    raise self._no_unit_at(offset, scan.error)
+                break  # the next read reports it
+            batches.append(view[pos : scan.end])
+            pos = scan.end
+        return batches
+
+    def _no_unit_at(self, offset: int, error: InvalidRecord | None) -> Exception:
+        """The error of a read whose first unit fails: a damaged record at a boundary, else no unit."""
+        why = error.reason.value if error is not None else "zeros"
+        with self._lock:
+            if error is not None and self._min <= offset < self._max and self._is_boundary(offset):
+                return self._corrupt(self._segment_for(offset), offset, why)
+            return self._not_aligned(offset, f"no unit starts here ({why})")
 
     def is_boundary(self, offset: int) -> bool:
         """Whether a unit starts at ``offset`` or ``offset`` is the log's min or max offset. Walks the
