@@ -108,6 +108,7 @@ class HAClient:
         self.last_read_wall_ms = 0
         self.last_write_wall_ms = 0
         self.sessions = 0  # connections that reached the master (tests, status)
+        self.held: str | None = None  # why replication is held (``hold``), None: it is not
 
     @property
     def is_running(self) -> bool:
@@ -131,6 +132,21 @@ class HAClient:
     def following(self) -> Following:
         return Following(self.master_address, self.master_epoch)
 
+    def hold(self, reason: str | None) -> None:
+        """While ``reason`` is set, replicate nothing: the connection closes and none is opened, so this
+        replica acknowledges nothing and its master takes it out of the SyncStateSet (a damaged record,
+        docs/architecture.md §4.7). None resumes."""
+        if reason == self.held:
+            return
+        self.held = reason
+        if reason is not None:
+            log.warning("HA client: not replicating while %s", reason)
+            if self.conn is not None:
+                self.conn.close(reason)
+        else:
+            log.info("HA client: replicating again")
+        self._changed.set()
+
     def read_refusal(self) -> str | None:
         """Why this replica, as a slave, must not serve reads now (``lineage.slave_read_refusal``)."""
         return slave_read_refusal(self.following, self.verified, self.problem)
@@ -149,7 +165,7 @@ class HAClient:
         failures = 0
         while True:
             address = self.master_address
-            if not address:
+            if not address or self.held is not None:
                 self._changed.clear()
                 await self._changed.wait()
                 continue

@@ -65,13 +65,11 @@ class Broker:
         from mqha.autoswitch_ha.config import HAConfig
         from mqha.autoswitch_ha.service import AutoSwitchHAService
         from mqha.broker.access import BrokerAccess
-        from mqha.broker.config_store import BrokerConfigStore
         from mqha.broker.disk_guard import DiskGuard
         from mqha.broker.hooks_impl import BrokerRuntime
         from mqha.broker.membership import BrokerSetMembers
-        from mqha.broker.metrics import BrokerMetrics, ack_mode
+        from mqha.broker.metrics import ack_mode
         from mqha.broker.retention_task import RetentionTask
-        from mqha.broker.server import BrokerHttpServer
         from mqha.broker.start_report import new_incarnation
         from mqha.broker.store import BrokerStore
         from mqha.history.recorder import BrokerHistory, HistoryRecorder
@@ -83,7 +81,6 @@ class Broker:
         from mqha.testing.planted_bugs import (
             maybe_plant,
             maybe_plant_access,
-            maybe_plant_master,
             maybe_plant_store,
         )
 
@@ -148,15 +145,32 @@ class Broker:
             readers=self.ha.links.lowest_transfer_offset,
             on_deleted=self.ha.gate.log_changed,
         )
+        self._build_api(config, config_path)
+
+    def _build_api(self, config: dict[str, Any], config_path: str | None) -> None:
+        """The integrity task, the metrics and the HTTP API over the parts ``__init__`` built."""
+        from mqha.broker.config_store import BrokerConfigStore
+        from mqha.broker.integrity import IntegrityCollector, IntegrityTask
+        from mqha.broker.metrics import BrokerMetrics
+        from mqha.broker.server import BrokerHttpServer
+        from mqha.testing.planted_bugs import maybe_plant_master
+
         # updateBrokerConfig: runtime keys applied here and saved into the -c file (docs/config.md)
         self.config_store = BrokerConfigStore(config, config_path, self.apply_config)
+        # The scrub and repair of damaged records (docs/architecture.md §4.7).
+        self.integrity = IntegrityTask(
+            self.store, config, peers=self.members.repair_sources, on_change=self._damage_changed
+        )
+        metrics = BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk)
+        metrics.registry.register(IntegrityCollector(config["brokerName"], self.integrity))
         self.http = BrokerHttpServer(
             config,
             self.runtime,
             self.access,
-            BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk),
+            metrics,
             replicas_status=self.manager.status.document,
             config_store=self.config_store,
+            integrity=self.integrity,
         )
         # TEST ONLY, and only when the environment asks (mqha chaos --plant master-needs-controller)
         maybe_plant_master(self.access, self.manager.client, config["controllerHeartBeatTimeoutMills"])
@@ -165,6 +179,12 @@ class Broker:
         """The runtime keys (``Key.runtime``) a ``PUT /v1/config`` changed, taken at once."""
         if "haMaxTimeSlaveNotCatchup" in changes:
             self.ha.keeper.set_max_time_slave_not_catchup(changes["haMaxTimeSlaveNotCatchup"])
+
+    def _damage_changed(self, reason: str | None) -> None:
+        """A damaged record is known (``reason``) or none is left: a slave replicates nothing meanwhile,
+        and every role heartbeats at once (docs/architecture.md §4.7)."""
+        self.ha.client.hold(reason)
+        self.manager.report_damage()
 
     def report_sync_state_set(self, proposed: frozenset[int]) -> None:
         """The HA layer's SyncStateSet proposals go to the ReplicasManager."""
@@ -188,6 +208,7 @@ class Broker:
         except OSError as exc:
             raise StartError(f"cannot listen on {runtime.address}: {exc.strerror or exc}") from None
         self.members.start()
+        self.integrity.start()
         try:
             await self.manager.start()
         # e.g. an identity file of another cluster/broker (docs/reference-behaviour.md §9.3)
@@ -211,6 +232,7 @@ class Broker:
         await _bounded("stopping the membership refresh", self.members.stop())
         await _bounded("stopping HA replication", self.ha.stop())
         await _bounded("stopping retention", self.retention.stop())
+        await _bounded("stopping the scrub", self.integrity.stop())
         self.store.close(self.ha.gate.confirm_offset())
         await asyncio.to_thread(self.recorder.close, STOP_STEP_TIMEOUT_S)
         log.info("broker %s stopped", self.runtime.address)

@@ -36,7 +36,7 @@ from mqha.broker.disk_guard import is_no_space
 from mqha.broker.protocol import Appended, PutOutcome, PutStatus, QueueReadRequest, ReadRequest, illegal
 from mqha.broker.queue_index import QueueIndex
 from mqha.broker.store import BrokerStore
-from mqha.errors import NotAlignedError, StorageError
+from mqha.errors import CorruptRecordError, NotAlignedError, StorageError
 from mqha.role import BrokerRole
 
 
@@ -185,7 +185,8 @@ class BrokerAccess:
 
     def read(self, request: ReadRequest) -> tuple[list[StoredMessage], int, int]:
         """Messages at or after ``request.offset``, never past ``read_limit``. Returns (messages, next
-        offset, the limit used)."""
+        offset, the limit used). A damaged record raises ``CorruptRecordError`` with the messages before
+        it (docs/architecture.md §4.7)."""
         log = self.store.log
         limit = self.read_limit()
         if limit <= 0:
@@ -211,7 +212,11 @@ class BrokerAccess:
             if offset >= limit:  # indexed under a higher limit than this read may see
                 return messages, resume, limit
             if offset >= log.min_offset:  # else deleted by retention since it was indexed
-                messages += log.read_messages(offset, 1, limit)[0]
+                try:
+                    messages += log.read_messages(offset, 1, limit)[0]
+                except CorruptRecordError as exc:  # one of this queue's messages: answer up to it
+                    exc.messages = messages
+                    raise
             resume = offset + 1
         if len(entries) < request.max_messages:  # nothing more of this queue below the indexed offset
             resume = max(resume, min(index.indexed_to, limit))
@@ -226,8 +231,15 @@ class BrokerAccess:
         if index.generation != self.store.log_generation or index.indexed_to < log.min_offset:
             index.reset(log.min_offset, self.store.log_generation)  # cut, emptied or retained past
         if index.indexed_to < limit:
-            found, next_offset = log.read_messages(index.indexed_to, INDEX_CATCH_UP, limit, skip_deleted=True)
-            index.add(found, next_offset)
+            try:
+                found, next_offset = log.read_messages(
+                    index.indexed_to, INDEX_CATCH_UP, limit, skip_deleted=True
+                )
+            except CorruptRecordError as exc:  # index what came before it, flag it, go on after it
+                index.add(exc.messages, exc.offset)
+                index.pass_damaged(exc.offset, exc.resume)
+            else:
+                index.add(found, next_offset)
         return limit
 
 

@@ -381,6 +381,16 @@ BROKER_CONFIG = ConfigSpec(
             rocketmq=False,
         ),
         Key(
+            "scrubCommitLogBytesPerSecond",
+            int,
+            4 * _MIB,
+            "the background scrub re-verifies every segment's CRCs at most this fast, oldest first, "
+            "pass after pass; 0 turns it off (docs/architecture.md §4.7)",
+            rule=NON_NEGATIVE_LONG,
+            unit="bytes",
+            rocketmq=False,
+        ),
+        Key(
             "historyRecordPutAcks",
             bool,
             True,

@@ -48,6 +48,7 @@ class BrokerRuntime:
             max_offset=self.store.max_offset,
             confirm_offset=self.ha.gate.confirm_offset(),
             ack_point=self.ack_point() if self.role.is_master else None,
+            damaged_from=min(damaged) if (damaged := self.store.log.bad_records()) else None,
         )
 
     def ack_point(self) -> int | None:

@@ -24,7 +24,7 @@ from ssl import SSLContext
 from mqha.autoswitch_ha.server import cancel_and_wait
 from mqha.controller_client.caller import LeaderCaller, Signer
 from mqha.controller_client.policy import Policy, parse_addresses
-from mqha.wire.controller_api import SyncStateDataPayload
+from mqha.wire.controller_api import ReplicasInfo, SyncStateDataPayload
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class BrokerSetMembers:
         self.broker_name = broker_name
         self.refresh_interval_s = refresh_interval_s
         self.known: set[int] | None = None  # None: never learned
+        self._sources: tuple[str, ...] = ()  # broker API addresses to repair from (repair_sources)
         # Unknown ids that knocked, and when first: one still unknown after a later refresh is a
         # broker the controller never registered in this set (warned once), not a cache lag.
         self._knocked: dict[int, float] = {}
@@ -73,6 +74,11 @@ class BrokerSetMembers:
         self._knocked.setdefault(broker_id, time.monotonic())
         self.refresh_soon()
         return False
+
+    def repair_sources(self) -> tuple[str, ...]:
+        """The set's alive replicas' broker API addresses, to repair a damaged record from
+        (docs/architecture.md §4.7): the in-sync ones first, the master first among them."""
+        return self._sources
 
     def start(self) -> None:
         if self._loop_task is None:
@@ -117,6 +123,7 @@ class BrokerSetMembers:
         entry = table.get(self.broker_name)
         replicas = () if entry is None else (*entry.in_sync_replicas, *entry.not_in_sync_replicas)
         ids = {replica.broker_id for replica in replicas}
+        self._sources = _repair_order(entry) if entry is not None else ()
         if ids != self.known:
             log.info("broker set %s members: %s", self.broker_name, sorted(ids))
         self.known = ids
@@ -131,3 +138,11 @@ class BrokerSetMembers:
                     broker_id,
                     self.broker_name,
                 )
+
+
+def _repair_order(entry: ReplicasInfo) -> tuple[str, ...]:
+    in_sync = sorted(
+        (r for r in entry.in_sync_replicas if r.alive), key=lambda r: r.broker_id != entry.master_broker_id
+    )
+    others = [r for r in entry.not_in_sync_replicas if r.alive]
+    return tuple(dict.fromkeys(r.broker_address for r in (*in_sync, *others)))

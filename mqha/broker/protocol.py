@@ -53,6 +53,7 @@ from mqha.broker.commitlog.codec import (
 from mqha.broker.queue_index import MAX_QUEUE_ID
 from mqha.errors import RequestError
 from mqha.wire.broker_api import (
+    MESSAGE_CORRUPTED,
     OFFSET_DIVERGED,
     OFFSET_TOO_SMALL,
     Appended,
@@ -81,6 +82,7 @@ __all__ = [
     "parse_put_request",
     "parse_read_request",
     "put_reply",
+    "read_corrupted_reply",
     "read_moved_reply",
     "read_reply",
 ]
@@ -478,6 +480,35 @@ def read_moved_reply(offset: int, min_offset: int, confirm_offset: int, max_offs
         messages=[],
         nextOffset=min_offset,
         minOffset=min_offset,
+        confirmOffset=confirm_offset,
+        maxOffset=max_offset,
+    )
+
+
+def read_corrupted_reply(
+    messages: Sequence[StoredMessage],
+    corrupt_offset: int,
+    why: str,
+    confirm_offset: int,
+    max_offset: int,
+    **fields: Any,
+) -> tuple[int, dict[str, Any]]:
+    """A read that met a damaged record (``MESSAGE_CORRUPTED``, docs/architecture.md §4.7): the good
+    messages before it (200, ``SUCCESS``), or none when the read starts at it (503,
+    ``SERVICE_NOT_AVAILABLE``: retry, the replica repairs it from another). ``fields``: the queue
+    read's ``topic`` and ``queueId``."""
+    code = BrokerCode.SUCCESS if messages else BrokerCode.SERVICE_NOT_AVAILABLE
+    remark = f"the record at offset {corrupt_offset} is damaged on this replica ({why}); " + (
+        "the messages before it are served" if messages else "it is repaired from another replica; retry"
+    )
+    return 200 if messages else 503, envelope(
+        code,
+        remark,
+        status=MESSAGE_CORRUPTED,
+        **fields,
+        messages=[message_json(m) for m in messages],
+        nextOffset=corrupt_offset,
+        corruptOffset=corrupt_offset,
         confirmOffset=confirm_offset,
         maxOffset=max_offset,
     )

@@ -73,12 +73,24 @@ class QueueIndex:
         self.indexed_to = start
         self.generation = generation
         self._queues: dict[tuple[str, int], array[int]] = {}
+        self.damaged: list[int] = []  # offsets of damaged records passed over, in log order
 
     def reset(self, start: int, generation: int) -> None:
-        """Forget everything: the log was cut or emptied (``generation`` names the log's new lineage)."""
+        """Forget everything: the log was cut, emptied or repaired (``generation`` names the log's new
+        lineage)."""
         self._queues.clear()
+        self.damaged.clear()
         self.indexed_to = start
         self.generation = generation
+
+    def pass_damaged(self, offset: int, resume: int) -> None:
+        """Flag the damaged record at ``offset`` (its topic and queue are unknown) and go on at
+        ``resume``, where valid data follows it: every other queue's messages stay readable
+        (docs/architecture.md §4.7). A repair resets the index, which then takes the record."""
+        if not self.indexed_to <= offset < resume:
+            raise ValueError(f"damaged record at {offset} (resume {resume}) is not at the indexed offset")
+        self.damaged.append(offset)
+        self.indexed_to = resume
 
     def add(self, messages: Iterable[Indexed], next_offset: int) -> None:
         """Index ``messages``, read in order from ``indexed_to``; ``next_offset`` is where the read

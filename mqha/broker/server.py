@@ -36,6 +36,7 @@ from mqha.broker.auth import BASIC_CHALLENGE, BEARER_CHALLENGE, BrokerAuth
 from mqha.broker.commitlog import OffsetTooSmall
 from mqha.broker.config_store import BrokerConfigStore
 from mqha.broker.hooks_impl import BrokerRuntime
+from mqha.broker.integrity import RECORD_PATH, IntegrityTask
 from mqha.broker.metrics import BrokerMetrics
 from mqha.broker.protocol import (
     BrokerCode,
@@ -49,6 +50,7 @@ from mqha.broker.protocol import (
     parse_read_request,
     put_reply,
     queue_read_reply,
+    read_corrupted_reply,
     read_diverged_reply,
     read_moved_reply,
     read_reply,
@@ -59,7 +61,7 @@ from mqha.broker.queue_stats import parse_queue_stats_request, queue_stats_reply
 from mqha.broker.status_views import BrokerStatusViews
 from mqha.codes import ResponseCode
 from mqha.epoch.history import reader_divergence
-from mqha.errors import RequestError
+from mqha.errors import CorruptRecordError, NotAlignedError, RequestError
 from mqha.process import metrics_response
 from mqha.security.signing import Denial
 from mqha.security.tls import server_context
@@ -109,6 +111,7 @@ class BrokerHttpServer:
         port: int | None = None,
         replicas_status: Callable[[], Mapping[str, Any]] | None = None,
         config_store: BrokerConfigStore | None = None,
+        integrity: IntegrityTask | None = None,
     ) -> None:
         self.config = config
         self.runtime = runtime
@@ -124,6 +127,7 @@ class BrokerHttpServer:
         self.views = BrokerStatusViews(config, runtime, replicas_status=replicas_status, disk=access.disk)
         self.auth = BrokerAuth(config)
         self.config_store = config_store or BrokerConfigStore(config, None, lambda _changes: None)
+        self.integrity = integrity  # the scrub and repairs (docs/architecture.md §4.7)
         self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
         self.put_streams: set[web.WebSocketResponse] = set()  # open ones (mqha.broker.put_stream)
@@ -146,6 +150,7 @@ class BrokerHttpServer:
         app.router.add_get("/v1/config", self.get_config)
         app.router.add_put("/v1/config", self.put_config)
         app.router.add_get("/v1/history/rows", self.get_history_rows)
+        app.router.add_get(RECORD_PATH, self.get_log_record)
         return app
 
     async def start(self) -> None:
@@ -252,8 +257,20 @@ class BrokerHttpServer:
             return refused
         read = parse_queue_read_request(request.query)
         await self.access.flush_for_reads()
-        messages, next_offset, limit = self.access.read_queue(read)
+        try:
+            messages, next_offset, limit = self.access.read_queue(read)
+        except CorruptRecordError as exc:
+            return self._corrupted(exc, topic=read.topic, queueId=read.queue_id)
         return _json(200, queue_read_reply(read, messages, next_offset, limit, self.store.max_offset))
+
+    def _corrupted(self, exc: CorruptRecordError, **fields: Any) -> web.Response:
+        """A read that met a damaged record (docs/architecture.md §4.7); the scrub's repair is told."""
+        if self.integrity is not None:
+            self.integrity.notice()
+        confirm = self.ha.gate.confirm_offset()
+        return _json(
+            *read_corrupted_reply(exc.messages, exc.offset, exc.why, confirm, self.store.max_offset, **fields)
+        )
 
     async def get_queues(self, request: web.Request) -> web.Response:
         """A topic's queues and a consumer's backlog in each (mqadmin consumerProgress; §4.4): the
@@ -291,6 +308,8 @@ class BrokerHttpServer:
         except OffsetTooSmall as exc:
             confirm = self.ha.gate.confirm_offset()
             return _json(200, read_moved_reply(read.offset, exc.min_offset, confirm, self.store.max_offset))
+        except CorruptRecordError as exc:
+            return self._corrupted(exc)
         entry = epochs.find_by_offset(messages[-1].offset) if messages else None
         last_epoch = entry.epoch if entry is not None else None
         return _json(200, read_reply(messages, next_offset, limit, self.store.max_offset, last_epoch))
@@ -304,7 +323,26 @@ class BrokerHttpServer:
         return _json(200, envelope(BrokerCode.SUCCESS, "", **self.ha.status.runtime_info()))
 
     async def get_status(self, request: web.Request) -> web.Response:
-        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.views.status()))
+        extra = {"integrity": self.integrity.status()} if self.integrity is not None else {}
+        return _json(200, envelope(BrokerCode.SUCCESS, "", **self.views.status(), **extra))
+
+    async def get_log_record(self, request: web.Request) -> web.StreamResponse:
+        """One verified record as stored, for a replica that repairs its damaged copy
+        (docs/architecture.md §4.7): the read credentials and the read rules; never past the read limit."""
+        refused = self._read_refused(request)
+        if refused is not None:
+            return refused
+        raw = request.query.get("offset", "")
+        if not raw.isdigit():
+            raise illegal(f"offset must be a non-negative integer, got {raw!r}")
+        await self.access.flush_for_reads()
+        try:
+            data = self.store.log.read_unit(int(raw), self.access.read_limit())
+        except CorruptRecordError as exc:
+            return self._corrupted(exc)
+        except NotAlignedError as exc:
+            raise illegal(exc.reason) from None
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def get_metrics(self, request: web.Request) -> web.Response:
         return metrics_response(self.metrics.render())
@@ -352,4 +390,12 @@ class BrokerHttpServer:
         return web.Response(body=body, content_type=NDJSON)
 
     async def get_healthz(self, request: web.Request) -> web.Response:
+        damage = self.integrity.damage() if self.integrity is not None else None
+        if damage is not None:  # a known damaged record (docs/architecture.md §4.7)
+            return _json(
+                503,
+                envelope(
+                    BrokerCode.SERVICE_NOT_AVAILABLE, damage, status="degraded", role=self.role.role.value
+                ),
+            )
         return _json(200, envelope(BrokerCode.SUCCESS, "", status="ok", role=self.role.role.value))

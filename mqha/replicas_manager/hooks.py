@@ -29,6 +29,10 @@ class BrokerProgress:
     """The offset every acknowledged put reached under the put policy: the confirm offset with
     ``allAckInSyncStateSet``, the ``inSyncReplicas``-th highest of the SyncStateSet's acks otherwise;
     None when puts do not wait for replicas (sent with SyncStateSet proposals, docs/architecture.md §3.2)."""
+    damaged_from: int | None = None
+    """The offset of the first damaged commit-log record this replica knows (docs/architecture.md
+    §4.7), None when none: its heartbeats then report ``lossyRecovery`` and ``maxOffset`` no higher, so
+    the controllers never take it for a complete replica."""
 
 
 @dataclass(frozen=True)

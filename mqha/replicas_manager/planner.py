@@ -184,13 +184,18 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         priority."""
         if self.broker_id is None:
             raise LocalProtocolError("a heartbeat needs the controller broker id")
+        start = self.config.start.request_fields() if self.config.start is not None else {}
+        max_offset, damaged = self.progress.max_offset, self.progress.damaged_from
+        if damaged is not None:  # a damaged replica holds its log only up to there (§4.7)
+            max_offset = min(max_offset, damaged)
+            start["lossy_recovery"] = True
         return BrokerHeartbeatRequest(
             cluster_name=self.config.cluster_name,
             broker_name=self.config.broker_name,
             broker_addr=self.config.broker_address,
             broker_id=self.broker_id,
             epoch=self.progress.last_epoch,
-            max_offset=self.progress.max_offset,
+            max_offset=max_offset,
             # A master with an ack point reports it (docs/architecture.md §3.2): with inSyncReplicas its
             # confirm offset is its log end, which says nothing of what was acknowledged.
             confirm_offset=(
@@ -198,7 +203,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
             ),
             heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
             election_priority=self.config.election_priority,
-            **(self.config.start.request_fields() if self.config.start is not None else {}),
+            **start,
             all_ack_in_sync_state_set=self.config.all_ack_in_sync_state_set,
             in_sync_replicas=self.config.in_sync_replicas,
             known_master_epoch=max(self.master_epoch, self.fenced_epoch),
@@ -460,6 +465,13 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         """A slave's replication link closed: the next heartbeat is due now (its maxOffset is what an
         election by count waits for, docs/architecture.md §3.2)."""
         if self.broker_id is not None and not self.is_master:
+            self._heartbeat_soon(now_ms)
+        return []
+
+    def on_damage_changed(self, now_ms: int) -> list[act.Action]:
+        """A damaged commit-log record was found or repaired (docs/architecture.md §4.7): heartbeat now,
+        whatever the role, so the controllers learn at once whether this replica is complete."""
+        if self.broker_id is not None:
             self._heartbeat_soon(now_ms)
         return []
 

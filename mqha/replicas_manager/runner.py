@@ -146,6 +146,10 @@ class ReplicasManager(SyncStateSetReporter):
         §3.2)."""
         self._put(self.planner.on_master_link_closed)
 
+    def report_damage(self) -> None:
+        """A damaged record was found or repaired: heartbeat at once (docs/architecture.md §4.7)."""
+        self._put(self.planner.on_damage_changed)
+
     def release_eligible_replicas(self, master_epoch: int) -> None:
         """The HA layer acknowledges beyond the eligible replicas' credits next: release them first;
         the verdict comes back through ``hooks.eligible_release_done``."""

@@ -134,6 +134,11 @@ OFFSET_DIVERGED = "OFFSET_DIVERGED"
 this log (the log was cut back since it read there: a declared loss): no messages, code
 ``PULL_OFFSET_MOVED``, ``nextOffset`` = where that epoch ends here (docs/architecture.md §4)."""
 
+MESSAGE_CORRUPTED = "MESSAGE_CORRUPTED"
+"""A read's ``status`` when it met a damaged record (a flipped bit found by its CRC,
+docs/architecture.md §4.7): the good messages before it (code ``SUCCESS``), or none when the read
+starts at it (code ``SERVICE_NOT_AVAILABLE``, 503: retry; the replica repairs it from another);
+``nextOffset`` = ``corruptOffset``, the damaged record's offset."""
 
 # -- the put stream (docs/architecture.md §4.6) ---------------------------------------------------
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from mqha.broker.commitlog import CommitLog, CorruptRecordError, MessageDraft
+from mqha.broker.commitlog.scrub import Scrubber
 from mqha.broker.commitlog.segment import segment_name
 from mqha.errors import NotAlignedError, RemoteProtocolError
 
@@ -119,3 +120,27 @@ def test_a_cut_forgets_the_damaged_records_it_removes(tmp_path: Path) -> None:
         assert log.confirm_damage(bad) is not None
         log.truncate(records[49][0])
         assert log.bad_records() == {}
+
+
+def test_the_scrub_walks_every_segment_oldest_first_and_finds_a_flipped_bit(tmp_path: Path) -> None:
+    with open_log(tmp_path) as log:
+        records = fill(log, 200)
+    end = records[-1][0] + records[-1][1]
+    assert end > 5 * SEG
+    bad, size = records[20]
+    flip(tmp_path, bad + size - 4)
+    with open_log(tmp_path) as log:
+        scrubber = Scrubber(log)
+        found, read, steps = [], 0, 0
+        while not (step := scrubber.step(1000)).pass_done:
+            found += step.found
+            read += step.read
+            steps += 1
+            assert steps < 1000
+        scrubber.close()
+        assert found == [bad]
+        # every byte, plus what each step read of a unit it left whole to the next step
+        assert end - size <= read < end + steps * 200
+        assert log.bad_records().keys() == {bad}
+        log.append_batch([MessageDraft("t0", b"more")])  # the next pass starts again at the log start
+        assert scrubber.step(1 << 20).read > 0 and scrubber.position > 0

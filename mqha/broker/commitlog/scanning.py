@@ -238,6 +238,7 @@ def _no_walk(start: int, end: int) -> int:
 
 
 _MESSAGE_MAGIC_BYTES = MESSAGE_MAGIC.to_bytes(4, "big")
+_BLANK_MAGIC_BYTES = BLANK_MAGIC.to_bytes(4, "big")
 
 
 def resume_after(
@@ -247,8 +248,10 @@ def resume_after(
     the data, e.g. the log end within this segment): the first later position where a message passes
     every check (its own physicalOffset, its CRCs) or a blank marker ends the segment exactly; ``end``
     when none does. The damaged unit's own size is tried first (a flipped body bit leaves it right);
-    else the search goes by the message magic, which a record's physicalOffset pins to its place."""
+    else the search goes by the message magic (a record's physicalOffset pins it to its place), then
+    by the blank marker's."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = min(end, len(mv))
 
     def unit_at(pos: int) -> bool:
         scan = scan_units(mv, pos, end, base_offset, segment_end, max_messages=1)
@@ -259,10 +262,11 @@ def resume_after(
         if size >= MIN_MESSAGE_SIZE and bad + size <= end and unit_at(bad + size):
             return bad + size
     data = bytes(mv[bad + 1 : end])
-    found = data.find(_MESSAGE_MAGIC_BYTES, 3)
-    while found >= 0:
-        pos = bad + 1 + found - 4  # the magic follows the 4-byte totalSize
-        if unit_at(pos):
-            return pos
-        found = data.find(_MESSAGE_MAGIC_BYTES, found + 1)
+    for magic in (_MESSAGE_MAGIC_BYTES, _BLANK_MAGIC_BYTES):  # a blank marker is a segment's last unit
+        found = data.find(magic, 4)
+        while found >= 0:
+            pos = bad + 1 + found - 4  # the magic follows the 4-byte totalSize
+            if unit_at(pos):
+                return pos
+            found = data.find(magic, found + 1)
     return end

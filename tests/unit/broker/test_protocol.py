@@ -198,3 +198,35 @@ def test_born_timestamp_is_the_producers_when_given_and_read_back() -> None:
     assert "bornTimestamp" in rejected({"topic": "t1", "body": "x", "bornTimestamp": "1"})
     stored = StoredMessage(0, 80, "M", "t", "", {}, b"x", 1_700_000_000_000, 1_700_000_000_005, 0)
     assert read_reply([stored], 80, 80, 80)["messages"][0]["bornTimestamp"] == 1_700_000_000_000
+
+
+def test_a_read_that_meets_a_damaged_record_says_so() -> None:
+    """docs/architecture.md §4.7: the messages before it with 200, none with 503; never a 400."""
+    from mqha.broker.commitlog.codec import StoredMessage
+    from mqha.broker.protocol import read_corrupted_reply
+    from mqha.wire.broker_api import MESSAGE_CORRUPTED
+
+    message = StoredMessage(0, 80, "m1", "t", "", {}, b"x", 1, 1, 0)
+    status, body = read_corrupted_reply([message], 80, "bad CRC", 500, 600)
+    assert status == 200 and body["code"] == 0 and body["status"] == MESSAGE_CORRUPTED
+    assert (body["nextOffset"], body["corruptOffset"], len(body["messages"])) == (80, 80, 1)
+    status, body = read_corrupted_reply([], 80, "bad CRC", 500, 600, topic="t", queueId=0)
+    assert status == 503 and body["code"] == 14 and body["status"] == MESSAGE_CORRUPTED
+    assert body["messages"] == [] and body["topic"] == "t" and "offset 80" in body["remark"]
+
+
+def test_repairs_ask_the_in_sync_replicas_first_the_master_first() -> None:
+    from mqha.broker.membership import _repair_order
+    from mqha.wire.controller_api import ReplicaIdentity, ReplicasInfo
+
+    def replica(broker_id: int, alive: bool = True) -> ReplicaIdentity:
+        return ReplicaIdentity(
+            broker_name="b", broker_id=broker_id, broker_address=f"h:{broker_id}", alive=alive
+        )
+
+    entry = ReplicasInfo(
+        master_broker_id=3,
+        in_sync_replicas=(replica(1), replica(3), replica(4, alive=False)),
+        not_in_sync_replicas=(replica(2), replica(5, alive=False)),
+    )
+    assert _repair_order(entry) == ("h:3", "h:1", "h:2")

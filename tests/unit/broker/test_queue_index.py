@@ -120,3 +120,19 @@ def test_queue_stats_request_parses_consumer_offsets() -> None:
     ):
         with pytest.raises(RequestError):
             parse_queue_stats_request(bad)
+
+
+def test_a_damaged_record_is_flagged_and_passed_over() -> None:
+    """docs/architecture.md §4.7: what precedes it is indexed, it is flagged, the index goes on after it."""
+    index = QueueIndex(start=0)
+    index.add([at(0, "a", 1), at(100, "b", 1)], 200)
+    index.pass_damaged(200, 350)
+    assert index.damaged == [200] and index.indexed_to == 350
+    index.add([at(350, "a", 1)], 450)
+    assert index.read("a", 1, 0, 10) == [0, 350]  # the other queues, and this one, go on
+    with pytest.raises(ValueError, match="not at the indexed offset"):
+        index.pass_damaged(300, 400)  # below what is indexed
+    with pytest.raises(ValueError):
+        index.pass_damaged(450, 450)  # nowhere to go on
+    index.reset(0, 1)  # a repair rebuilds it
+    assert index.damaged == [] and index.indexed_to == 0
