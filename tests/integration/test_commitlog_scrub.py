@@ -11,10 +11,14 @@ segment other than the last.
   queues' consumers go on), ``/healthz`` is 503 naming it, the metric counts it, every replica's
   heartbeat says it is incomplete (``lossyRecovery``, ``maxOffset`` at the record) and the slaves leave
   the SyncStateSet. Once one slave's copy is good again, the master and the other slave repair from it.
+- The running master's copy flipped while a replica with a new disk copies the log: the master never
+  ships the record (the old code did, and the replica was stuck at it for good); it repairs it from
+  the other slave, and the new replica gets every message.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,7 +60,10 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 def _wait(what: str, check: Any, timeout: float = 30.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = check()
+        try:
+            found = check()
+        except OSError:  # a process still starting
+            found = None
         if found:
             return found
         time.sleep(0.1)
@@ -80,15 +87,11 @@ def _put_all(master: Node) -> list[dict[str, Any]]:
 def _flip(node: Node, offset: int) -> None:
     """Invert one byte of the segment file holding ``offset`` (as a disk's flipped bit would)."""
     base = offset - offset % SEGMENT
-    path = Path(node.base) / "store" / "commitlog" / segment_name(base)
-    if not path.exists():
-        path = next(Path(node.base).rglob(f"commitlog/{segment_name(base)}"))
-    with open(path, "r+b") as f:
+    with open(Path(node.store) / "commitlog" / segment_name(base), "r+b") as f:
         f.seek(offset - base)
         byte = f.read(1)[0]
         f.seek(offset - base)
         f.write(bytes([byte ^ 0x04]))
-        f.flush()
 
 
 def _read_from_zero(node: Node) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -245,3 +248,27 @@ def test_a_record_damaged_everywhere_is_served_around_and_repaired_from_a_good_c
     assert last.get("status") != MESSAGE_CORRUPTED, last
     assert [m["msgId"] for m in messages] == [r["msgId"] for r in results]
     _wait("the SyncStateSet to hold all three again", lambda: len(_sync_state_set(cluster)) == 3, 30)
+
+
+def test_a_replacement_replica_is_never_sent_the_masters_damaged_record(cluster: LocalCluster) -> None:
+    master, slaves, results = _setup(cluster)
+    for node in slaves:
+        _wait("the slaves to catch up", lambda n=node: _status(n)["maxOffset"] >= results[-1]["offset"])
+    victim = slaves[0]
+    cluster.kill(victim)
+    shutil.rmtree(victim.store)  # a new disk: it copies the whole log from the master again
+    bad = results[300]
+    _flip(master, bad["offset"] + bad["size"] - 10)
+    cluster.start_node(victim, wait=False)
+
+    # The master ships nothing of the record; its scrub finds it, it repairs it from the other slave,
+    # and the new replica gets every message (the old code shipped it, and the replica was stuck there).
+    served = _wait(
+        "the new replica to serve every message",
+        lambda: (r := _read_from_zero(victim)) and len(r[0]) >= MESSAGES and r,
+        60,
+    )
+    assert [m["msgId"] for m in served[0]] == [r["msgId"] for r in results]
+    repaired = _status(master)["integrity"]["repaired"]
+    assert [(r["offset"], r["source"]) for r in repaired] == [(bad["offset"], slaves[1].address)]
+    assert _metric(victim, "mqha_broker_commitlog_damaged_records_found_total") == 0.0
