@@ -153,7 +153,7 @@ class Broker:
         from mqha.broker.integrity import IntegrityCollector, IntegrityTask
         from mqha.broker.metrics import BrokerMetrics
         from mqha.broker.server import BrokerHttpServer
-        from mqha.testing.planted_bugs import maybe_plant_master
+        from mqha.testing.planted_bugs import maybe_plant_integrity, maybe_plant_master
 
         # updateBrokerConfig: runtime keys applied here and saved into the -c file (docs/config.md)
         self.config_store = BrokerConfigStore(config, config_path, self.apply_config)
@@ -161,6 +161,7 @@ class Broker:
         self.integrity = IntegrityTask(
             self.store, config, peers=self.members.repair_sources, on_change=self._damage_changed
         )
+        maybe_plant_integrity(self.integrity)  # TEST ONLY, and only when the environment asks
         metrics = BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk)
         metrics.registry.register(IntegrityCollector(config["brokerName"], self.integrity))
         self.http = BrokerHttpServer(

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from mqha.chaos import links as chaos_links
+from mqha.chaos.bitflips import BITFLIP_SETTINGS, BitFlips
 from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
@@ -45,6 +46,7 @@ from mqha.chaos.run_clients import RunClients
 from mqha.chaos.run_files import exported_rows, write_fault_rows
 from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
+    BITFLIP,
     BROKER,
     CLIENT_PARTITION,
     CONTROLLER_LEADER,
@@ -141,6 +143,7 @@ class ChaosRun:
             broker_settings={
                 "allAckInSyncStateSet": "true",
                 **(DISK_FULL_SETTINGS if options.store_tmpfs_mib else {}),
+                **(BITFLIP_SETTINGS if BITFLIP in options.kinds else {}),
                 **options.broker_settings,
             },
             secure=True,  # faults hit the cluster as operators run it: authentication on (docs §12)
@@ -175,6 +178,7 @@ class ChaosRun:
         self.stores = ControllerStores(self.cluster)
         self.disks = DiskFill(self.cluster)
         self.power = PowerCuts(self.cluster, self.say, self.flush_types)
+        self.flips = BitFlips(self.cluster, self.say, options.seed)
         # Controller-network and client faults: the kernel's packet filter.
         network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
         heartbeat_timeout = int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000
@@ -324,6 +328,8 @@ class ChaosRun:
             return self.power.hit(step, nodes).cut_at
         if step.kind == DISK_WIPE:
             self.stores.hit(step, nodes)
+        elif step.kind == BITFLIP:
+            self.flips.hit(step, nodes)
         elif step.kind == DISK_FULL:
             self.say(f"    filled {self.disks.hit(nodes)} (until ENOSPC)")
         elif step.kind == KILL:
@@ -359,6 +365,8 @@ class ChaosRun:
             self.net.heal(step, nodes)
         elif step.kind == POWER_LOSS:
             self.power.heal(step, self.power.restart_order(step, nodes, master), self._start_stopped)
+        elif step.kind == BITFLIP:
+            self.flips.heal(step, nodes, self._start_stopped)
         elif step.kind in (PAUSE, ALL_CONTROLLERS):
             for node in nodes:
                 self.cluster.resume(node)
@@ -395,6 +403,7 @@ class ChaosRun:
     def finish(self) -> Verdict:
         settled = self.heal_all()
         time.sleep(2.0)  # traffic on the healed cluster
+        unrepaired = self.flips.unrepaired(30.0) if self.flips.flips else []
         sends = self.clients.stop_producers()
         reads = self.clients.drain_consumers()
         writes = self.clients.stop_writes()
@@ -445,6 +454,8 @@ class ChaosRun:
             probe_topics=present,
             asked=self.options.kinds,
             reached=tuple(self.reached),
+            flips=len(self.flips.flips),
+            unrepaired=tuple(unrepaired),
         )
         verdict = judge(facts)
         write_fault_rows(self.run_dir, fault_rows(facts))

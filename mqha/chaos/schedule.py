@@ -25,6 +25,10 @@ controller) and the other controllers: what it sends (``out``) or what it receiv
 brokers keep reaching every controller. An ``all-controllers`` step kills (``kill``) or pauses
 (``pause``) every controller at once: the data plane must keep serving without them.
 
+A ``bitflip`` step flips one bit of one message record in a commit-log segment other than the last
+of one broker (a random replica, or the master), stopped (SIGKILL, flip, restart after ``hold``) or
+running (``mqha.chaos.bitflips``): the replica must find the damage and repair it from another one.
+
 A ``power-loss`` step cuts the power of one broker (a random replica, or the master) or of every
 replica of a group at once: SIGKILL, then each store loses exactly its un-fsynced commit-log writes
 (``mqha.chaos.power_loss``), then after ``hold`` the nodes come back one by one, ``stagger`` seconds
@@ -51,6 +55,7 @@ ALL_CONTROLLERS = "all-controllers"
 DELAY = "delay"
 RAFT_LOSS = "raft-loss"
 CLIENT_PARTITION = "client-partition"
+BITFLIP = "bitflip"
 FAULT_KINDS = (
     KILL,
     PAUSE,
@@ -65,6 +70,7 @@ FAULT_KINDS = (
     DELAY,
     RAFT_LOSS,
     CLIENT_PARTITION,
+    BITFLIP,
 )
 PACKET_FILTER_KINDS = frozenset({RAFT_PARTITION, ASYM_PARTITION, RAFT_LOSS, CLIENT_PARTITION})
 """Kinds that need the kernel's packet filter (root and nft)."""
@@ -95,6 +101,9 @@ REPLICATION_LINKS = "replication"  # master <-> slaves
 # The controller on the clients' side of a client-partition: the leader of the moment, or one chosen here.
 WITH_LEADER = "with-leader"
 WITH_CONTROLLER = "with-controller"
+# A bitflip's node: stopped for the flip and restarted at the heal, or flipped while it runs.
+STOPPED = "stopped"
+RUNNING = "running"
 # Directions of an asym-partition, seen from its target controller.
 OUT = "out"  # what it sends is dropped
 IN = "in"  # what it receives is dropped
@@ -155,6 +164,7 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     RAFT_LOSS: ((CONTROLLER_LEADER, ""), (CONTROLLER, ""), (CONTROLLERS, "")),
     CLIENT_PARTITION: ((MASTER, WITH_LEADER), (MASTER, WITH_CONTROLLER)),
+    BITFLIP: ((BROKER, STOPPED), (BROKER, RUNNING), (MASTER, RUNNING), (MASTER, STOPPED)),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -172,6 +182,7 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     DELAY: (3.0, 8.0),
     RAFT_LOSS: (3.0, 8.0),
     CLIENT_PARTITION: (4.0, 10.0),  # long enough for the cut-off master to try a shrink (#7017)
+    BITFLIP: (0.5, 3.0),  # stopped: down before its restart
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
@@ -193,6 +204,7 @@ SETTLE_ESTIMATE = {
     DELAY: 3.0,
     RAFT_LOSS: 2.0,
     CLIENT_PARTITION: 4.0,
+    BITFLIP: 4.0,
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -239,7 +251,8 @@ class FaultStep:
     nodes: tuple[str, ...] = ()
     group: str | None = None
     links: str = ""  # partition / loss / delay: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS; asym: OUT |
-    # IN; all-controllers: KILL | PAUSE; client-partition: WITH_LEADER | WITH_CONTROLLER (``nodes``)
+    # IN; all-controllers: KILL | PAUSE; client-partition: WITH_LEADER | WITH_CONTROLLER (``nodes``);
+    # bitflip: STOPPED | RUNNING
     fraction: float = 0.0  # loss, raft-loss: the share of chunks / packets dropped; delay: DELAY_FACTORS
     overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
     order: str = ""  # power-loss of a group: SHUFFLED (``nodes`` in order) or MASTER_FIRST
@@ -289,6 +302,8 @@ class FaultStep:
             RAFT_LOSS: f"drop {self.fraction:.0%} of the packets between {who} and the other controllers "
             f"for {self.hold:.1f} s",
             CLIENT_PARTITION: self._describe_client_partition(),
+            BITFLIP: f"flip a bit in an older commit-log segment of {who} "
+            + (f"(stopped, restarted after {self.hold:.1f} s)" if self.links == STOPPED else "(running)"),
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
 

@@ -110,6 +110,8 @@ class RunFacts:
     probe_topics: set[str] | None = None  # its topics in the final state (None: could not be read)
     asked: tuple[str, ...] = ()  # the fault kinds asked for
     reached: tuple[str, ...] = ()  # the kinds of every step the run reached (injected or skipped)
+    flips: int = 0  # bits flipped by bitflip steps
+    unrepaired: tuple[str, ...] = ()  # brokers still reporting a damaged record at the end (bitflip)
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -321,6 +323,7 @@ def judge(facts: RunFacts) -> Verdict:
         ]
     if not facts.settled:
         reasons.append("the cluster was not whole again after the final heal")
+    reasons += [f"damaged commit-log record not repaired: {problem}" for problem in facts.unrepaired]
     if not facts.final_logs:
         reasons.append("no final master log could be read")
     if facts.controllers is not None and not facts.controllers.ok:
@@ -342,6 +345,7 @@ def judge(facts: RunFacts) -> Verdict:
     )
     if facts.power_cuts:
         lines.append(_power_line(facts, declared))
+    lines += _flip_lines(facts)
     read_uncommitted = (facts.invariants or {}).get("read_uncommitted")
     lines.append(
         f"reads: {facts.reads:,} delivered to consumers; read-uncommitted "
@@ -474,3 +478,11 @@ def _power_line(facts: RunFacts, declared: int) -> str:
         f"message(s) cut; acked but never fsynced on any replica {unsynced}, of which declared lost "
         f"{declared}; the controllers declared {ranges} range(s) lost"
     )
+
+
+def _flip_lines(facts: RunFacts) -> list[str]:
+    """The bitflip line: how many bits were flipped, and whether every damaged record was repaired."""
+    if not facts.flips and not facts.unrepaired:
+        return []
+    repaired = "NOT REPAIRED: " + "; ".join(facts.unrepaired) if facts.unrepaired else "every one repaired"
+    return [f"bit flips: {facts.flips} in older commit-log segments; {repaired}"]

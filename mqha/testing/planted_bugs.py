@@ -51,6 +51,10 @@ FULL_DISK_PUT_OK_ENV = "MQHA_TEST_ONLY_FULL_DISK_PUT_OK"
 or ENOSPC from the append) is answered PUT_OK at the offset it would have had, though nothing was
 stored -- the error swallowed."""
 
+NO_REPAIR_ENV = "MQHA_TEST_ONLY_NO_REPAIR"
+"""``=1`` in a broker's environment: a damaged commit-log record is found and reported but never
+repaired from another replica (docs/architecture.md §4.7): the copy stays damaged for good."""
+
 
 @dataclass(frozen=True)
 class PlantedBug:
@@ -63,6 +67,12 @@ class PlantedBug:
 
 
 PLANTED: dict[str, PlantedBug] = {
+    "no-repair": PlantedBug(
+        NO_REPAIR_ENV,
+        "broker",
+        "a damaged commit-log record is found but never repaired from another replica",
+        ("bitflip",),
+    ),
     "ack-before-replication": PlantedBug(
         ACK_BEFORE_REPLICATION_ENV,
         "broker",
@@ -351,3 +361,15 @@ def _wiped_store_votes(parts: Any) -> None:
         use_identity(storage_id, voters, observer=observer)
 
     log.use_identity = as_old_self
+
+
+def maybe_plant_integrity(integrity: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """``no-repair``: the integrity task finds and reports damaged records but repairs none."""
+    if environ.get(NO_REPAIR_ENV) != "1":
+        return
+
+    async def never(offset: int) -> bool:
+        integrity.last_repair_error = f"offset {offset}: repair planted away (TEST ONLY)"
+        return False
+
+    integrity._repair = never

@@ -7,6 +7,7 @@ import pytest
 from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
     ASYM_PARTITION,
+    BITFLIP,
     BROKER,
     CLIENT_PARTITION,
     CONTROLLER,
@@ -94,7 +95,7 @@ def test_steps_are_well_formed() -> None:
     for s in steps:
         low, high = HOLD_RANGES[s.kind]
         assert low <= s.hold <= high
-        linked = (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS, DELAY, CLIENT_PARTITION)
+        linked = (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS, DELAY, CLIENT_PARTITION, BITFLIP)
         assert (s.links != "") == (s.kind in linked)
         assert (s.fraction > 0) == (s.kind in (LOSS, DELAY, RAFT_LOSS))
         if s.kind == RAFT_LOSS:
