@@ -49,6 +49,7 @@ RECORD_PATH = "/v1/log/record"
 STEP_BYTES = 256 * 1024  # one scrub step reads at most this much (less at a low rate)
 PASS_PAUSE_S = 1.0
 REPAIR_RETRY_S = 2.0
+IDLE_CHECK_S = 1.0  # the HA read path notes damage in the log without a call here: look this often
 FETCH_TIMEOUT_S = 5.0
 
 
@@ -164,7 +165,7 @@ class IntegrityTask:
             self._publish()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), REPAIR_RETRY_S if bad else 3600)
+                await asyncio.wait_for(self._wake.wait(), REPAIR_RETRY_S if bad else IDLE_CHECK_S)
 
     def _publish(self) -> None:
         """Count new damaged records and tell the broker when the damage starts, moves or ends."""
