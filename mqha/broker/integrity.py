@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -77,12 +78,14 @@ class IntegrityTask:
         self.passes = 0
         self.last_pass_end_ms: int | None = None
         self.found = 0  # damaged records found since start (any finder)
-        self.repaired: list[dict[str, Any]] = []  # the repairs since start: offset, source, at
+        self.repaired: deque[dict[str, Any]] = deque(maxlen=16)  # the last repairs: offset, source, at
+        self.repaired_total = 0
         self.last_repair_error: str | None = None
         self._seen: set[int] = set()
         self._reported: str | None = None
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._step: asyncio.Future[Any] | None = None  # the scrub step running in a worker thread
 
     # -- the broker's view ----------------------------------------------------------------------
 
@@ -107,7 +110,8 @@ class IntegrityTask:
             "scrubVerifiedBytes": self.verified_bytes,
             "lastPassEndMs": self.last_pass_end_ms,
             "found": self.found,
-            "repaired": self.repaired[-16:],
+            "repaired": list(self.repaired),
+            "repairedTotal": self.repaired_total,
             "lastRepairError": self.last_repair_error,
         }
 
@@ -130,6 +134,9 @@ class IntegrityTask:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._step is not None:  # its thread still reads through the scrubber's file handle
+            with contextlib.suppress(Exception):
+                await self._step
         self.scrubber.close()
 
     # -- the scrub -------------------------------------------------------------------------------
@@ -139,7 +146,8 @@ class IntegrityTask:
         while True:
             started = time.monotonic()
             try:
-                step = await asyncio.to_thread(self.scrubber.step, step_bytes)
+                self._step = asyncio.ensure_future(asyncio.to_thread(self.scrubber.step, step_bytes))
+                step = await asyncio.shield(self._step)
             except (OSError, StorageError) as exc:  # a closed log at shutdown, an unreadable file
                 log.warning("scrub step at %d failed: %s", self.scrubber.position, exc)
                 await asyncio.sleep(PASS_PAUSE_S)
@@ -197,6 +205,7 @@ class IntegrityTask:
                 continue
             self.store.log_generation += 1  # the queue index takes the record at its next read
             self.repaired.append({"offset": offset, "source": peer, "atMs": wall_ms()})
+            self.repaired_total += 1
             self.last_repair_error = None
             log.warning(
                 "REPAIRED the damaged record at commit-log offset %d with the copy of %s", offset, peer
@@ -241,7 +250,7 @@ class IntegrityCollector(Collector):
             (
                 "mqha_broker_commitlog_records_repaired",
                 "damaged records repaired from another replica",
-                len(task.repaired),
+                task.repaired_total,
             ),
             (
                 "mqha_broker_scrub_verified_bytes",
