@@ -11,6 +11,8 @@ segment other than the last.
   queues' consumers go on), ``/healthz`` is 503 naming it, the metric counts it, every replica's
   heartbeat says it is incomplete (``lossyRecovery``, ``maxOffset`` at the record) and the slaves leave
   the SyncStateSet. Once one slave's copy is good again, the master and the other slave repair from it.
+- A slave that cannot repair (the planted ``no-repair``) leaves the SyncStateSet and is not elected
+  when the master dies, though the election's tie-break favours it.
 - The running master's copy flipped while a replica with a new disk copies the log: the master never
   ships the record (the old code did, and the replica was stuck at it for good); it repairs it from
   the other slave, and the new replica gets every message.
@@ -29,6 +31,7 @@ import pytest
 from mqha.broker.commitlog.segment import segment_name
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import Node
+from mqha.testing.planted_bugs import NO_REPAIR_ENV
 from mqha.wire.broker_api import MESSAGE_CORRUPTED
 from tests.integration.controller_cluster import request
 
@@ -272,3 +275,40 @@ def test_a_replacement_replica_is_never_sent_the_masters_damaged_record(cluster:
     repaired = _status(master)["integrity"]["repaired"]
     assert [(r["offset"], r["source"]) for r in repaired] == [(bad["offset"], slaves[1].address)]
     assert _metric(victim, "mqha_broker_commitlog_damaged_records_found_total") == 0.0
+
+
+def test_a_damaged_slave_is_not_elected(cluster: LocalCluster) -> None:
+    # The damaged slave is the one the election's tie-break favours (the lower id, the same log end), and
+    # it cannot repair (the planted no-repair): it must stay out of the SyncStateSet, report itself
+    # incomplete, and lose the election to the healthy slave when the master dies.
+    master, slaves, results = _setup(cluster)
+    ids = {node.name: _status(node)["controllerBrokerId"] for node in slaves}
+    damaged, healthy = sorted(slaves, key=lambda node: ids[node.name])
+    for node in slaves:
+        _wait("the slaves to catch up", lambda n=node: _status(n)["maxOffset"] >= results[-1]["offset"])
+    bad = results[100]
+    cluster.stop_node(damaged)
+    cluster.node_env[damaged.name] = {NO_REPAIR_ENV: "1"}
+    _flip(damaged, bad["offset"] + bad["size"] - 10)
+    cluster.start_node(damaged, wait=False)
+    _wait(
+        "the damaged slave to report itself incomplete",
+        lambda: (
+            (h := _heartbeats(cluster).get(damaged.address))
+            and h["lossyRecovery"]
+            and h["maxOffset"] == bad["offset"]
+        ),
+    )
+    master_id = _status(master)["controllerBrokerId"]
+    _wait(
+        "the SyncStateSet without the damaged slave",
+        lambda: sorted(_sync_state_set(cluster)) == sorted([master_id, ids[healthy.name]]),
+    )
+    cluster.kill(master)
+    elected = _wait("a new master", lambda: cluster.master(GROUP), 30)
+    assert elected.name == healthy.name
+    messages, _ = _wait(
+        "the new master to serve every message",
+        lambda: (r := _read_from_zero(elected)) and len(r[0]) >= MESSAGES and r,
+    )
+    assert [m["msgId"] for m in messages] == [r["msgId"] for r in results]
