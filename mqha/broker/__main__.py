@@ -180,6 +180,8 @@ class Broker:
         """The runtime keys (``Key.runtime``) a ``PUT /v1/config`` changed, taken at once."""
         if "haMaxTimeSlaveNotCatchup" in changes:
             self.ha.keeper.set_max_time_slave_not_catchup(changes["haMaxTimeSlaveNotCatchup"])
+        if "scrubCommitLogBytesPerSecond" in changes:
+            self.integrity.set_rate(changes["scrubCommitLogBytesPerSecond"])
 
     def _damage_changed(self, reason: str | None) -> None:
         """A damaged record is known (``reason``) or none is left: a slave replicates nothing meanwhile,

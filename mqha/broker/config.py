@@ -388,6 +388,7 @@ BROKER_CONFIG = ConfigSpec(
             "pass after pass; 0 turns it off (docs/architecture.md §4.7)",
             rule=NON_NEGATIVE_LONG,
             unit="bytes",
+            runtime=True,
             rocketmq=False,
         ),
         Key(

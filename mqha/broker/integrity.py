@@ -123,9 +123,15 @@ class IntegrityTask:
 
     def start(self) -> None:
         if not self._tasks:
-            self._tasks = [asyncio.create_task(self._repair_loop(), name="repair")]
-            if self.rate > 0:
-                self._tasks.append(asyncio.create_task(self._scrub_loop(), name="scrub"))
+            self._tasks = [
+                asyncio.create_task(self._repair_loop(), name="repair"),
+                asyncio.create_task(self._scrub_loop(), name="scrub"),
+            ]
+
+    def set_rate(self, rate: int) -> None:
+        """``scrubCommitLogBytesPerSecond`` changed at run time (``updateBrokerConfig``): taken at the
+        next step; 0 pauses the scrub where it is."""
+        self.rate = rate
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
@@ -142,8 +148,11 @@ class IntegrityTask:
     # -- the scrub -------------------------------------------------------------------------------
 
     async def _scrub_loop(self) -> None:
-        step_bytes = max(4096, min(STEP_BYTES, self.rate // 4))
         while True:
+            if self.rate <= 0:  # off (maybe turned on later)
+                await asyncio.sleep(PASS_PAUSE_S)
+                continue
+            step_bytes = max(4096, min(STEP_BYTES, self.rate // 4))
             started = time.monotonic()
             try:
                 self._step = asyncio.ensure_future(asyncio.to_thread(self.scrubber.step, step_bytes))
@@ -160,7 +169,7 @@ class IntegrityTask:
                 self.last_pass_end_ms = wall_ms()
                 await asyncio.sleep(PASS_PAUSE_S)
                 continue
-            await asyncio.sleep(max(0.0, step.read / self.rate - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, step.read / max(1, self.rate) - (time.monotonic() - started)))
 
     # -- damage and repair -----------------------------------------------------------------------
 

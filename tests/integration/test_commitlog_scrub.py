@@ -181,6 +181,10 @@ def test_a_slave_with_a_flipped_bit_is_repaired_from_an_in_sync_replica(cluster:
     assert messages[100]["body"] == f"message-{100:05d}-" + "x" * 80
     ids = {h["brokerId"] for h in _heartbeats(cluster).values()}
     _wait("the SyncStateSet to hold all three", lambda: sorted(_sync_state_set(cluster)) == sorted(ids))
+    # The scrub's rate is a runtime key (updateBrokerConfig): 0 pauses it.
+    code, body = request("PUT", slave.url + "/v1/config", {"scrubCommitLogBytesPerSecond": 0})
+    assert code == 200, body
+    assert _status(slave)["integrity"]["scrubBytesPerSecond"] == 0
 
 
 def test_a_record_damaged_everywhere_is_served_around_and_repaired_from_a_good_copy(
