@@ -9,7 +9,7 @@ definition (tests/property/test_native_codec.py compares the two on the same inp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import Enum
 from struct import Struct
 from struct import error as struct_error
@@ -239,6 +239,14 @@ def _no_walk(start: int, end: int) -> int:
 
 _MESSAGE_MAGIC_BYTES = MESSAGE_MAGIC.to_bytes(4, "big")
 _BLANK_MAGIC_BYTES = BLANK_MAGIC.to_bytes(4, "big")
+_SEARCH_WINDOW = 64 * 1024
+
+
+def _all_at(data: bytes, magic: bytes) -> Iterator[int]:
+    found = data.find(magic)
+    while found >= 0:
+        yield found
+        found = data.find(magic, found + 1)
 
 
 def resume_after(
@@ -261,12 +269,17 @@ def resume_after(
         size = UNIT_PREFIX.unpack_from(mv, bad)[0]
         if size >= MIN_MESSAGE_SIZE and bad + size <= end and unit_at(bad + size):
             return bad + size
-    data = bytes(mv[bad + 1 : end])
-    for magic in (_MESSAGE_MAGIC_BYTES, _BLANK_MAGIC_BYTES):  # a blank marker is a segment's last unit
-        found = data.find(magic, 4)
-        while found >= 0:
-            pos = bad + 1 + found - 4  # the magic follows the 4-byte totalSize
+    # The search copies a window at a time: the next unit is usually a few hundred bytes on, and the
+    # caller may hold the log's lock over a 1 GiB segment.
+    for window in range(bad + 5, end, _SEARCH_WINDOW):  # a magic at bad + 5 is a unit at bad + 1
+        data = bytes(mv[window : min(window + _SEARCH_WINDOW + 3, end)])
+        candidates = sorted(
+            window + found - 4
+            for magic in (_MESSAGE_MAGIC_BYTES, _BLANK_MAGIC_BYTES)
+            for found in _all_at(data, magic)
+            if found < _SEARCH_WINDOW
+        )
+        for pos in candidates:
             if unit_at(pos):
                 return pos
-            found = data.find(magic, found + 1)
     return end

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mqha.broker.commitlog import scanning
 from mqha.broker.commitlog.codec import MessageDraft, encode_blank, encode_message
 from mqha.broker.commitlog.scanning import resume_after
 
@@ -45,3 +47,12 @@ def test_the_last_record_of_a_log_resumes_at_the_log_end() -> None:
     assert resume_after(data, offsets[1], offsets[2], 0, SEGMENT) == offsets[2]
     data[offsets[1]] ^= 0x40  # its size too: no later message to find
     assert resume_after(data, offsets[1], offsets[2], 0, SEGMENT) == offsets[2]
+
+
+def test_the_search_goes_window_by_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scanning, "_SEARCH_WINDOW", 37)  # many windows, magics across their edges
+    data, offsets = segment([300, 10, 500, 20])
+    for victim in range(4):
+        damaged = bytearray(data)
+        damaged[offsets[victim] + 1] ^= 0x08  # its totalSize: found by the magic search
+        assert scanning.resume_after(damaged, offsets[victim], SEGMENT, 0, SEGMENT) == offsets[victim + 1]
