@@ -42,7 +42,7 @@ class CommitLogIntegrity(CommitLogReads):
         else None (and forgets it)."""
         with self._lock:
             self._check_open()
-            if not self._min <= offset < self._max or not self._is_boundary(offset):
+            if not self._min <= offset < self._max or not self._damage_boundary(offset):
                 return None
             segment = self._segment_for(offset)
             error = self._unit_error(segment, offset)
@@ -76,7 +76,7 @@ class CommitLogIntegrity(CommitLogReads):
             data_end = min(self._max, segment.end) - segment.base
             scan = scan_units(segment.view, rel, data_end, segment.base, segment.end, max_messages=1)
             if scan.messages != 1:
-                if self._is_boundary(offset):
+                if self._damage_boundary(offset):
                     why = scan.error.reason.value if scan.error is not None else "not a message"
                     raise self._corrupt(segment, offset, why)
                 raise self._not_aligned(offset, "no message starts here")
@@ -90,7 +90,7 @@ class CommitLogIntegrity(CommitLogReads):
         peer) or ``NotAlignedError`` (no damaged record here any more) and writes nothing."""
         with self._flush_lock, self._lock:
             self._check_open()
-            if not self._min <= offset < self._max or not self._is_boundary(offset):
+            if not self._min <= offset < self._max or not self._damage_boundary(offset):
                 raise self._not_aligned(offset, "no damaged record starts here")
             segment = self._segment_for(offset)
             end = offset + len(data)

@@ -90,7 +90,7 @@ class CommitLogReads(CommitLogState):
                 try:
                     message = decode_message(segment.view, rel, base_offset=segment.base)
                 except InvalidRecord as exc:
-                    if messages or pos != offset or self._is_boundary(pos):
+                    if messages or pos != offset or self._damage_boundary(pos):
                         raise self._corrupt(segment, pos, exc.reason.value, messages) from None
                     raise self._not_aligned(pos, f"no message starts here ({exc.reason.value})") from None
                 if message.next_offset > limit:
@@ -202,7 +202,7 @@ class CommitLogReads(CommitLogState):
         """The error of a read whose first unit fails: a damaged record at a boundary, else no unit."""
         why = error.reason.value if error is not None else "zeros"
         with self._lock:
-            if error is not None and self._min <= offset < self._max and self._is_boundary(offset):
+            if error is not None and self._min <= offset < self._max and self._damage_boundary(offset):
                 return self._corrupt(self._segment_for(offset), offset, why)
             return self._not_aligned(offset, f"no unit starts here ({why})")
 
@@ -212,6 +212,11 @@ class CommitLogReads(CommitLogState):
         with self._lock:
             self._check_open()
             return self._is_boundary(offset)
+
+    def _damage_boundary(self, offset: int) -> bool:
+        """Whether a damaged record at ``offset`` starts at a unit boundary: known when it was found
+        before, else by the header walk (a reader retrying at a known damaged record costs no walk)."""
+        return offset in self._bad or self._is_boundary(offset)
 
     def _is_boundary(self, offset: int) -> bool:
         if offset in (self._min, self._max):
