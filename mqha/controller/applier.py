@@ -1,8 +1,9 @@
 """The state machine behind the replicated log: holds the current ``ControllerState`` (shell glue).
 
-``ControllerApplier`` implements ``mqha.controller.raft.Applier``. Each committed entry goes through
-``apply_encoded`` (decode + compare-and-set apply, never raises) and the resulting ``Outcome`` is
-returned, which PySyncObj hands back to the proposer on this node (``ReplicatedLog.propose``), so the
+``ControllerApplier`` implements ``mqha.controller.raft.Applier``. Each committed entry is decoded (an
+entry that is no readable record stops the member: ``UnreadableEntry``, docs/raft.md §11) and applied by
+the compare-and-set ``apply`` (never raises), and the resulting ``Outcome`` is returned, which
+PySyncObj hands back to the proposer on this node (``ReplicatedLog.propose``), so the
 reply of a write is built from what apply did (docs/raft.md §3).
 
 Threads. ``apply``, ``snapshot`` and ``restore`` run on PySyncObj's tick thread. The state is an
@@ -19,8 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from mqha.controller.apply import Outcome, apply_encoded
-from mqha.controller.records import NoopRecord, encode_record
+from mqha.controller.apply import Outcome, apply
+from mqha.controller.raft.errors import UnreadableEntry
+from mqha.controller.records import NoopRecord, RecordFormatError, decode_record, encode_record
 from mqha.controller.state import ControllerState, decode_state, encode_state
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,17 @@ class ControllerApplier:
         self._observers.append(observer)
 
     def apply(self, data: bytes, raft_index: int) -> Outcome:
-        state, outcome = apply_encoded(self._state, data, raft_index)
+        """Apply one committed entry. An entry that is not a record this node can read raises
+        :class:`UnreadableEntry`: the member stops there (docs/raft.md §11). Skipping it as a no-op
+        would leave this member's state behind its peers' for good (issue 45: a flipped ``{`` made an
+        ElectMaster a no-op, and that member, once leader, rolled the master epoch back)."""
+        try:
+            record = decode_record(data)
+        except RecordFormatError as exc:
+            raise UnreadableEntry(f"not a record this controller can read: {exc}") from None
+        except Exception as exc:  # decode_record should only raise RecordFormatError; stop all the same
+            raise UnreadableEntry(f"not a record this controller can read: {type(exc).__name__}") from None
+        state, outcome = apply(self._state, record, raft_index)
         self._state = state  # one reference store: loop-side readers see old or new, never a mix
         for observer in self._observers:
             try:

@@ -312,11 +312,11 @@ async def list_groups(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    healthy = _service(request).healthy()
-    reply = Reply(
-        Code.SUCCESS if healthy else Code.SERVICE_NOT_AVAILABLE, "" if healthy else "raft not running"
-    )
-    return respond(request, Reply(reply.code, reply.remark, {"healthy": healthy}))
+    service = _service(request)
+    healthy, damage = service.healthy(), service.damage()
+    remark = "" if healthy else f"raft member damaged: {damage}" if damage else "raft not running"
+    code = Code.SUCCESS if healthy else Code.SERVICE_NOT_AVAILABLE
+    return respond(request, Reply(code, remark, {"healthy": healthy, "damage": damage}))
 
 
 async def metrics(request: web.Request) -> web.Response:

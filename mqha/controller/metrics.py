@@ -11,7 +11,7 @@ Names (Prometheus conventions: ``_total`` counters, base units, snake_case):
   result the response code name; ``mqha_controller_election_duration_seconds{trigger}`` — decide +
   commit of one election attempt (observed when the caller passes ``seconds`` to ``observe_election``)
 - ``mqha_controller_is_leader``, ``mqha_controller_raft_term``, ``mqha_controller_raft_voter``,
-  ``mqha_controller_raft_voters``, ``mqha_controller_raft_commit_index``,
+  ``mqha_controller_raft_voters``, ``mqha_controller_raft_damaged``, ``mqha_controller_raft_commit_index``,
   ``mqha_controller_raft_last_applied_index``
 - ``mqha_controller_acked_data_lost_total{broker_name}`` — elections this node decided that declared
   acknowledged data lost; ``mqha_controller_election_waiting{broker_name}`` — 1 while a set waits for a
@@ -59,6 +59,7 @@ class NodeView:
     groups: list[GroupGauge] = field(default_factory=list)
     voter: bool = True
     voters: int = 0
+    damaged: bool = False
 
 
 class _NodeCollector(Collector):
@@ -87,6 +88,11 @@ class _NodeCollector(Collector):
         )
         yield GaugeMetricFamily(
             "mqha_controller_raft_voters", "voters in the voter set as this node knows it", value=view.voters
+        )
+        yield GaugeMetricFamily(
+            "mqha_controller_raft_damaged",
+            "1 while this member's Raft state is damaged: it applies, votes and leads no more (see /healthz)",
+            value=int(view.damaged),
         )
         yield GaugeMetricFamily(
             "mqha_controller_raft_commit_index", "Raft commit index known here", value=view.commit_index

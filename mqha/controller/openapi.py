@@ -434,7 +434,10 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "/healthz",
             "healthz",
             {
-                "summary": "Liveness: 200 while the process and its Raft thread run, else 503",
+                "summary": (
+                    "Liveness: 200 while the process and its Raft thread run and its Raft state is not "
+                    "damaged, else 503 (remark and `damage` say why)"
+                ),
                 "responses": _responses(("200", "503")),
             },
         ),

@@ -124,3 +124,7 @@ class ControllerService:
     def healthy(self) -> bool:
         """Started (the store's role decided and saved, the Raft member running) and the member healthy."""
         return self.parts.started and self.parts.log.healthy()
+
+    def damage(self) -> str | None:
+        """Why this member's Raft state cannot be trusted (docs/raft.md §11), or None."""
+        return self.parts.log.damage() if self.parts.started else None

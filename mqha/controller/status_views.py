@@ -66,6 +66,7 @@ class StatusViews(NodePart):
             sessions=len(self.sessions),
             voter=not self.log.is_observer,
             voters=len(self.log.voter_ids()),
+            damaged=raft.get("damage") is not None,
             groups=[
                 GroupGauge(
                     name,

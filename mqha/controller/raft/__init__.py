@@ -7,7 +7,8 @@ module         job
 errors         what the log raises; PySyncObj failure codes -> exceptions
 addresses      Raft address <-> API address; the member's file names
 tuning         timing knobs (``RaftTuning``), the ``SyncObjConf`` built from them, the lease's quorum math
-journal        crash-safe compaction and durable storage (PySyncObj subclasses)
+journal        checksummed, crash-safe and durable storage (PySyncObj subclasses); damage found at start
+journal_format the journal file's records, each with a CRC32 (pure codec)
 identity       who a store is (``storage.json``: nodeId, storageId, role) and how a blank store joins (pure)
 storage_file   reading and durably writing ``storage.json``
 members        ``StoreNode``: a PySyncObj node named by its store (``<host:port>/<storageId>``)
@@ -38,6 +39,7 @@ from mqha.controller.raft.errors import (
     ProposalTimeout,
     RaftStartError,
     ReplicationError,
+    UnreadableEntry,
 )
 from mqha.controller.raft.log import LeadershipChange, ReplicatedLog, Role
 from mqha.controller.raft.node import Applier
@@ -58,6 +60,7 @@ __all__ = [
     "ReplicatedLog",
     "ReplicationError",
     "Role",
+    "UnreadableEntry",
     "api_address_of",
     "build_conf",
     "quorum_ack_age",

@@ -28,6 +28,15 @@ class ApplyFailure:
     error: str
 
 
+class UnreadableEntry(Exception):
+    """An applier's answer to a committed entry it cannot read.
+
+    Undecodable bytes, an unknown record or version, a failed checksum. The member stops applying
+    there and takes no further part in Raft (docs/raft.md §11): skipping the entry would leave this
+    member's state silently behind its peers'.
+    """
+
+
 class ReplicationError(MqhaError):
     """Anything the replicated log refuses or cannot finish."""
 

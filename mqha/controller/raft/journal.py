@@ -52,21 +52,65 @@ import contextlib
 import gzip
 import logging
 import os
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import pysyncobj.serializer
 from pysyncobj.journal import FileJournal, MetaStorer, ResizableFile
 from pysyncobj.pickle import dumps as _pickle_dumps
+from pysyncobj.pickle import to_bytes
+from pysyncobj.version import VERSION as _PYSYNCOBJ_VERSION
 
 from mqha import durable
-from mqha.controller.raft import decoding
+from mqha.controller.raft import decoding, journal_format
+from mqha.controller.raft.journal_format import Entry
 
 log = logging.getLogger(__name__)
-Entry = tuple[bytes, int, int]  # PySyncObj's (command, index, term)
+META_MAGIC = b"MQHAMETA"  # a checksummed .meta: magic | crc32 (u32 LE) of the pickle | pickle
 
 
-class DurableMetaStorer(MetaStorer):
+class ChecksummedMetaStorer(MetaStorer):
+    """Stores ``.meta`` (term, vote, commit index) with a CRC32, and tells a damaged one from a missing one.
+
+    Stock PySyncObj reads any unreadable ``.meta`` as empty: a member whose file took a flipped bit
+    forgets its term and its vote and may vote twice in a term. Here a file that exists and does not
+    check out is damage (:meth:`read`). A ``.meta`` without the magic (written by stock PySyncObj or an
+    older mqha) is read as stock pickle; the next write adds the checksum.
+    """
+
+    def read(self) -> tuple[dict[str, Any], str | None]:
+        """The stored meta (empty when there is no file), and what is wrong with the file, if anything."""
+        try:
+            with open(self.getPath(), "rb") as file:
+                data = file.read()
+        except FileNotFoundError:
+            return {}, None
+        if data.startswith(META_MAGIC):
+            body = data[len(META_MAGIC) + 4 :]
+            stored = int.from_bytes(data[len(META_MAGIC) : len(META_MAGIC) + 4], "little")
+            if zlib.crc32(body) != stored:
+                return {}, f"{self.getPath()}: checksum mismatch"
+            data = body
+        try:
+            meta = decoding.restricted_loads(data)
+        except Exception as exc:
+            return {}, f"{self.getPath()}: unreadable ({type(exc).__name__}: {exc})"
+        if not isinstance(meta, dict):
+            return {}, f"{self.getPath()}: holds a {type(meta).__name__}, not a dict"
+        return meta, None
+
+    def storeMeta(self, meta: dict[str, Any]) -> None:
+        """Overrides ``pysyncobj.journal.MetaStorer.storeMeta``. Why: a damaged ``.meta`` must be told
+        apart from a missing one. Differs: the pickle is prefixed with :data:`META_MAGIC` and its CRC32;
+        written as stock (temp file, then rename), without fsync (``controllerJournalFsync=false``)."""
+        temp = self.getPath() + ".tmp"
+        with open(temp, "wb") as file:
+            file.write(_checksummed_meta(meta))
+        os.replace(temp, self.getPath())
+
+
+class DurableMetaStorer(ChecksummedMetaStorer):
     """Stores ``.meta`` (term, vote, commit index) so that it survives a power loss."""
 
     def storeMeta(self, meta: dict[str, Any]) -> None:
@@ -75,35 +119,105 @@ class DurableMetaStorer(MetaStorer):
         Why: the stock write (tmp file + ``shutil.move``) has no fsync, so after a power loss a member
         can forget its vote and vote twice in a term (P8). Differs: written by
         ``mqha.durable.write_atomically`` (a temp file fsynced before the rename, the directory after
-        it); same pickle format, so stock PySyncObj reads it.
+        it), with the checksum of :class:`ChecksummedMetaStorer`.
         """
-        durable.write_atomically(self.getPath(), _pickle_dumps(meta))
+        durable.write_atomically(self.getPath(), _checksummed_meta(meta))
+
+
+def _checksummed_meta(meta: dict[str, Any]) -> bytes:
+    body = _pickle_dumps(meta)
+    return META_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
 
 
 class CompactionSafeJournal(FileJournal):
-    """PySyncObj's file journal whose compaction a crash cannot cut short (module docstring).
+    """PySyncObj's file journal with a checksum per record and a compaction no crash can cut short.
 
-    Pinned to pysyncobj 0.3.17's private ``FileJournal.__journalFile``, ``__journal``,
-    ``__currentOffset`` and ``__getLastRecordOffset``; the file format is stock.
+    Compaction: module docstring. The file format is :mod:`journal_format`'s (a CRC32 ends each
+    record). Damage found at start (a record, the ``.meta`` or a missing dump) is kept in
+    :attr:`damage`; a damaged journal is then read-only: its file is never written again, so every
+    restart finds the same damage until the store is replaced (docs/raft.md §11). Pinned to pysyncobj
+    0.3.17's private ``FileJournal.__journalFile``, ``__journal``, ``__meta``, ``__metaSaved``,
+    ``__metaStorer``, ``__currentOffset``,
+    ``__setLastRecordOffset`` and ``__getLastRecordOffset``.
     """
 
-    def __init__(self, journal_file: str, dump_file: str) -> None:
-        """Extends ``pysyncobj.journal.FileJournal.__init__``.
+    meta_storer_class: type[ChecksummedMetaStorer] = ChecksummedMetaStorer
 
-        Why: a crash between a compaction's dump and its journal cut leaves a journal that starts
-        before the dump, and PySyncObj would clear it, tail included. Differs: after the stock
-        constructor has read the journal, a journal holding the dump's last two entries further in is
-        cut there (:meth:`_align_with_dump`)."""
+    def __init__(self, journal_file: str, dump_file: str) -> None:
+        """Overrides ``pysyncobj.journal.FileJournal.__init__`` (sets the same private state, does not
+        call it).
+
+        Why: the stock constructor reads records without any check (a flipped bit is read as data, a torn
+        size raises or misreads) and reads an unreadable ``.meta`` as empty. Differs: records are read by
+        :func:`journal_format.parse` (CRC32 per record), the ``.meta`` by
+        :meth:`ChecksummedMetaStorer.read`; damage is recorded in :attr:`damage` instead of guessed past.
+        A stock-format journal is rewritten in our format. A journal that starts before the dump (a crash
+        between a compaction's dump and its cut) is cut at the dump's last two entries, keeping its tail
+        (:meth:`_align_with_dump`); stock PySyncObj would clear it."""
         self.path = journal_file
         self._dump_file = dump_file
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._cut_file)  # a cut that a crash interrupted before its rename: never used
-        super().__init__(journal_file)
+        header = journal_format.header(_PYSYNCOBJ_VERSION.encode())
+        self._FileJournal__journalFile = ResizableFile(journal_file, defaultContent=header)
+        storer = self.meta_storer_class(journal_file + ".meta")
+        meta, meta_damage = storer.read()
+        self._FileJournal__metaStorer = storer
+        self._FileJournal__meta = meta
+        self._FileJournal__metaSaved = True
+        with open(journal_file, "rb") as file:
+            parsed = journal_format.parse(file.read())
+        self._FileJournal__journal = parsed.entries
+        self._FileJournal__currentOffset = parsed.end
+        self.damage = meta_damage or (parsed.damage and f"{journal_file}: {parsed.damage}")
+        first = parsed.entries[0][1] if parsed.entries else 1
+        if self.damage is None and first > 1 and not os.path.exists(dump_file):
+            self.damage = f"{dump_file} is missing, and {journal_file} starts at index {first}"
+        if self.damage is not None:
+            log.critical(
+                "raft store damaged: %s; this member takes no part in Raft (docs/raft.md §11)", self.damage
+            )
+            return
+        if parsed.format == journal_format.STOCK_FORMAT and parsed.entries:
+            log.warning(
+                "raft journal %s is in the format without checksums: rewriting it with them", self.path
+            )
+            self._replace_with(parsed.entries)
+        elif parsed.format == journal_format.STOCK_FORMAT:
+            self._FileJournal__journalFile.write(0, header)
         self._align_with_dump()
 
     @property
     def _cut_file(self) -> str:
         return self.path + ".cut"
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        """Overrides ``pysyncobj.journal.FileJournal.add``. Why: every record carries a checksum. Differs:
+        writes :func:`journal_format.encode_record`; a damaged journal only keeps the entry in memory."""
+        self._FileJournal__journal.append((command, idx, term))
+        if self.damage is not None:
+            return
+        record = journal_format.encode_record(to_bytes(command), idx, term)
+        offset = self._FileJournal__currentOffset
+        self._FileJournal__journalFile.write(offset, record)
+        self._FileJournal__currentOffset = offset + len(record)
+        self._FileJournal__setLastRecordOffset(offset + len(record))
+
+    def clear(self) -> None:
+        """Extends ``pysyncobj.journal.FileJournal.clear``. Why and what differs: a damaged journal's file
+        is never written (class docstring); only its memory is cleared."""
+        if self.damage is not None:
+            self._FileJournal__journal = []
+            return
+        super().clear()
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
+        """Extends ``pysyncobj.journal.FileJournal.deleteEntriesFrom``. Why and what differs: as
+        :meth:`clear`."""
+        if self.damage is not None:
+            del self._FileJournal__journal[entryFrom:]
+            return
+        super().deleteEntriesFrom(entryFrom)
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         """Overrides ``pysyncobj.journal.FileJournal.deleteEntriesTo`` (compaction: the journal cut back
@@ -112,6 +226,9 @@ class CompactionSafeJournal(FileJournal):
         Why: stock clears the journal in place and re-adds the entries kept; a crash in between loses
         them. Differs: the kept entries are written to a new file that replaces the journal by rename.
         """
+        if self.damage is not None:
+            self._FileJournal__journal = self._FileJournal__journal[entryTo:]
+            return
         self._before_cut()
         self._replace_with(self._FileJournal__journal[entryTo:])
 
@@ -123,12 +240,11 @@ class CompactionSafeJournal(FileJournal):
         temp = self._cut_file
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
-        fresh = FileJournal(temp)
-        try:
-            for entry in entries:
-                fresh.add(*entry)
-        finally:
-            fresh._destroy()  # flushes the map and closes the file
+        header = journal_format.header(_PYSYNCOBJ_VERSION.encode())
+        records = b"".join(journal_format.encode_record(to_bytes(c), i, t) for c, i, t in entries)
+        end = len(header) + len(records)
+        with open(temp, "wb") as file:
+            file.write(header[: journal_format.END_OFFSET] + end.to_bytes(4, "little") + records)
         durable.rename_durably(temp, self.path)  # one fsync per compaction, in both modes
         self._FileJournal__journalFile._destroy()
         self._FileJournal__journalFile = ResizableFile(self.path)
@@ -165,23 +281,21 @@ class DurableFileJournal(CompactionSafeJournal):
     journal file, which on Linux writes the pages dirtied through the map just as PySyncObj's ``flush()``
     (``msync(MS_SYNC)``) would -- but CPython's ``mmap.flush`` holds the GIL through the disk flush
     (py-spy: 23 % of the leader's GIL time at 32 clients), stalling the event loop, while
-    ``os.fdatasync`` releases it. The file format is stock: ``FileJournal`` reads what this writes.
-    Pinned as :class:`CompactionSafeJournal`, and to ``ResizableFile.__f`` and
-    ``FileJournal.__metaStorer``.
+    ``os.fdatasync`` releases it. Pinned as :class:`CompactionSafeJournal`, and to ``ResizableFile.__f``.
     """
+
+    meta_storer_class = DurableMetaStorer
 
     def __init__(self, journal_file: str, dump_file: str) -> None:
         """Extends ``pysyncobj.journal.FileJournal.__init__`` (through :class:`CompactionSafeJournal`).
 
-        Why: PySyncObj builds its ``MetaStorer`` inside the constructor, with no way to pass ours.
-        Differs: after the stock constructor has read the journal, the private ``__metaStorer`` is
-        replaced by a :class:`DurableMetaStorer` of the same path (it has written nothing yet), the
-        journal's file descriptor is looked up once (so changed internals fail at start, not in a
-        tick), and the directory entry of the journal file is fsynced.
+        Why: term and vote must survive a power loss, and a tick must not find changed internals. Differs:
+        the ``.meta`` is stored by a :class:`DurableMetaStorer`, the journal's file descriptor is looked
+        up once (so changed internals fail at start, not in a tick), and the directory entry of the
+        journal file is fsynced.
         """
         self.dirty = False
         super().__init__(journal_file, dump_file)
-        self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
         self._journal_fd()
         durable.fsync_directory(_directory_of(journal_file))
 
@@ -196,8 +310,9 @@ class DurableFileJournal(CompactionSafeJournal):
         return int(self._FileJournal__journalFile._ResizableFile__f.fileno())
 
     def add(self, command: bytes, idx: int, term: int) -> None:
-        """Extends ``pysyncobj.journal.FileJournal.add``. Why: the group-commit transport must hold
-        messages until this entry is on disk. Differs: marks the journal dirty after the stock write."""
+        """Extends ``pysyncobj.journal.FileJournal.add`` (through :class:`CompactionSafeJournal`). Why: the
+        group-commit transport must hold messages until this entry is on disk. Differs: marks the
+        journal dirty after the write."""
         super().add(command, idx, term)
         self.dirty = True
 
@@ -215,7 +330,8 @@ class DurableFileJournal(CompactionSafeJournal):
         so a power loss right after the journal was cut could leave neither. Differs: the dump and its
         directory are fsynced before the stock clear, and the journal is marked dirty after it.
         """
-        self._before_cut()
+        if self.damage is None:
+            self._before_cut()
         super().clear()
         self.dirty = True
 
@@ -237,16 +353,35 @@ def durable_dumps_installed() -> bool:
     return pysyncobj.serializer.atomicReplace is durable.rename_durably  # type: ignore[attr-defined]
 
 
+def read_dump(path: str) -> tuple[Any, str | None]:
+    """A PySyncObj dump, read whole, and what is wrong with it (None when nothing is).
+
+    The dump is gzip, whose trailer holds a CRC32 and the length of the data; PySyncObj's own load
+    stops reading where the pickle ends and may never reach it. Here the whole stream is decompressed
+    first, so a flipped bit anywhere in the file is found before anything of it is used."""
+    try:
+        with open(path, "rb") as file:
+            raw = gzip.decompress(file.read())
+        data = decoding.restricted_loads(raw)
+        if not (isinstance(data, tuple) and len(data) == 4 and _is_entry(data[1]) and _is_entry(data[2])):
+            return None, "not a PySyncObj dump"
+        return data, None
+    except Exception as exc:  # any damage: gzip's CRC or length, the pickle, the allow-list
+        return None, f"unreadable ({type(exc).__name__}: {exc})"
+
+
+def _is_entry(value: object) -> bool:
+    return isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], int)
+
+
 def _dump_tail(path: str) -> tuple[Entry, Entry] | None:
     """The last two entries a PySyncObj dump covers (the journal it was cut to starts with them); None
-    for a dump that cannot be read (PySyncObj reports that itself when it loads it)."""
-    try:
-        with open(path, "rb") as file, gzip.GzipFile(fileobj=file) as unzipped:
-            data = decoding.restricted_load(unzipped)  # type: ignore[arg-type]
-        return data[2], data[1]
-    except Exception as exc:  # any damage: the stock load decides what to do with this dump
-        log.debug("reading the raft dump %s for its last entries: %r", path, exc)
+    for a dump that cannot be read (the member reports that itself when it loads it)."""
+    data, damage = read_dump(path)
+    if damage is not None:
+        log.debug("reading the raft dump %s for its last entries: %s", path, damage)
         return None
+    return data[2], data[1]
 
 
 def _directory_of(path: str) -> str:

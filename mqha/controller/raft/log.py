@@ -319,7 +319,7 @@ class ReplicatedLog(VoterSet):
 
     def is_serving_leader(self) -> bool:
         sync = self._sync
-        if sync is None or not sync._isLeader() or self._consumer.restore_error is not None:
+        if sync is None or not sync._isLeader() or self.damage() is not None:
             return False
         if self._serving_term is None or self._serving_term != sync.raftCurrentTerm:
             return False
@@ -430,10 +430,17 @@ class ReplicatedLog(VoterSet):
     # -- introspection
 
     def healthy(self) -> bool:
-        """False when the tick thread is gone (P12) or a snapshot could not be restored."""
-        return (
-            self._sync is not None and self._sync.tick_thread_alive() and self._consumer.restore_error is None
-        )
+        """False when the tick thread is gone (P12) or the member is damaged (:meth:`damage`)."""
+        return self._sync is not None and self._sync.tick_thread_alive() and self.damage() is None
+
+    def damage(self) -> str | None:
+        """Why this member's state cannot be trusted, or None: a journal record, ``.meta`` or dump that
+        failed its check, a committed entry it could not apply, or a snapshot it could not restore. A
+        damaged member applies nothing more, votes for no one and never leads (docs/raft.md §11)."""
+        sync = self._sync
+        if sync is not None and sync.damage is not None:
+            return sync.damage
+        return self._consumer.restore_error
 
     def request_snapshot(self) -> None:
         """Ask PySyncObj to compact at its next chance (it still honours ``log_compaction_split``)."""
@@ -483,6 +490,7 @@ class ReplicatedLog(VoterSet):
             "healthy": self.healthy(),
             "tick_thread_alive": sync.tick_thread_alive(),
             "restore_error": self._consumer.restore_error,
+            "damage": self.damage(),
             "apply_failures": self._consumer.apply_failures,
             "durable": self._durable,
             "partners": partners,

@@ -23,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import threading
+import zlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -32,8 +34,13 @@ from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
-from mqha.controller.raft.errors import ApplyFailure
-from mqha.controller.raft.journal import CompactionSafeJournal, DurableFileJournal, install_durable_dumps
+from mqha.controller.raft.errors import ApplyFailure, UnreadableEntry
+from mqha.controller.raft.journal import (
+    CompactionSafeJournal,
+    DurableFileJournal,
+    install_durable_dumps,
+    read_dump,
+)
 from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
 
 log = logging.getLogger(__name__)
@@ -110,12 +117,18 @@ class PipelinedSyncObj(SyncObj):
         Before anything is built, PySyncObj's decoding is made restricted (:func:`decoding.install`):
         the constructor already loads a dump and journal meta, and every later frame is peer data.
         With a password, frames are encrypted by :class:`~mqha.controller.raft.cipher.RaftCipher`
-        (installed as PySyncObj's ``getEncryptor``) instead of Fernet. Nodes are ``node_class``
+        (installed as PySyncObj's ``getEncryptor``) instead of Fernet. A journal that found damage at
+        start makes the member damaged from its first tick (:attr:`damage`). Nodes are ``node_class``
         (``members.StoreNode`` when members are raftIds); ``self_address=None`` makes a read-only member
         (an observer, named ``observer_id`` in its handshake).
         """
         decoding.install()
         cipher.install()  # before the constructor, which builds the encryptor from conf.password
+        # Set before the stock constructor, which counts the attributes present then as "not state"
+        # (the others would go into every dump). The tick thread starts inside the constructor.
+        self.damage: str | None = None if journal is None else journal.damage
+        self._consumer = consumer
+        self._dump_file: str | None = conf.fullDumpFile
         kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
         if isinstance(journal, DurableFileJournal):
             install_durable_dumps()
@@ -147,8 +160,11 @@ class PipelinedSyncObj(SyncObj):
         "truncating already-applied log entries"). Under 32 concurrent writers that doubled the work of
         every member. Differs: on the leader, after the stock handling of a successful, non-reset
         reply, ``nextIndex`` goes back up to where it was before (TCP delivers in order). A follower
-        missing entries (a lost connection) answers ``reset``, and the stock rewind stands.
+        missing entries (a lost connection) answers ``reset``, and the stock rewind stands. Also: a damaged
+        member drops every message (docs/raft.md §11): it grants no vote, acks nothing, installs nothing.
         """
+        if self.damage is not None:
+            return
         sent_up_to = None
         if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
             sent_up_to = self._SyncObj__raftNextIndex.get(node)
@@ -166,6 +182,69 @@ class PipelinedSyncObj(SyncObj):
         """
         nodes = [node for node in newNodes if node is not None]
         SyncObj._SyncObj__updateClusterConfiguration(self, nodes)  # type: ignore[attr-defined]
+
+    # -- damage: a member whose state cannot be trusted takes no part in Raft (docs/raft.md §11)
+
+    def mark_damaged(self, reason: str) -> None:
+        """From now on this member applies nothing, grants no vote, never stands for election and steps
+        down if it leads; the first reason stays. Tick thread."""
+        if self.damage is None:
+            self.damage = reason
+            log.critical(
+                "raft member damaged: %s; it takes no part in Raft until its store is replaced", reason
+            )
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        """Extends ``pysyncobj.SyncObj._onTick``.
+
+        Why: PySyncObj has no way to keep a member out of elections. Differs: while :attr:`damage` is
+        set, the (private) election deadline is pushed out of reach before the stock tick, and a leader
+        steps down as at a lost quorum (state follower, no leader)."""
+        if self.damage is not None:
+            self._SyncObj__raftElectionDeadline = math.inf
+            if self._isLeader():
+                self._SyncObj__setState(FOLLOWER)
+                self._SyncObj__raftLeader = None
+        SyncObj._onTick(self, timeToWait)
+
+    def _SyncObj__applyLogEntries(self) -> bool:
+        """Extends ``pysyncobj.SyncObj.__applyLogEntries`` (name-mangled; the tick calls it).
+
+        Why: stock would retry an entry that raised at every tick, while the member still voted and
+        could lead on the state before it (issue 45). Differs: a damaged member applies nothing; an
+        entry that raises (:class:`UnreadableEntry` from the applier, or PySyncObj's own decoding of
+        the command) makes the member damaged, and ``raftLastApplied`` stays before it."""
+        if self.damage is not None:
+            return False
+        try:
+            return bool(SyncObj._SyncObj__applyLogEntries(self))  # type: ignore[attr-defined]
+        except Exception as exc:
+            self.mark_damaged(f"committed entry {self.raftLastApplied + 1} cannot be applied: {exc}")
+            return False
+
+    def _SyncObj__tryLogCompaction(self) -> None:
+        """Extends ``pysyncobj.SyncObj.__tryLogCompaction``. Why: a damaged member's files are the
+        evidence of its damage, and its state is not one to snapshot. Differs: nothing while damaged."""
+        if self.damage is None:
+            SyncObj._SyncObj__tryLogCompaction(self)  # type: ignore[attr-defined]
+
+    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> None:
+        """Extends ``pysyncobj.SyncObj.__loadDumpFile`` (the dump on disk at start, or one a leader sent).
+
+        Why: stock logs a dump it cannot read and goes on without its state, voting and able to lead
+        (issue 45). Differs: the dump is read whole first (:func:`read_dump`: gzip's CRC32 and length);
+        a damaged member loads nothing; a dump that does not check out, or that the stock load or the
+        consumer (``restore_error``) cannot use, makes the member damaged."""
+        if self.damage is not None or self._dump_file is None:
+            return
+        data, damage = read_dump(self._dump_file)
+        if damage is None:
+            SyncObj._SyncObj__loadDumpFile(self, clearJournal)  # type: ignore[attr-defined]
+            damage = self._consumer.restore_error
+            if damage is None and self.raftLastApplied != data[1][1]:
+                damage = "the load failed (see 'failed to load full dump')"
+        if damage is not None:
+            self.mark_damaged(f"{self._dump_file}: {damage}")
 
     # -- reads of PySyncObj's private state (pinned to 0.3.17, see tests/unit/controller/test_raft_pins.py)
 
@@ -215,6 +294,8 @@ class RecordConsumer(SyncObjConsumer):
         raft_index = self._syncObj.raftLastApplied + 1  # index of the entry being applied
         try:
             return self._applier.apply(data, raft_index)
+        except UnreadableEntry:
+            raise  # never skipped: the member stops here (PipelinedSyncObj._SyncObj__applyLogEntries)
         except Exception as exc:
             # Raising here would make PySyncObj retry this entry forever and apply nothing after it (P3).
             self.apply_failures += 1
@@ -226,12 +307,13 @@ class RecordConsumer(SyncObjConsumer):
         snapshot fork).
 
         Why: the stock hook pickles the consumer's ``__dict__``; our state lives in the applier. Differs:
-        returns ``{"format": SNAPSHOT_FORMAT, "applier": applier.snapshot()}``, and never raises (an
-        exception here would fail the tick): a failing snapshot is logged and stored as ``None``, which
-        will not restore.
+        returns ``{"format": SNAPSHOT_FORMAT, "applier": applier.snapshot(), "crc32": its CRC32}``, and
+        never raises (an exception here would fail the tick): a failing snapshot is logged and stored as
+        ``None``, which will not restore.
         """
         try:
-            return {"format": SNAPSHOT_FORMAT, "applier": self._applier.snapshot()}
+            payload = self._applier.snapshot()
+            return {"format": SNAPSHOT_FORMAT, "applier": payload, "crc32": zlib.crc32(payload)}
         except Exception:
             log.critical("applier.snapshot() raised; this snapshot will not restore", exc_info=True)
             return {"format": SNAPSHOT_FORMAT, "applier": None}
@@ -240,14 +322,17 @@ class RecordConsumer(SyncObjConsumer):
         """Overrides ``pysyncobj.SyncObjConsumer._deserialize`` (called on the tick thread when a dump is
         loaded or installed).
 
-        Why: the stock hook copies keys into ``__dict__``. Differs: checks the format and hands the
-        applier part to ``applier.restore``; on any failure it records ``restore_error`` (the member
-        reports unhealthy and never serves) instead of guessing a state, and does not raise.
+        Why: the stock hook copies keys into ``__dict__``. Differs: checks the format and the CRC32 (when
+        the dump has one) and hands the applier part to ``applier.restore``; on any failure it records
+        ``restore_error`` (the member is damaged, docs/raft.md §11) instead of guessing a state, and does
+        not raise.
         """
         try:
             payload = data.get("applier") if isinstance(data, dict) else None
             if payload is None or data.get("format") != SNAPSHOT_FORMAT:
                 raise ValueError(f"unknown snapshot payload {type(data).__name__}")
+            if "crc32" in data and zlib.crc32(payload) != data["crc32"]:  # older dumps have none
+                raise ValueError("snapshot checksum mismatch")
             self._applier.restore(payload)
             self.restore_error = None
         except Exception as exc:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pysyncobj.serializer
 import pytest
 from pysyncobj.config import SERIALIZER_STATE
-from pysyncobj.journal import FileJournal, MetaStorer
+from pysyncobj.journal import FileJournal
 from pysyncobj.pickle import dumps as pysyncobj_dumps
 from pysyncobj.serializer import Serializer
 
+from mqha.controller.raft import journal_format
 from mqha.controller.raft.journal import (
     CompactionSafeJournal,
     DurableFileJournal,
@@ -48,7 +50,7 @@ def _journal(tmp_path: Path) -> DurableFileJournal:
     return DurableFileJournal(str(tmp_path / "raft.journal"), str(tmp_path / "raft.dump"))
 
 
-def test_store_meta_fsyncs_file_then_directory_in_the_stock_format(tmp_path: Path, synced: list[str]) -> None:
+def test_store_meta_fsyncs_file_then_directory_with_a_checksum(tmp_path: Path, synced: list[str]) -> None:
     """``DurableMetaStorer.storeMeta`` overrides ``MetaStorer.storeMeta``."""
     path = str(tmp_path / "raft.journal.meta")
     DurableMetaStorer(path).storeMeta({"term": 7, "vote": "127.0.0.1:1"})
@@ -56,7 +58,7 @@ def test_store_meta_fsyncs_file_then_directory_in_the_stock_format(tmp_path: Pat
     assert temp.startswith(str(tmp_path / ".raft.journal.meta.")) and temp.endswith(".tmp")
     assert directory == str(tmp_path)  # the temp file before the rename, then the directory
     assert os.listdir(tmp_path) == ["raft.journal.meta"]  # no temp file left
-    assert MetaStorer(path).getMeta() == {"term": 7, "vote": "127.0.0.1:1"}  # stock reader
+    assert DurableMetaStorer(path).read() == ({"term": 7, "vote": "127.0.0.1:1"}, None)
 
 
 def test_journal_init_installs_the_durable_meta_storer(tmp_path: Path, synced: list[str]) -> None:
@@ -103,7 +105,7 @@ def test_journal_delete_entries_from_marks_dirty(tmp_path: Path) -> None:
         journal.sync()
     finally:
         journal._destroy()
-    assert [entry[1] for entry in FileJournal(str(tmp_path / "raft.journal"))] == [1, 2]
+    assert [entry[1] for entry in _read(tmp_path / "raft.journal")] == [1, 2]
 
 
 def test_journal_clear_fsyncs_the_dump_before_clearing(
@@ -141,6 +143,19 @@ def _stock_journal(path: Path, entries: list[tuple[bytes, int, int]]) -> None:
     stock._destroy()
 
 
+def _our_journal(path: Path, entries: list[tuple[bytes, int, int]]) -> None:
+    ours = CompactionSafeJournal(str(path), str(path) + ".no-dump")
+    for entry in entries:
+        ours.add(*entry)
+    ours._destroy()
+
+
+def _read(path: Path) -> list[tuple[bytes, int, int]]:
+    parsed = journal_format.parse(path.read_bytes())
+    assert parsed.damage is None and parsed.format == journal_format.CHECKSUMMED_FORMAT
+    return parsed.entries
+
+
 def _write_dump(path: Path, prev: tuple[bytes, int, int], last: tuple[bytes, int, int]) -> None:
     """A PySyncObj dump's shape: gzip of (state, last entry, the one before, cluster)."""
     path.write_bytes(gzip.compress(pysyncobj_dumps((None, last, prev, set()))))
@@ -160,7 +175,7 @@ def test_compaction_cut_replaces_the_journal_file_with_the_entries_kept(tmp_path
         journal.add(*_entries(11, 11)[0])  # the journal goes on in the new file
     finally:
         journal._destroy()
-    assert list(FileJournal(str(path))) == _entries(7, 11)  # stock reader
+    assert _read(path) == _entries(7, 11)  # stock reader
     assert sorted(os.listdir(tmp_path)) == ["raft.journal"]  # no temp file left
 
 
@@ -194,7 +209,7 @@ def test_a_journal_that_starts_before_the_dump_is_cut_at_it_and_keeps_its_tail(t
     journal = CompactionSafeJournal(str(path), str(dump))
     journal._destroy()
     assert [e[1] for e in journal] == [4, 5, 6, 7, 8, 9]  # starts as PySyncObj's load expects; tail kept
-    assert list(FileJournal(str(path))) == _entries(4, 9)
+    assert _read(path) == _entries(4, 9)
 
 
 @pytest.mark.parametrize(
@@ -206,22 +221,22 @@ def test_a_journal_that_does_not_start_before_the_dump_is_left_alone(
     tmp_path: Path, journal_range: tuple[int, int], dump_pair: tuple[int, int]
 ) -> None:
     path, dump = tmp_path / "raft.journal", tmp_path / "raft.dump"
-    _stock_journal(path, _entries(*journal_range))
+    _our_journal(path, _entries(*journal_range))
     (prev,), (last,) = _entries(dump_pair[0], dump_pair[0]), _entries(dump_pair[1], dump_pair[1])
     _write_dump(dump, prev=prev, last=last)
     inode = path.stat().st_ino
     CompactionSafeJournal(str(path), str(dump))._destroy()
     assert path.stat().st_ino == inode
-    assert list(FileJournal(str(path))) == _entries(*journal_range)
+    assert _read(path) == _entries(*journal_range)
 
 
 def test_a_cut_file_left_by_a_crash_before_its_rename_is_removed_at_start(tmp_path: Path) -> None:
     path = tmp_path / "raft.journal"
-    _stock_journal(path, _entries(1, 3))
+    _our_journal(path, _entries(1, 3))
     (tmp_path / "raft.journal.cut").write_bytes(b"half a journal")
     CompactionSafeJournal(str(path), str(tmp_path / "raft.dump"))._destroy()
     assert sorted(os.listdir(tmp_path)) == ["raft.journal"]
-    assert list(FileJournal(str(path))) == _entries(1, 3)
+    assert _read(path) == _entries(1, 3)
 
 
 def test_an_unreadable_dump_leaves_the_journal_to_the_stock_load(tmp_path: Path) -> None:
@@ -229,7 +244,7 @@ def test_an_unreadable_dump_leaves_the_journal_to_the_stock_load(tmp_path: Path)
     _stock_journal(path, _entries(1, 9))
     dump.write_bytes(b"not a gzip")
     CompactionSafeJournal(str(path), str(dump))._destroy()
-    assert list(FileJournal(str(path))) == _entries(1, 9)
+    assert _read(path) == _entries(1, 9)
 
 
 def test_durable_dump_renames_fsync_the_dump_before_and_the_directory_after(
@@ -271,7 +286,11 @@ class _Applier:
 
 def test_consumer_serialize_holds_the_applier_snapshot_and_never_raises() -> None:
     """``RecordConsumer._serialize`` overrides ``SyncObjConsumer._serialize``."""
-    assert RecordConsumer(_Applier())._serialize() == {"format": SNAPSHOT_FORMAT, "applier": b"state"}
+    assert RecordConsumer(_Applier())._serialize() == {
+        "format": SNAPSHOT_FORMAT,
+        "applier": b"state",
+        "crc32": zlib.crc32(b"state"),
+    }
     assert RecordConsumer(_Applier(fail=True))._serialize() == {"format": SNAPSHOT_FORMAT, "applier": None}
 
 
@@ -289,6 +308,9 @@ def test_consumer_deserialize_restores_or_reports_instead_of_raising() -> None:
     ):
         consumer._deserialize(bad)
         assert consumer.restore_error is not None and "unknown snapshot payload" in consumer.restore_error
+    consumer._deserialize({"format": SNAPSHOT_FORMAT, "applier": b"statf", "crc32": zlib.crc32(b"state")})
+    assert consumer.restore_error == "ValueError: snapshot checksum mismatch"
+    assert applier.restored == [b"state"]  # the damaged payload never reached the applier
     failing = RecordConsumer(_Applier(fail=True))
     failing._deserialize({"format": SNAPSHOT_FORMAT, "applier": b"state"})
     assert failing.restore_error == "RuntimeError: cannot restore"

@@ -40,6 +40,11 @@ ALLOWED: dict[tuple[str, str], str] = {
         "ConfirmOffsetCheckpoint rewrites one record in place on a file descriptor it keeps open "
         "(docs/architecture.md §9.3: a rename per save cost ms on the event loop); no rename, no directory"
     ),
+    ("mqha/controller/raft/journal.py", "os.replace"): (
+        "ChecksummedMetaStorer writes the Raft .meta of a member run with controllerJournalFsync=false, "
+        "which by design fsyncs nothing (docs/raft.md P8, §7.3); the durable mode's DurableMetaStorer "
+        "uses mqha.durable.write_atomically"
+    ),
     ("mqha/chaos/controller_stores.py", "<path>.rename"): (
         "moves a wiped controller's history database aside inside the chaos run's directory, for the "
         "analysis after the run: test tooling, nothing there must survive a power loss"
