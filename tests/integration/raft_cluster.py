@@ -73,8 +73,10 @@ class RaftCluster:
             for i in range(size)
         ]
 
-    def start(self, indexes: Sequence[int] | None = None, timeout: float = 15.0) -> None:
-        """Start members (all by default) in parallel and wait for their /healthz."""
+    def start(
+        self, indexes: Sequence[int] | None = None, timeout: float = 15.0, *, wait: bool = True
+    ) -> None:
+        """Start members (all by default) in parallel and wait for their /healthz (unless not ``wait``)."""
         chosen = [self.members[i] for i in (range(len(self.members)) if indexes is None else indexes)]
         for m in chosen:
             partners = ",".join(o.raft_address for o in self.members if o is not m)
@@ -94,7 +96,8 @@ class RaftCluster:
                 log_path=m.log_path,
                 name=f"raft-n{m.index}",
             )
-        wait_healthy([(m.proc, m.url) for m in chosen], timeout)
+        if wait:
+            wait_healthy([(m.proc, m.url) for m in chosen], timeout)
 
     def alive(self) -> list[Member]:
         return [m for m in self.members if m.proc is not None and m.proc.is_running() and not m.proc.paused]

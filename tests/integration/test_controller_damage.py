@@ -28,6 +28,7 @@ from tests.integration.controller_cluster import (
     groups_of,
     mqcontroller_command,
 )
+from tests.integration.raft_cluster import RaftCluster
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +146,49 @@ def test_a_follower_with_a_flipped_bit_in_a_committed_election_is_damaged_and_ne
     status, body = serving.get("/v1/groups/b1/replica-info")
     assert status == 200 and body["masterBrokerId"] == 3, body
     assert follower.state()["raft"]["damage"]  # still damaged: repaired only by replacing its store
+
+
+def test_a_member_with_a_damaged_dump_never_wins_an_election_and_the_others_serve(
+    group: ProcessGroup, tmp_path: Path
+) -> None:
+    """Issue 45, finding 3: a follower whose ``raft.dump`` took a flipped bit was found unhealthy but
+    still voted and won elections; while it led, nothing was served. Members of ``raft_node.py``
+    (the replicated log alone), compacting every 50 entries so every member has a dump."""
+    cluster = RaftCluster(group, tmp_path, extra_args=["--compaction-min-entries", "50"])
+    cluster.start()
+    leader = cluster.serving_leader(timeout=10)
+    status, load = leader.post("/load", {"count": 120, "concurrency": 4, "prefix": "a"}, timeout=30)
+    assert status == 200 and load["ok"] == 120, load
+    wait_until(
+        lambda: all((m.store / "raft.dump").exists() for m in cluster.members),
+        10,
+        message="dumps",
+    )
+    damaged = next(m for m in cluster.members if m is not leader)
+    cluster.kill(damaged)
+    dump = damaged.store / "raft.dump"
+    data = bytearray(dump.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    dump.write_bytes(bytes(data))
+    cluster.start([damaged.index], wait=False)
+
+    status = wait_until(
+        lambda: (s := damaged.try_status()) and s.get("damage") and s, 20, message="the member reports damage"
+    )
+    assert "raft.dump" in status["damage"] and not status["healthy"], status
+    term = status["term"]
+    for round_ in range(3):  # each time the leader goes, the damaged member must not take over
+        leader = cluster.serving_leader(timeout=10)
+        if leader is damaged:
+            pytest.fail(f"round {round_}: the member with a damaged dump serves as leader")
+        cluster.kill(leader)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            status = damaged.get("/status")
+            assert status["state"] != "leader", f"round {round_}: the damaged member leads: {status}"
+            time.sleep(0.05)
+        cluster.start([leader.index])
+        serving = cluster.serving_leader(timeout=10)
+        assert serving is not damaged
+        assert serving.propose({"op": "set", "key": f"after{round_}", "value": "x"})[0] == 200
+    assert damaged.get("/status")["term"] == term  # it never stood for election
