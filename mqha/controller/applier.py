@@ -17,17 +17,20 @@ touching any group and only advances ``applied_index``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 
 from mqha.controller.apply import Outcome, apply
-from mqha.controller.raft.errors import UnreadableEntry
+from mqha.controller.raft.errors import DivergedState, UnreadableEntry
 from mqha.controller.records import NoopRecord, RecordFormatError, decode_record, encode_record
 from mqha.controller.state import ControllerState, decode_state, encode_state
 
 log = logging.getLogger(__name__)
 
 NOOP_RECORD: bytes = encode_record(NoopRecord(tag="leader-barrier"))
+DIGEST_TAG = "state-digest"  # a no-op whose tag carries the leader's state digest (docs/raft.md §11)
+DIGESTS_KEPT = 16  # this member's digests at the last digest records: the leader's comes one record later
 
 OutcomeObserver = Callable[[Outcome], None]
 
@@ -41,6 +44,9 @@ class ControllerApplier:
         self._state = ControllerState.empty() if state is None else state
         self._observers: list[OutcomeObserver] = []
         self.restores = 0
+        self._digests: dict[int, str] = {}  # raft index of a digest record -> digest of the state before it
+        self.last_digest: tuple[int, str] | None = None  # the newest of them
+        self.digests_compared = 0
 
     @property
     def state(self) -> ControllerState:
@@ -62,6 +68,8 @@ class ControllerApplier:
             raise UnreadableEntry(f"not a record this controller can read: {exc}") from None
         except Exception as exc:  # decode_record should only raise RecordFormatError; stop all the same
             raise UnreadableEntry(f"not a record this controller can read: {type(exc).__name__}") from None
+        if isinstance(record, NoopRecord) and record.tag.startswith(DIGEST_TAG):
+            self._check_digest(record.tag, raft_index)
         state, outcome = apply(self._state, record, raft_index)
         self._state = state  # one reference store: loop-side readers see old or new, never a mix
         for observer in self._observers:
@@ -71,6 +79,33 @@ class ControllerApplier:
                 log.exception("outcome observer %r raised at raft index %d", observer, raft_index)
         return outcome
 
+    def digest_record(self) -> bytes:
+        """The next state-digest record, for the leader to propose (loop side; docs/raft.md §11).
+
+        When applied at raft index M, every member notes the digest of its state before M; the record
+        also carries this member's digest at the last digest record it applied, which every member
+        compares with its own at that index."""
+        last = self.last_digest
+        tag = DIGEST_TAG if last is None else f"{DIGEST_TAG} {last[0]} {last[1]}"
+        return encode_record(NoopRecord(tag=tag))
+
+    def _check_digest(self, tag: str, raft_index: int) -> None:
+        """Tick thread: compare the leader's digest the record carries with ours at that index (raising
+        :class:`DivergedState` when they differ), then note ours before this record."""
+        claim = _digest_claim(tag)
+        if claim is not None and (mine := self._digests.get(claim[0])) is not None:
+            if mine != claim[1]:
+                raise DivergedState(
+                    f"the applied state before raft index {claim[0]} differs from the leader's "
+                    f"(digest {mine} here, {claim[1]} on the leader)"
+                )
+            self.digests_compared += 1
+        digest = state_digest(self._state)
+        self._digests[raft_index] = digest
+        for index in sorted(self._digests)[:-DIGESTS_KEPT]:
+            del self._digests[index]
+        self.last_digest = (raft_index, digest)
+
     def snapshot(self) -> bytes:
         return encode_state(self._state)
 
@@ -78,3 +113,18 @@ class ControllerApplier:
         # Raises SnapshotFormatError on foreign bytes; ReplicatedLog reports that as unhealthy.
         self._state = decode_state(data)
         self.restores += 1
+        self._digests.clear()  # states before the snapshot are not ours to compare any more
+        self.last_digest = None
+
+
+def state_digest(state: ControllerState) -> str:
+    """A digest of the whole applied state (its canonical encoding: equal states, equal digests)."""
+    return hashlib.blake2b(encode_state(state), digest_size=16).hexdigest()
+
+
+def _digest_claim(tag: str) -> tuple[int, str] | None:
+    """``(raft index, digest)`` from ``state-digest <index> <digest>``; None for a bare or foreign tag."""
+    parts = tag.split()
+    if len(parts) != 3 or parts[0] != DIGEST_TAG or not parts[1].isdigit():
+        return None
+    return int(parts[1]), parts[2]

@@ -285,6 +285,15 @@ CONTROLLER_CONFIG = ConfigSpec(
             rocketmq=False,
         ),
         Key(
+            "controllerStateDigestIntervalMills",
+            int,
+            10_000,
+            "the Raft leader proposes its state's digest this often; a member that differs stops (0: never)",
+            rule=rules.NON_NEGATIVE_INT,
+            unit="ms",
+            rocketmq=False,
+        ),
+        Key(
             "controllerJournalFsync",
             bool,
             True,

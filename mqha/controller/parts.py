@@ -57,6 +57,7 @@ class NodeParts:
             raft_min_timeout=config["controllerRaftMinTimeoutMills"] / 1000,
             raft_max_timeout=max_timeout,
             connection_timeout=max(3.5, max_timeout),
+            state_digest_interval=config["controllerStateDigestIntervalMills"] / 1000,
         )
         self.history: HistoryRecorder | None = None
         self.console = ConsoleFeed()

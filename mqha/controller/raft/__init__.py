@@ -34,11 +34,13 @@ from mqha.controller.raft.addresses import (
 from mqha.controller.raft.errors import (
     ApplyError,
     ApplyFailure,
+    DivergedState,
     NotLeaderError,
     ProposalFailed,
     ProposalTimeout,
     RaftStartError,
     ReplicationError,
+    StopApplying,
     UnreadableEntry,
 )
 from mqha.controller.raft.log import LeadershipChange, ReplicatedLog, Role
@@ -51,6 +53,7 @@ __all__ = [
     "Applier",
     "ApplyError",
     "ApplyFailure",
+    "DivergedState",
     "LeadershipChange",
     "NotLeaderError",
     "ProposalFailed",
@@ -60,6 +63,7 @@ __all__ = [
     "ReplicatedLog",
     "ReplicationError",
     "Role",
+    "StopApplying",
     "UnreadableEntry",
     "api_address_of",
     "build_conf",

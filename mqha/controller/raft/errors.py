@@ -28,13 +28,20 @@ class ApplyFailure:
     error: str
 
 
-class UnreadableEntry(Exception):
-    """An applier's answer to a committed entry it cannot read.
+class StopApplying(Exception):
+    """An applier's answer to a committed entry after which this member's state cannot be trusted.
 
-    Undecodable bytes, an unknown record or version, a failed checksum. The member stops applying
-    there and takes no further part in Raft (docs/raft.md §11): skipping the entry would leave this
-    member's state silently behind its peers'.
+    The member stops applying there and takes no further part in Raft (docs/raft.md §11): skipping the
+    entry, or going on, would leave this member's state silently apart from its peers'.
     """
+
+
+class UnreadableEntry(StopApplying):
+    """The entry is not one the applier can read: undecodable bytes, an unknown record or version."""
+
+
+class DivergedState(StopApplying):
+    """The digest of this member's applied state differs from the leader's at the same index."""
 
 
 class ReplicationError(MqhaError):

@@ -147,6 +147,7 @@ class ReplicatedLog(VoterSet):
         self._listeners: list[Callable[[LeadershipChange], None]] = []
         self._serving_term: int | None = None
         self._barrier_task: asyncio.Task[None] | None = None
+        self._digest_task: asyncio.Task[None] | None = None
         self._ready = False
         self._stopped = False
         super().__init__()
@@ -225,9 +226,7 @@ class ReplicatedLog(VoterSet):
         """Stop the member; pending proposals fail with an unknown outcome."""
         self._stopped = True
         self._serving_term = None
-        if self._barrier_task is not None:
-            task, self._barrier_task = self._barrier_task, None
-            task.cancel()
+        for task in self._take_tasks():
             with contextlib.suppress(asyncio.CancelledError, ReplicationError):
                 await task
         await self._destroy_sync(timeout)
@@ -381,9 +380,8 @@ class ReplicatedLog(VoterSet):
     def _on_state_changed(self, new: int, term: int) -> None:
         if self._stopped:
             return
-        if self._barrier_task is not None:
-            self._barrier_task.cancel()
-            self._barrier_task = None
+        for task in self._take_tasks():
+            task.cancel()
         self._serving_term = None
         if new == LEADER:
             log.info("raft member %s elected in term %d; proposing the barrier", self._self_address, term)
@@ -391,6 +389,14 @@ class ReplicatedLog(VoterSet):
             self._emit(Role.LEADER, term)
         else:
             self._emit(Role.CANDIDATE if new == CANDIDATE else Role.FOLLOWER, term)
+
+    def _take_tasks(self) -> list[asyncio.Task[None]]:
+        """The leader's barrier and digest tasks, cancelled and forgotten (a role change, a stop)."""
+        tasks = [t for t in (self._barrier_task, self._digest_task) if t is not None]
+        self._barrier_task = self._digest_task = None
+        for task in tasks:
+            task.cancel()
+        return tasks
 
     def _still_leader_in(self, term: int) -> bool:
         sync = self._sync
@@ -417,7 +423,22 @@ class ReplicatedLog(VoterSet):
                     (time.monotonic() - started) * 1000,
                 )
                 self._emit(Role.SERVING, term)
+                self._digest_task = asyncio.get_running_loop().create_task(self._run_digests(term))
             return
+
+    async def _run_digests(self, term: int) -> None:
+        """While leader in ``term``, propose the applier's state-digest record (``digest_record()``, when
+        it has one) every ``state_digest_interval``: members compare their applied state with the
+        leader's and stop on divergence (docs/raft.md §11)."""
+        make = getattr(self._applier, "digest_record", None)
+        interval = self._tuning.state_digest_interval
+        if make is None or interval <= 0:
+            return
+        while self._still_leader_in(term):
+            await asyncio.sleep(interval)
+            if self.is_serving_leader():
+                with contextlib.suppress(ReplicationError):  # the next round proposes again
+                    await self._submit(make(), self._tuning.barrier_timeout)
 
     def _emit(self, role: Role, term: int) -> None:
         change = LeadershipChange(role, term, self.leader_address())
@@ -491,6 +512,7 @@ class ReplicatedLog(VoterSet):
             "tick_thread_alive": sync.tick_thread_alive(),
             "restore_error": self._consumer.restore_error,
             "damage": self.damage(),
+            "state_digest": getattr(self._applier, "last_digest", None),
             "apply_failures": self._consumer.apply_failures,
             "durable": self._durable,
             "partners": partners,

@@ -34,7 +34,7 @@ from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
-from mqha.controller.raft.errors import ApplyFailure, UnreadableEntry
+from mqha.controller.raft.errors import ApplyFailure, StopApplying
 from mqha.controller.raft.journal import (
     CompactionSafeJournal,
     DurableFileJournal,
@@ -212,8 +212,9 @@ class PipelinedSyncObj(SyncObj):
 
         Why: stock would retry an entry that raised at every tick, while the member still voted and
         could lead on the state before it (issue 45). Differs: a damaged member applies nothing; an
-        entry that raises (:class:`UnreadableEntry` from the applier, or PySyncObj's own decoding of
-        the command) makes the member damaged, and ``raftLastApplied`` stays before it."""
+        entry that raises (:class:`StopApplying` from the applier: unreadable, or a state digest apart
+        from the leader's; or PySyncObj's own decoding of the command) makes the member damaged, and
+        ``raftLastApplied`` stays before it."""
         if self.damage is not None:
             return False
         try:
@@ -294,7 +295,7 @@ class RecordConsumer(SyncObjConsumer):
         raft_index = self._syncObj.raftLastApplied + 1  # index of the entry being applied
         try:
             return self._applier.apply(data, raft_index)
-        except UnreadableEntry:
+        except StopApplying:
             raise  # never skipped: the member stops here (PipelinedSyncObj._SyncObj__applyLogEntries)
         except Exception as exc:
             # Raising here would make PySyncObj retry this entry forever and apply nothing after it (P3).

@@ -39,6 +39,7 @@ class RaftTuning:
     bind_retries: int = 5  # then start() fails instead of retrying forever (P13)
     bind_retry_time: float = 0.5
     barrier_timeout: float = 2.0  # per attempt of the leader's no-op; retried while still leader
+    state_digest_interval: float = 10.0  # the serving leader proposes a state digest this often; 0: never
     commands_queue_size: int = 100_000
 
     @property
@@ -82,6 +83,7 @@ class RaftTuning:
             ("bind_retries", self.bind_retries > 0, "must be > 0 (0 means retry forever)"),
             ("bind_retry_time", self.bind_retry_time > 0, "must be > 0"),
             ("barrier_timeout", self.barrier_timeout > 0, "must be > 0"),
+            ("state_digest_interval", self.state_digest_interval >= 0, "must be >= 0"),
             ("commands_queue_size", self.commands_queue_size > 0, "must be > 0"),
         ]
         for name, ok, message in checks:
