@@ -1,4 +1,9 @@
-"""Durable storage for one Raft member: PySyncObj's journal and ``.meta`` file, made crash-safe.
+"""Durable storage for one Raft member: PySyncObj's journal and ``.meta`` file, checksummed and crash-safe.
+
+Checksums (docs/raft.md §11). Every journal record ends with a CRC32 (:mod:`journal_format`), the
+``.meta`` carries one (:class:`ChecksummedMetaStorer`), and a dump is read whole before it is loaded
+(:func:`read_dump`, gzip's CRC32). What fails a check is *damage*, kept in ``journal.damage``: the member
+then takes no part in Raft (``node.PipelinedSyncObj``), and the damaged journal is never written again.
 
 Durability (``ReplicatedLog(durable=True)``, the default; config key ``controllerJournalFsync``;
 docs/raft.md §7.3). Stock PySyncObj writes its journal into an mmap and its ``.meta`` (term, vote, commit
