@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pysyncobj.pickle
 import pysyncobj.syncobj
 import pytest
 from pysyncobj import SyncObj
@@ -225,3 +226,56 @@ def test_identity_transport_names_observers(tmp_path: Path) -> None:
     finally:
         sync.destroy()
         observer.destroy()
+
+
+def test_a_damaged_member_grants_no_vote_never_stands_and_a_leader_steps_down(
+    members: list[Member], tmp_path: Path
+) -> None:
+    """``PipelinedSyncObj._onTick`` and ``_SyncObj__onMessageReceived`` while damaged (docs/raft.md §11)."""
+    member = _member(members, tmp_path, partners=2)
+    sync, node = member.sync, member.partner()
+    sync._SyncObj__raftState = LEADER  # as if elected
+    sync.mark_damaged("test damage")
+    sync.mark_damaged("a later reason")
+    assert sync.damage == "test damage"  # the first reason stays
+    sync._onTick()
+    assert not sync._isLeader() and sync._getLeader() is None  # stepped down
+    term = sync.raftCurrentTerm
+    sync._SyncObj__raftElectionDeadline = 0  # overdue: stock would stand for election at this tick
+    sync._SyncObj__connectedNodes.add(node)  # and it needs to be connected to someone
+    sync._onTick()
+    assert sync.raftCurrentTerm == term and sync._SyncObj__raftState != 1  # no candidacy, no new term
+    vote = {"type": "request_vote", "term": term + 5, "last_log_index": 99, "last_log_term": term + 5}
+    sync._SyncObj__onMessageReceived(node, vote)
+    assert sync.raftCurrentTerm == term and sync._SyncObj__votedForNodeId is None  # dropped, not granted
+
+
+def test_an_entry_that_raises_at_apply_damages_the_member_and_is_never_skipped(
+    members: list[Member], tmp_path: Path
+) -> None:
+    """``PipelinedSyncObj._SyncObj__applyLogEntries`` extends ``SyncObj.__applyLogEntries``."""
+    from mqha.controller.raft import UnreadableEntry
+
+    member = _member(members, tmp_path)
+    sync = member.sync
+    consumer = sync._consumer
+    applied: list[int] = []
+
+    def apply(data: bytes, raft_index: int) -> object:
+        if data == b"bad":
+            raise UnreadableEntry("not a record")
+        applied.append(raft_index)
+        return None
+
+    consumer._applier.apply = apply  # type: ignore[method-assign]
+    journal = sync.raft_log()
+    for index, data in ((2, b"ok"), (3, b"bad"), (4, b"ok")):
+        command = b"\x00" + pysyncobj.pickle.dumps((0, (data,)))
+        journal.add(command, index, 1)  # type: ignore[attr-defined]
+    sync._SyncObj__raftCommitIndex = 4
+    sync._SyncObj__applyLogEntries()
+    assert applied == [2] and sync.raftLastApplied == 2  # stopped before index 3, which is not skipped
+    assert sync.damage is not None and "committed entry 3 cannot be applied: not a record" in sync.damage
+    sync._SyncObj__applyLogEntries()
+    assert applied == [2]  # nothing more, ever
+    assert consumer.apply_failures == 0
