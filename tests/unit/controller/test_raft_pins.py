@@ -102,6 +102,7 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
         "prevRecordSize = struct.unpack('<I', self.__journalFile.read(currentOffset - 4, 4))[0]",
     ),
     (FileJournal.clear, "self.__setLastRecordOffset(FIRST_RECORD_OFFSET)"),
+    (SyncObj._autoTickThread, "self._onTick(self.__conf.autoTickPeriod)"),  # reaches our override
     (SyncObj._onTick, "if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():"),
     (SyncObj._onTick, "needSendAppendEntries = self.__applyLogEntries()"),
     (SyncObj._onTick, "self.__tryLogCompaction()"),
