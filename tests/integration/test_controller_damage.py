@@ -118,14 +118,15 @@ def test_a_follower_with_a_flipped_bit_in_a_committed_election_is_damaged_and_ne
     damage(follower.store / "raft.journal")
     _restart(cluster, follower)
 
-    # A journal without checksums shows its damage only when the entry is applied (its first ticks).
-    answer = wait_until(
-        lambda: (h := _healthz(follower)) and h[1].get("damage") and h,
-        20,
-        message="the member reports damage",
+    def settled() -> tuple[int, dict[str, Any]] | None:  # healthy or damaged, not merely starting
+        answer = _healthz(follower)
+        return answer if answer and (answer[0] == 200 or answer[1].get("damage")) else None
+
+    # Never healthy first: a member is healthy only once its files were checked and replayed.
+    status, body = wait_until(settled, 20, message="the restarted member's /healthz")
+    assert status == 503, (
+        f"a damaged member answered /healthz {status}: {body} (b1's master: {_master_of_b1(follower)})"
     )
-    status, body = answer
-    assert status == 503, f"a damaged member answered /healthz {status}: {body}"
     assert "raft member damaged" in body["remark"] and found in body["remark"], body
     raft = follower.state()["raft"]
     assert raft["damage"] and not raft["healthy"], raft

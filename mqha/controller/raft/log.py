@@ -451,8 +451,10 @@ class ReplicatedLog(VoterSet):
     # -- introspection
 
     def healthy(self) -> bool:
-        """False when the tick thread is gone (P12) or the member is damaged (:meth:`damage`)."""
-        return self._sync is not None and self._sync.tick_thread_alive() and self.damage() is None
+        """False when the tick thread is gone (P12), before the member's first full tick (its dump and
+        journal not yet checked and replayed), or when it is damaged (:meth:`damage`)."""
+        sync = self._sync
+        return sync is not None and sync.tick_thread_alive() and sync.loaded and self.damage() is None
 
     def damage(self) -> str | None:
         """Why this member's state cannot be trusted, or None: a journal record, ``.meta`` or dump that

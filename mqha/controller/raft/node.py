@@ -127,6 +127,7 @@ class PipelinedSyncObj(SyncObj):
         # Set before the stock constructor, which counts the attributes present then as "not state"
         # (the others would go into every dump). The tick thread starts inside the constructor.
         self.damage: str | None = None if journal is None else journal.damage
+        self.loaded = False  # the first full tick ran: dump loaded, journal replayed to the commit index
         self._consumer = consumer
         self._dump_file: str | None = conf.fullDumpFile
         kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
@@ -199,13 +200,17 @@ class PipelinedSyncObj(SyncObj):
 
         Why: PySyncObj has no way to keep a member out of elections. Differs: while :attr:`damage` is
         set, the (private) election deadline is pushed out of reach before the stock tick, and a leader
-        steps down as at a lost quorum (state follower, no leader)."""
+        steps down as at a lost quorum (state follower, no leader). After the stock tick, :attr:`loaded`
+        says whether the first full tick ran (the dump loaded and the journal replayed), so a member is
+        not reported healthy before its files were checked."""
         if self.damage is not None:
             self._SyncObj__raftElectionDeadline = math.inf
             if self._isLeader():
                 self._SyncObj__setState(FOLLOWER)
                 self._SyncObj__raftLeader = None
         SyncObj._onTick(self, timeToWait)
+        if not self.loaded and not self._SyncObj__needLoadDumpFile:
+            self.loaded = True
 
     def _SyncObj__applyLogEntries(self) -> bool:
         """Extends ``pysyncobj.SyncObj.__applyLogEntries`` (name-mangled; the tick calls it).

@@ -107,6 +107,7 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
     (SyncObj._onTick, "needSendAppendEntries = self.__applyLogEntries()"),
     (SyncObj._onTick, "self.__tryLogCompaction()"),
     (SyncObj._onTick, "self.__loadDumpFile(clearJournal=False)"),
+    (SyncObj._onTick, "self.__needLoadDumpFile = False"),
     (SyncObj._SyncObj__onMessageReceived, "self.__loadDumpFile(clearJournal=True)"),  # type: ignore[attr-defined]
     (SyncObj._SyncObj__setState, "self.__raftState = newState"),  # type: ignore[attr-defined]
     (SyncObj.__init__, "self.__raftLeader = None"),
