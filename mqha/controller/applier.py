@@ -24,13 +24,16 @@ from collections.abc import Callable
 from mqha.controller.apply import Outcome, apply
 from mqha.controller.raft.errors import DivergedState, UnreadableEntry
 from mqha.controller.records import NoopRecord, RecordFormatError, decode_record, encode_record
-from mqha.controller.state import ControllerState, decode_state, encode_state
+from mqha.controller.state import SNAPSHOT_VERSION, ControllerState, decode_state, encode_state
 
 log = logging.getLogger(__name__)
 
 NOOP_RECORD: bytes = encode_record(NoopRecord(tag="leader-barrier"))
 DIGEST_TAG = "state-digest"  # a no-op whose tag carries the leader's state digest (docs/raft.md §11)
 DIGESTS_KEPT = 16  # this member's digests at the last digest records: the leader's comes one record later
+# Digests are compared only between members whose code encodes states alike: a rolling upgrade that
+# changes the encoding must not look like divergence.
+DIGEST_SCHEME = f"s{SNAPSHOT_VERSION}"
 
 OutcomeObserver = Callable[[Outcome], None]
 
@@ -86,7 +89,7 @@ class ControllerApplier:
         also carries this member's digest at the last digest record it applied, which every member
         compares with its own at that index."""
         last = self.last_digest
-        tag = DIGEST_TAG if last is None else f"{DIGEST_TAG} {last[0]} {last[1]}"
+        tag = DIGEST_TAG if last is None else f"{DIGEST_TAG} {last[0]} {last[1]} {DIGEST_SCHEME}"
         return encode_record(NoopRecord(tag=tag))
 
     def _check_digest(self, tag: str, raft_index: int) -> None:
@@ -123,8 +126,9 @@ def state_digest(state: ControllerState) -> str:
 
 
 def _digest_claim(tag: str) -> tuple[int, str] | None:
-    """``(raft index, digest)`` from ``state-digest <index> <digest>``; None for a bare or foreign tag."""
+    """``(raft index, digest)`` from ``state-digest <index> <digest> <scheme>``; None for a bare or foreign
+    tag, or a digest of another scheme (a leader running code that encodes states otherwise)."""
     parts = tag.split()
-    if len(parts) != 3 or parts[0] != DIGEST_TAG or not parts[1].isdigit():
+    if len(parts) != 4 or parts[0] != DIGEST_TAG or not parts[1].isdigit() or parts[3] != DIGEST_SCHEME:
         return None
     return int(parts[1]), parts[2]

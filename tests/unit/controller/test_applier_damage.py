@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.controller.applier import DIGEST_TAG, DIGESTS_KEPT, ControllerApplier, state_digest
+from mqha.controller.applier import DIGEST_SCHEME, DIGEST_TAG, DIGESTS_KEPT, ControllerApplier, state_digest
 from mqha.controller.raft import DivergedState, UnreadableEntry
 from mqha.controller.records import ApplyBrokerIdRecord, NoopRecord, encode_record
 
@@ -47,7 +47,7 @@ def test_a_member_whose_state_differs_stops_at_the_next_digest_claim() -> None:
     leader.apply(first, 2)
     follower.apply(first, 2)  # notes its own digest at 2; nothing to compare yet
     claim = leader.digest_record()
-    assert claim == encode_record(NoopRecord(f"{DIGEST_TAG} 2 {at_2}"))
+    assert claim == encode_record(NoopRecord(f"{DIGEST_TAG} 2 {at_2} {DIGEST_SCHEME}"))
     before = follower.state
     with pytest.raises(DivergedState, match="before raft index 2 differs from the leader's"):
         follower.apply(claim, 3)
@@ -65,12 +65,31 @@ def test_only_the_last_digests_are_kept_and_a_restore_forgets_them() -> None:
     assert applier.last_digest is None and not applier._digests
     compared = applier.digests_compared
     # a claim about an index this member has no digest for is not compared (it restored since)
-    applier.apply(encode_record(NoopRecord(f"{DIGEST_TAG} 3 0123")), 40)
+    applier.apply(encode_record(NoopRecord(f"{DIGEST_TAG} 3 0123 {DIGEST_SCHEME}")), 40)
     assert applier.digests_compared == compared
 
 
-@pytest.mark.parametrize("tag", [DIGEST_TAG, f"{DIGEST_TAG} x y", f"{DIGEST_TAG} 1", "leader-barrier"])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        DIGEST_TAG,
+        f"{DIGEST_TAG} x y {DIGEST_SCHEME}",
+        f"{DIGEST_TAG} 1",
+        "leader-barrier",
+        f"{DIGEST_TAG} 1 ff",
+    ],
+)
 def test_tags_without_a_claim_compare_nothing(tag: str) -> None:
     applier = ControllerApplier()
     applier.apply(encode_record(NoopRecord(tag)), 1)
     assert applier.digests_compared == 0
+
+
+def test_a_claim_of_another_encoding_scheme_is_not_compared() -> None:
+    """A rolling upgrade that changes how states encode must not look like divergence."""
+    applier = ControllerApplier()
+    applier.apply(applier.digest_record(), 1)
+    applier.apply(encode_record(NoopRecord(f"{DIGEST_TAG} 1 0000 s999")), 2)  # differs, other scheme
+    assert applier.digests_compared == 0 and applier.last_digest is not None
+    applier.apply(encode_record(NoopRecord(f"{DIGEST_TAG} 1 {applier._digests[1]} {DIGEST_SCHEME}")), 3)
+    assert applier.digests_compared == 1
