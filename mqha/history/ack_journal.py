@@ -23,6 +23,7 @@ import contextlib
 import glob
 import logging
 import os
+import sqlite3
 import threading
 import uuid
 import zlib
@@ -60,6 +61,22 @@ def _checked(raw: bytes) -> list[str] | None:
 def journal_paths(db_path: str) -> list[str]:
     """Every ack journal of the history database ``db_path``."""
     return sorted(glob.glob(glob.escape(db_path) + SUFFIX + "*"))
+
+
+def unimported_rows(db_path: str, conn: sqlite3.Connection) -> list[AckRow]:
+    """The ``acks`` rows of ``db_path``'s journals past their marks (read through ``conn``): what a
+    process that died left for its next start to import, for an export of a stopped run. (Exporting a
+    live node this way may give a line twice, once from each side of an import: counted twice, never
+    lost.)"""
+    marks: dict[str, int] = {}
+    with contextlib.suppress(sqlite3.Error):  # an older database has no marks table
+        marks = dict(conn.execute(f"SELECT file, position FROM [{MARKS_TABLE}]").fetchall())
+    rows: list[AckRow] = []
+    for path in journal_paths(db_path):
+        reader = JournalFile(path, int(marks.get(os.path.basename(path), 0)))
+        with contextlib.suppress(OSError):
+            rows += reader.read_new(at_end=True, sync=False)[0]
+    return rows
 
 
 class AckJournal:
@@ -117,7 +134,7 @@ class JournalFile:
         self.broker_name: str | None = None
         self.failures = 0
 
-    def read_new(self, *, at_end: bool) -> tuple[list[AckRow], int]:
+    def read_new(self, *, at_end: bool, sync: bool = True) -> tuple[list[AckRow], int]:
         """Rows of the complete lines after ``position``, and the position after them (the caller sets
         it once they are committed). ``at_end``: nothing more will be written, so an unfinished last
         line is torn (skipped, counted). What was read is fsynced (the power-loss window, module doc)."""
@@ -132,7 +149,7 @@ class JournalFile:
                 self.position = max(self.position, len(header))
             handle.seek(self.position)
             data = handle.read()
-            if data and not at_end:
+            if data and sync and not at_end:
                 with contextlib.suppress(OSError):
                     os.fdatasync(handle.fileno())
         end = data.rfind(b"\n") + 1

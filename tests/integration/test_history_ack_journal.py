@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from mqha.analysis.export import export, table_rows
 from mqha.broker.protocol import Appended
 from mqha.history.ack_journal import AckJournal, journal_paths
 from mqha.history.recorder import BrokerHistory, HistoryRecorder
@@ -62,6 +63,11 @@ def test_every_put_ok_answered_before_a_kill_9_is_imported_once_by_the_next_star
     before = {row[1] for row in _acks(db)}
     assert len(before) < last + 1  # the crash left answered acks only in the journal
     assert journal_paths(str(db))
+    # An export of the stopped run has them all too: it reads the journal past its marks.
+    summary = export([db], tmp_path / "out")
+    exported = [r["msgId"] for r in table_rows(tmp_path / "out", "acks")]
+    assert sorted(exported) == sorted({*exported}) and {f"m{k}" for k in range(last + 1)} <= {*exported}
+    assert summary.sources[0]["journalAcks"] == len(exported) - len(before)
     with HistoryRecorder(db) as rec:  # the next start imports what the crash left
         assert rec.flush(10) and rec.failures == 0
     rows = _acks(db)
