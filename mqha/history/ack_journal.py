@@ -93,7 +93,12 @@ class AckJournal:
         """A fresh file with its header; the put path writes to it from the next ``append`` on."""
         path = f"{self.db_path}{SUFFIX}{uuid.uuid4().hex}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-        os.write(fd, _line(f"{MAGIC} {VERSION} {self.client} {self.broker_name}"))
+        try:
+            os.write(fd, _line(f"{MAGIC} {VERSION} {self.client} {self.broker_name}"))
+        except OSError:
+            os.close(fd)
+            os.unlink(path)
+            raise
         with self._lock:
             old, self._fd, self.path = self._fd, fd, path
         if old >= 0:
@@ -167,8 +172,11 @@ class JournalFile:
         self.client, self.broker_name = fields[2], fields[3]
 
     def _row(self, raw: bytes) -> AckRow | None:
+        if not self.client:  # its header was damaged (logged once): nothing can be attributed
+            self.failures += 1
+            return None
         fields = _checked(raw)
-        if fields is None or len(fields) != 7 or not self.client:
+        if fields is None or len(fields) != 7:
             self._bad(None, "a damaged line")
             return None
         offset, size, epoch, ts, bid, msg_id, ack_mode = fields

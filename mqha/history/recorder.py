@@ -275,7 +275,12 @@ class HistoryRecorder:
     def _rotate_if_big(self) -> None:
         live, journal = self._live, self._journal
         if live is not None and journal is not None and live.position >= self.journal_rotate_bytes:
-            journal.rotate()
+            try:
+                journal.rotate()
+            except OSError:  # a full disk: the put path keeps the old file; try again next pass
+                self.failures += 1
+                log.exception("history: the ack journal %s could not be rotated", live.path)
+                return
             self._leftovers.append(live)
             self._live = JournalFile(journal.path)
 

@@ -89,9 +89,14 @@ def test_a_damaged_or_torn_line_is_counted_and_skipped_the_rest_imported(tmp_pat
     lines = path.read_bytes().split(b"\n")
     lines[2] = lines[2].replace(b"m1", b"m9")  # a flipped byte: the CRC no longer matches
     path.write_bytes(b"\n".join(lines) + b"10 10 1 7 1 torn")  # and a torn last line
+    other = AckJournal(str(db), "broker@a:1", "bs1")
+    other.append((Appended(90, 10, "h0"), Appended(100, 10, "h1")), 1, ALL_ACK, 7, 1)
+    other.close()
+    header = Path(other.path).read_bytes()
+    Path(other.path).write_bytes(header.replace(b"bs1", b"bs2", 1))  # whose acks? unknown: none imported
     with HistoryRecorder(db) as rec:
         assert rec.flush(10)
-        assert rec.failures == 2
+        assert rec.failures == 2 + 3
     assert sorted(row[1] for row in _acks(db)) == ["m0", "m2", "m3", "m4"]
     assert journal_paths(str(db)) == []
 
