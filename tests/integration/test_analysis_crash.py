@@ -67,10 +67,10 @@ def _crash_and_failover(tmp_path: Path, *, lose_history: bool) -> tuple[list[dic
         old_id = int(status["controllerBrokerId"])
         headers = client_headers(cluster.broker_settings)
         deadline = time.monotonic() + 60
-        # Long enough (> 2 heartbeats) for the controllers to hear the master's confirm offset.
+        # Without a history, long enough (> 2 heartbeats) for the controllers to hear its confirm offset.
         started = time.monotonic()
         first = _puts(old, headers, "first", FIRST, deadline)
-        while time.monotonic() < started + 2.5:
+        while lose_history and time.monotonic() < started + 2.5:
             first += _puts(old, headers, "first", 10, deadline)
         cluster.kill(old)  # SIGKILL right after the last PUT_OK
         if lose_history:
