@@ -8,18 +8,20 @@ the history writer thread imports the file into the ``acks`` table. A ``kill -9`
 answered ack; the writer fsyncs what it imported each pass, so a power cut loses at most the acks
 answered in the last ``interval`` (the history is ``synchronous=NORMAL`` anyway).
 
-Files: ``<history.db>-acks-<32 hex>``, one per journal (a process, or a rotation after ``ROTATE_BYTES``
-imported). The first line names the ``client`` (``broker@<address>``) and ``brokerName`` of its rows;
-every line ends with the CRC32 of the rest, so a torn or flipped line is detected and skipped (logged,
-counted), never imported. Exactly once: the import of a range and its new *mark* (file id, byte
-position) are one SQLite transaction (table ``ack_journal_marks``, not exported); a file that is not
-the live journal -- left by a crashed process, or rotated out -- is imported from its mark to its end
-(a durable commit), then deleted.
+Files: ``<history.db>-acks-<32 hex>``, one per journal (a process, or a rotation after
+``ROTATE_BYTES`` imported); the live one is ``flock``-ed, so another recorder opened on the same
+database never takes it for one a crash left. The first line names the ``client``
+(``broker@<address>``) and ``brokerName`` of its rows; every line ends with the CRC32 of the rest, so a
+torn or flipped line is detected and skipped (logged, counted), never imported. Exactly once: the
+import of a range and its new *mark* (file id, byte position) are one SQLite transaction (table
+``ack_journal_marks``, not exported); a file that is not the live journal -- left by a crashed
+process, or rotated out -- is imported from its mark to its end (a durable commit), then deleted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import logging
 import os
@@ -94,6 +96,7 @@ class AckJournal:
         path = f"{self.db_path}{SUFFIX}{uuid.uuid4().hex}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # live: no other recorder takes it as left over
             os.write(fd, _line(f"{MAGIC} {VERSION} {self.client} {self.broker_name}"))
         except OSError:
             os.close(fd)
@@ -138,6 +141,20 @@ class JournalFile:
         self.client: str | None = None
         self.broker_name: str | None = None
         self.failures = 0
+
+    def in_use(self) -> bool:
+        """Whether a live journal (of any process) still holds this file's lock."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def read_new(self, *, at_end: bool, sync: bool = True) -> tuple[list[AckRow], int]:
         """Rows of the complete lines after ``position``, and the position after them (the caller sets

@@ -294,6 +294,9 @@ class HistoryRecorder:
         """Import each journal file no process writes any more to its end (one durable commit with its
         mark), then delete it and its mark. A failure leaves it for the next pass."""
         for leftover in list(self._leftovers):
+            if leftover.in_use():  # another process's live journal (a second recorder on this file)
+                self._leftovers.remove(leftover)
+                continue
             try:
                 rows, position = leftover.read_new(at_end=True)
                 with _synchronous_full(db, not self.durable), transaction(db):

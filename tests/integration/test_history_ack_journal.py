@@ -118,3 +118,16 @@ def test_rotation_imports_each_ack_once_and_a_clean_stop_leaves_no_journal(tmp_p
     assert journal_paths(str(db)) == []
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM ack_journal_marks").fetchone() == (0,)
+
+
+def test_a_second_recorder_on_the_same_database_leaves_a_live_journal_alone(tmp_path: Path) -> None:
+    db = tmp_path / "history.db"
+    with HistoryRecorder(db) as live:
+        history = BrokerHistory(live, "a:1", "bs1", 1)
+        history.put_ok((Appended(0, 10, "m0"),), 1, ALL_ACK)
+        with HistoryRecorder(db) as other:  # e.g. a tool opened on a running broker's store
+            assert other.flush(10)
+        assert journal_paths(str(db))  # still there, still written
+        history.put_ok((Appended(10, 10, "m1"),), 1, ALL_ACK)
+        assert live.flush(10) and live.failures == 0
+    assert sorted(row[1] for row in _acks(db)) == ["m0", "m1"]
