@@ -13,8 +13,23 @@ reached, a table that could not be read) into the verdict's ``status``:
   it: no acknowledged put under ``allAckInSyncStateSet`` at all (``lost_ack`` checked nothing), a set
   with acks but no final master log, a replica (seen in ``roles`` or a controller's SyncStateSet)
   without a final log while others of its set have one, a history gap (a replica the controllers
-  named with no ``roles`` of its own while others of its set recorded theirs), or an export problem;
+  named with no ``roles`` of its own while others of its set recorded theirs), an *ack gap* (below),
+  or an export problem;
 - ``ok``: nothing failed and nothing is missing.
+
+*Ack gaps* (issue 45, finding 8): a master that crashed may have answered PUT_OKs its history never
+kept (a lost ``history.db``, a power cut inside the ack journal's window, an older broker), and a check
+over the acks that *are* recorded would say OK over fewer than were given. The controllers' watermark
+(``controller_events.ackedWatermark``, or ``ackedDataLostTo`` when an election declared a loss) is
+evidence the histories cannot lose: it only grows from the master's ack point (its confirm offset on
+AlterSyncStateSet and in heartbeats) and every ElectMaster carries it over. For each masterEpoch E of a
+set with a master: what E's master confirmed reaches ``max(highest watermark of E's events, the
+watermark the next epoch opened with)``; acks below ``max(the watermark E opened with, E's start offset
+(``epochs``), the end of the last PUT_OK ack recorded in E (any recorder))`` are accounted for. A
+confirmed range above that is a gap: puts there may have been acknowledged and are not in any history,
+so the verdict is inconclusive and names the set, the master, the epoch and the offsets. (A put that
+was confirmed but never answered -- its master died in between -- also makes a gap: the proof cannot
+tell it from an answered one.)
 
 Acks recorded by a broker (``client`` starting with ``BROKER_ACK_PREFIX``, docs/architecture.md §5)
 and by clients are counted apart, so the report says who vouched for the acks it checked.
@@ -73,6 +88,43 @@ class AckStat:
     unchecked: int
 
 
+@dataclass(frozen=True, order=True)
+class Term:
+    """Holds one masterEpoch of a set as the controllers' events show it.
+
+    ``master_id``: its master (None: a cleared epoch); ``opened``: the watermark of its first event (by
+    raftIndex: what was known before its master acknowledged anything); ``highest``: the highest
+    watermark of its events."""
+
+    broker_name: str
+    master_epoch: int
+    master_id: int | None
+    opened: int
+    highest: int
+
+
+@dataclass(frozen=True, order=True)
+class AckGap:
+    """Names a confirmed range with no recorded ack (module docstring).
+
+    ``master_id`` confirmed ``[from_offset, to_offset)`` in ``master_epoch``; no PUT_OK is recorded
+    there."""
+
+    broker_name: str
+    master_id: int
+    master_epoch: int
+    from_offset: int
+    to_offset: int
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "masterId": self.master_id,
+            "masterEpoch": self.master_epoch,
+            "fromOffset": self.from_offset,
+            "toOffset": self.to_offset,
+        }
+
+
 @dataclass(frozen=True)
 class Coverage:
     """Everything ``judge`` needs, as both engines compute it (equal field by field)."""
@@ -83,6 +135,7 @@ class Coverage:
     reads: Mapping[str, int] = field(default_factory=dict)  # brokerName -> reads
     replicas: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # brokerName -> expected ids
     recorded: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # brokerName -> ids with roles
+    gaps: tuple[AckGap, ...] = ()
 
     def set_names(self) -> list[str]:
         names = set(self.masters) | {s.broker_name for s in self.logs} | {a.broker_name for a in self.acks}
@@ -108,6 +161,7 @@ class Coverage:
                 "acksExpired": sum(a.expired for a in acks),
                 "acksUnchecked": sum(a.unchecked for a in acks),
                 "reads": self.reads.get(name, 0),
+                "ackGaps": [g.to_json() for g in self.gaps if g.broker_name == name],
             }
         return {
             "acksChecked": sum(a.checked for a in self.acks),
@@ -147,6 +201,12 @@ def judge(failed: Sequence[str], coverage: Coverage, problems: Iterable[str] = (
                     f"set {name}: no final log of replica(s) {', '.join(map(str, missing))}: "
                     "their logs were not compared"
                 )
+        for gap in (g for g in coverage.gaps if g.broker_name == name):
+            reasons.append(
+                f"set {name}: master {gap.master_id} (masterEpoch {gap.master_epoch}) confirmed offsets "
+                f"{gap.from_offset}..{gap.to_offset} ({gap.to_offset - gap.from_offset} bytes) with no "
+                "PUT_OK recorded there: acks it may have answered are in no history and were not checked"
+            )
         ran = coverage.recorded.get(name, ())
         silent = [i for i in coverage.replicas.get(name, ()) if ran and i not in ran]
         if silent:
@@ -233,6 +293,73 @@ def ack_stats(
         else:
             stat[1] += 1
     return tuple(AckStat(n, s, *v) for (n, s), v in sorted(acc.items()))
+
+
+def watermark(row: Mapping[str, Any]) -> int:
+    """What a controller event says was acknowledged: its ``ackedWatermark``, or the end of the range
+    its election declared lost (the watermark is lowered to its start then); -1 when neither."""
+    values = [row.get("ackedWatermark"), row.get("ackedDataLostTo")]
+    return max([-1, *(v for v in values if isinstance(v, int))])
+
+
+def terms_of(controller_events: Iterable[Mapping[str, Any]]) -> tuple[Term, ...]:
+    """Every (brokerName, masterEpoch) of the events (see ``Term``); ties on raftIndex (the same entry
+    on several controller nodes) take the lowest watermark."""
+    acc: dict[tuple[str, int], list[Any]] = {}
+    for row in controller_events:
+        name, epoch, index = row.get("brokerName"), row.get("masterEpoch"), row.get("raftIndex")
+        if name is None or epoch is None or index is None:
+            continue
+        mark, master = watermark(row), row.get("masterBrokerId")
+        term = acc.setdefault((name, epoch), [None, (index, mark), mark])
+        if master is not None and (term[0] is None or master > term[0]):
+            term[0] = master
+        term[1] = min(term[1], (index, mark))
+        term[2] = max(term[2], mark)
+    return tuple(Term(n, e, m, first[1], high) for (n, e), (m, first, high) in sorted(acc.items()))
+
+
+def ack_ends(acks: Iterable[Mapping[str, Any]], put_ok: str) -> dict[tuple[str, int], int]:
+    """(brokerName, epoch) -> the end (offset + size) of the last PUT_OK ack recorded in that epoch."""
+    ends: dict[tuple[str, int], int] = {}
+    for ack in acks:
+        name, epoch, offset = ack.get("brokerName"), ack.get("epoch"), ack.get("offset")
+        if ack.get("status") != put_ok or name is None or epoch is None or offset is None:
+            continue
+        end = offset + (ack.get("size") or 0)
+        ends[(name, epoch)] = max(end, ends.get((name, epoch), end))
+    return ends
+
+
+def epoch_starts(epochs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    """(brokerName, epoch) -> its lowest recorded start offset."""
+    starts: dict[tuple[str, int], int] = {}
+    for row in epochs:
+        name, epoch, start = row.get("brokerName"), row.get("epoch"), row.get("startOffset")
+        if name is not None and epoch is not None and start is not None:
+            starts[(name, epoch)] = min(start, starts.get((name, epoch), start))
+    return starts
+
+
+def ack_gaps(
+    terms: Iterable[Term], ends: Mapping[tuple[str, int], int], starts: Mapping[tuple[str, int], int]
+) -> tuple[AckGap, ...]:
+    """The confirmed ranges without a recorded ack, per term with a master (module docstring)."""
+    by_set: dict[str, list[Term]] = defaultdict(list)
+    for term in terms:
+        by_set[term.broker_name].append(term)
+    gaps = []
+    for name, found in by_set.items():
+        found.sort(key=lambda t: t.master_epoch)
+        for term, following in zip(found, [*found[1:], None], strict=True):
+            if term.master_id is None:
+                continue
+            key = (name, term.master_epoch)
+            confirmed = max(term.highest, -1 if following is None else following.opened)
+            accounted = max(0, term.opened, starts.get(key, -1), ends.get(key, -1))
+            if confirmed > accounted:
+                gaps.append(AckGap(name, term.master_id, term.master_epoch, accounted, confirmed))
+    return tuple(sorted(gaps))
 
 
 def read_counts(reads: Iterable[Mapping[str, Any]]) -> dict[str, int]:

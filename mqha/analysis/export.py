@@ -22,14 +22,17 @@ from typing import Any
 
 import sqlite_utils
 
+from mqha.history.ack_journal import unimported_rows
 from mqha.history.database import HISTORY_FILE_NAME
 from mqha.history.pages import select_rows
 from mqha.history.schema import (
+    ACKS,
     BOOLEAN,
     LONG,
     LONG_ARRAY,
     STRING,
     TABLES,
+    columns,
     export_columns,
     schema_document,
     typed_row,
@@ -115,6 +118,15 @@ def export(
                         sinks.write(table, row)
                         count += 1
                     source["rows"][table] = count
+                journalled = [
+                    typed_row(ACKS, dict(zip(columns(ACKS), r, strict=True)), with_seq=True)
+                    for r in unimported_rows(str(path), db.conn)
+                ]
+                for row in journalled:
+                    sinks.write(ACKS, row)
+                if journalled:  # acks a stopped master answered but never imported (its ack journal)
+                    source["rows"][ACKS] = source["rows"].get(ACKS, 0) + len(journalled)
+                    source["journalAcks"] = len(journalled)
                 summary.sources.append(source)
             finally:
                 db.close()

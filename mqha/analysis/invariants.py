@@ -477,6 +477,9 @@ def coverage_of(data: Mapping[str, Sequence[Row]]) -> cov.Coverage:
         reads=cov.read_counts(data[READS]),
         replicas=cov.expected_replicas(events, data[ROLES]),
         recorded=cov.recorded_replicas(data[ROLES]),
+        gaps=cov.ack_gaps(
+            cov.terms_of(events), cov.ack_ends(data[ACKS], PUT_OK), cov.epoch_starts(data[EPOCHS])
+        ),
     )
 
 

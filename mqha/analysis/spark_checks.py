@@ -376,3 +376,43 @@ def replica_ids(ce: DataFrame, roles: DataFrame) -> DataFrame:
         "brokerName", F.explode("syncStateSet").alias("brokerId")
     )
     return ran.unionByName(masters).unionByName(members).where(not_null("brokerId")).distinct()
+
+
+def terms(ce: DataFrame) -> DataFrame:
+    """(brokerName, masterEpoch, masterId, opened, highest): ``coverage.terms_of`` as rows."""
+    from pyspark.sql import functions as F
+
+    mark = F.greatest(F.coalesce("ackedWatermark", F.lit(-1)), F.coalesce("ackedDataLostTo", F.lit(-1)))
+    return (
+        ce.where(not_null("brokerName", "masterEpoch", "raftIndex"))
+        .withColumn("mark", mark)
+        .groupBy("brokerName", "masterEpoch")
+        .agg(
+            F.max("masterBrokerId").alias("masterId"),
+            F.min(F.struct("raftIndex", "mark")).alias("first"),
+            F.max("mark").alias("highest"),
+        )
+        .select("brokerName", "masterEpoch", "masterId", F.col("first.mark").alias("opened"), "highest")
+    )
+
+
+def ack_ends(acks: DataFrame) -> DataFrame:
+    """(brokerName, epoch, end): ``coverage.ack_ends`` as rows."""
+    from pyspark.sql import functions as F
+
+    return (
+        acks.where((F.col("status") == inv.PUT_OK) & not_null("brokerName", "epoch", "offset"))
+        .groupBy("brokerName", "epoch")
+        .agg(F.max(F.col("offset") + F.coalesce(F.col("size"), F.lit(0))).alias("end"))
+    )
+
+
+def epoch_starts(epochs: DataFrame) -> DataFrame:
+    """(brokerName, epoch, start): ``coverage.epoch_starts`` as rows."""
+    from pyspark.sql import functions as F
+
+    return (
+        epochs.where(not_null("brokerName", "epoch", "startOffset"))
+        .groupBy("brokerName", "epoch")
+        .agg(F.min("startOffset").alias("start"))
+    )

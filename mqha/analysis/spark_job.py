@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from mqha.analysis import coverage as cov
 from mqha.analysis import invariants as inv
 from mqha.analysis.spark_checks import (
+    ack_ends,
     ack_stats,
     at_keys,
     divergence_evidence,
@@ -42,6 +43,7 @@ from mqha.analysis.spark_checks import (
     duplicate_keys,
     epoch_not_increasing,
     epoch_start_mismatch,
+    epoch_starts,
     final_masters,
     log_stats,
     lost_ack,
@@ -51,6 +53,7 @@ from mqha.analysis.spark_checks import (
     offset_pass,
     read_uncommitted,
     replica_ids,
+    terms,
     two_masters_in_epoch,
     with_log_starts,
 )
@@ -151,6 +154,10 @@ def coverage(frames: Mapping[str, DataFrame], masters: DataFrame, replica_logs: 
             .select("brokerName", "brokerId")
             .distinct()
             .select(F.struct("*").alias("r")),
+            # The ack gaps' inputs: one row per (set, epoch) each (coverage.ack_gaps runs on the driver).
+            "terms": terms(frames[CONTROLLER_EVENTS]).select(F.struct("*").alias("r")),
+            "ackEnds": ack_ends(frames[ACKS]).select(F.struct("*").alias("r")),
+            "epochStarts": epoch_starts(frames[EPOCHS]).select(F.struct("*").alias("r")),
         }
     )
     found = {r["brokerName"]: r["finalMasterId"] for r in small["masters"]}
@@ -185,6 +192,14 @@ def coverage(frames: Mapping[str, DataFrame], masters: DataFrame, replica_logs: 
         reads=dict(sorted((r["brokerName"], r["count"]) for r in small["reads"])),
         replicas={name: tuple(sorted(ids)) for name, ids in sorted(replicas.items())},
         recorded={name: tuple(sorted(ids)) for name, ids in sorted(recorded.items())},
+        gaps=cov.ack_gaps(
+            (
+                cov.Term(r["brokerName"], r["masterEpoch"], r["masterId"], r["opened"], r["highest"])
+                for r in small["terms"]
+            ),
+            {(r["brokerName"], r["epoch"]): r["end"] for r in small["ackEnds"]},
+            {(r["brokerName"], r["epoch"]): r["start"] for r in small["epochStarts"]},
+        ),
     )
 
 

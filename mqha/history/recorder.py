@@ -6,7 +6,9 @@ client's put loop -- only build a dict and put it on an unbounded queue (``recor
 never raises into the caller); one background thread takes everything queued, up to ``batch_max``
 rows or ``interval`` seconds after the first, and writes it in ONE transaction. A crash (kill -9)
 therefore keeps every committed batch and loses at most the batch in flight; the database is in WAL
-mode, so a torn write never corrupts earlier batches. With ``durable=False`` (the default)
+mode, so a torn write never corrupts earlier batches. A master's PUT_OKs do not wait for a batch:
+they go to an append-only ack journal before the answer leaves (``mqha.history.ack_journal``), which
+this thread imports (and a restart imports what a crash left). With ``durable=False`` (the default)
 ``synchronous=NORMAL``: a power loss may also drop the last batches (never corrupt), which is the
 same promise the OS gives for any unsynced file; ``durable=True`` fsyncs each batch.
 
@@ -35,6 +37,7 @@ from typing import Any
 import sqlite_utils
 
 from mqha.errors import CorruptRecordError
+from mqha.history.ack_journal import MARKS_TABLE, ROTATE_BYTES, AckJournal, JournalFile, journal_paths
 from mqha.history.database import (
     history_path,
     now_ms,
@@ -115,11 +118,17 @@ class HistoryRecorder:
         self.batch_max = batch_max
         self.interval = interval
         self.durable = durable
+        self.journal_rotate_bytes = ROTATE_BYTES
         self.batches = 0
         self.rows_written = 0
         self.failures = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
+        # The ack journal (mqha.history.ack_journal): the live one (attached by the first put_ok) and the
+        # files left to import -- by a crashed process, or rotated out; touched by the writer thread only.
+        self._journal: AckJournal | None = None
+        self._live: JournalFile | None = None
+        self._leftovers = [JournalFile(p) for p in journal_paths(self.path)]
         # Open (and create tables) here, so a bad path fails the caller's start, not a thread later.
         open_database(self.path, durable=durable).close()
         self._thread = threading.Thread(target=self._run, name=f"history-writer:{self.path}", daemon=True)
@@ -151,6 +160,18 @@ class HistoryRecorder:
         """Queue a dump of one replica's log index; it replaces that replica's previous dump whole."""
         if not self._closed:
             self._queue.put(_ReplaceFinalLog(broker_name, broker_id, list(rows)))
+
+    def attach_journal(self, client: str, broker_name: str) -> AckJournal:
+        """A new live ack journal whose lines this recorder's writer imports as ``acks`` rows (one per
+        recorder; ``BrokerHistory.put_ok`` attaches it on first use). Raises OSError."""
+        if self._journal is not None:
+            return self._journal
+        if self._closed:
+            raise ValueError("the history recorder is closed")
+        journal = AckJournal(self.path, client, broker_name)
+        self._live, self._journal = JournalFile(journal.path), journal
+        self._queue.put(_Barrier(threading.Event()))  # wake the writer: it polls the journal from now on
+        return journal
 
     @property
     def pending(self) -> int:
@@ -187,7 +208,10 @@ class HistoryRecorder:
         """Block for the first item, let ``interval`` pass, then take what came (up to ``batch_max``
         rows). Sleeping instead of waking for every row keeps this thread off the GIL while a busy
         producer (the Raft tick thread, the event loop) records thousands of rows a second."""
-        first = self._queue.get()
+        try:  # with a journal to import, wake every interval even when nothing is queued
+            first = self._queue.get(timeout=self.interval if self._live or self._leftovers else None)
+        except queue.Empty:
+            return [], False
         items = [first]
         if first is _STOP:
             return items, True
@@ -216,12 +240,19 @@ class HistoryRecorder:
         }
         inserts[FINAL_LOGS] = self._insert_sql(FINAL_LOGS, "OR REPLACE")
         try:
+            self._load_marks(db)
             stop = False
             while not stop:
+                self._finish_leftovers(db, inserts[ACKS])
                 items, stop = self._take_batch()
                 self._write(db, items, inserts)
+                self._rotate_if_big()
         finally:
-            # Whatever raced in after the stop marker is dropped; close() was called.
+            # Whatever raced in after the stop marker is dropped; close() was called. The live journal
+            # is imported whole and removed (a clean stop leaves no journal behind).
+            with contextlib.suppress(Exception):
+                self._retire_live()
+                self._finish_leftovers(db, inserts[ACKS])
             with contextlib.suppress(Exception):
                 db.close()
 
@@ -232,9 +263,71 @@ class HistoryRecorder:
         marks = ", ".join("?" for _ in cols)
         return f"INSERT {conflict} INTO [{table}] ({names}) VALUES ({marks})"
 
+    # -- the ack journal (writer thread) ------------------------------------------------------------
+
+    def _load_marks(self, db: sqlite_utils.Database) -> None:
+        db.conn.execute(
+            f"CREATE TABLE IF NOT EXISTS [{MARKS_TABLE}] (file TEXT PRIMARY KEY, position INTEGER)"
+        )
+        marks = dict(db.conn.execute(f"SELECT file, position FROM [{MARKS_TABLE}]").fetchall())
+        for leftover in self._leftovers:
+            leftover.position = int(marks.get(leftover.file_id, 0))
+
+    def _rotate_if_big(self) -> None:
+        live, journal = self._live, self._journal
+        if live is not None and journal is not None and live.position >= self.journal_rotate_bytes:
+            try:
+                journal.rotate()
+            except OSError:  # a full disk: the put path keeps the old file; try again next pass
+                self.failures += 1
+                log.exception("history: the ack journal %s could not be rotated", live.path)
+                return
+            self._leftovers.append(live)
+            self._live = JournalFile(journal.path)
+
+    def _retire_live(self) -> None:
+        if self._journal is not None and self._live is not None:
+            self._journal.close()
+            self._leftovers.append(self._live)
+            self._live = None
+
+    def _finish_leftovers(self, db: sqlite_utils.Database, insert: str) -> None:
+        """Import each journal file no process writes any more to its end (one durable commit with its
+        mark), then delete it and its mark. A failure leaves it for the next pass."""
+        for leftover in list(self._leftovers):
+            if leftover.in_use():  # another process's live journal (a second recorder on this file)
+                self._leftovers.remove(leftover)
+                continue
+            try:
+                rows, position = leftover.read_new(at_end=True)
+                with _synchronous_full(db, not self.durable), transaction(db):
+                    db.conn.executemany(insert, rows)
+                    _set_mark(db, leftover.file_id, position)
+                self.rows_written += len(rows)
+                os.unlink(leftover.path)
+                db.conn.execute(f"DELETE FROM [{MARKS_TABLE}] WHERE file = ?", (leftover.file_id,))
+                self._leftovers.remove(leftover)
+            except FileNotFoundError:
+                self._leftovers.remove(leftover)
+            except Exception:
+                self.failures += 1
+                log.exception("history: the ack journal %s could not be imported", leftover.path)
+            finally:
+                self.failures += leftover.failures
+                leftover.failures = 0
+
     def _write(self, db: sqlite_utils.Database, items: list[Any], inserts: Mapping[str, str]) -> None:
         barriers = [item for item in items if isinstance(item, _Barrier)]
         by_table: dict[str, list[tuple[Any, ...]]] = {}
+        live, mark = self._live, None
+        if live is not None:
+            try:
+                rows, position = live.read_new(at_end=False)
+                if position > live.position:
+                    by_table[ACKS], mark = rows, (live.file_id, position)
+            except OSError:
+                self.failures += 1
+                log.exception("history: the ack journal %s could not be read", live.path)
         dumps: list[_ReplaceFinalLog] = []
         for item in items:
             if isinstance(item, _Rows):
@@ -271,6 +364,12 @@ class HistoryRecorder:
                         )
                     for table, rows in by_table.items():
                         db.conn.executemany(inserts[table], rows)
+                    if mark is not None:
+                        _set_mark(db, *mark)
+                if mark is not None and live is not None:
+                    live.position = mark[1]
+                    self.failures += live.failures
+                    live.failures = 0
                 self.batches += 1
                 self.rows_written += sum(len(r) for r in by_table.values()) + sum(len(d.rows) for d in dumps)
         except Exception:
@@ -280,6 +379,24 @@ class HistoryRecorder:
         finally:
             for barrier in barriers:
                 barrier.done.set()
+
+
+def _set_mark(db: sqlite_utils.Database, file_id: str, position: int) -> None:
+    db.conn.execute(
+        f"INSERT OR REPLACE INTO [{MARKS_TABLE}] (file, position) VALUES (?, ?)", (file_id, position)
+    )
+
+
+@contextlib.contextmanager
+def _synchronous_full(db: sqlite_utils.Database, needed: bool) -> Iterator[None]:
+    """A commit that is on disk when it returns (before a journal file is deleted)."""
+    if needed:
+        db.conn.execute("PRAGMA synchronous=FULL")
+    try:
+        yield
+    finally:
+        if needed:
+            db.conn.execute("PRAGMA synchronous=NORMAL")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -350,8 +467,8 @@ class BrokerHistory:
     - ``truncation(from_offset, to_offset, reason)`` after the log was cut (divergent tail on a slave,
       torn tail at recovery);
     - ``put_ok(appended, epoch, ack_mode)`` for every PUT_OK the master answered (``acks`` rows whose
-      ``client`` is ``broker@<node>``, ``BROKER_ACK_PREFIX``): one queue item per answer, the rows
-      are built by the writer thread, so the put path pays one tuple and one queue put;
+      ``client`` is ``broker@<node>``, ``BROKER_ACK_PREFIX``): one line per message appended to the
+      ack journal before the answer leaves (one ``os.write``), imported by the writer thread;
     - ``final_log(messages)`` with every stored message (anything with ``offset``, ``size``,
       ``msg_id``, ``body_crc`` attributes, or mappings with offset/size/msgId/crc) -- at shutdown, or
       on request of a test/chaos run.
@@ -363,6 +480,8 @@ class BrokerHistory:
         self.broker_name = broker_name
         self.broker_id = broker_id
         self._ack_client = BROKER_ACK_PREFIX + node
+        self._journal: AckJournal | None = None
+        self._journal_failed = False
 
     def _base(self, ts: int | None) -> dict[str, Any]:
         return {
@@ -384,9 +503,21 @@ class BrokerHistory:
         )
 
     def put_ok(self, appended: Sequence[Any], epoch: int, ack_mode: str, *, ts: int | None = None) -> None:
-        """The messages of one PUT_OK answer (each with ``offset``, ``size``, ``msg_id``) as ``acks``."""
-        client, name, broker_id = self._ack_client, self.broker_name, self.broker_id
+        """The messages of one PUT_OK answer (each with ``offset``, ``size``, ``msg_id``) as ``acks``:
+        appended to the ack journal (one ``os.write``, so the answer's acks survive a kill -9 once this
+        returns; ``mqha.history.ack_journal``), which the writer thread imports. Should the journal
+        fail (a full disk), the rows are queued as before and the failure is counted."""
         stamp = now_ms() if ts is None else ts
+        try:
+            journal = self._journal or self._attach_journal()
+            journal.append(appended, epoch, ack_mode, stamp, self.broker_id)
+            return
+        except (OSError, ValueError):
+            self.recorder.failures += 1
+            if not self._journal_failed:
+                self._journal_failed = True
+                log.exception("history: the ack journal of %s failed; acks are queued in memory", self.node)
+        client, name, broker_id = self._ack_client, self.broker_name, self.broker_id
         self.recorder.record_rows(
             ACKS,
             lambda: [
@@ -394,6 +525,10 @@ class BrokerHistory:
                 for a in appended
             ],
         )
+
+    def _attach_journal(self) -> AckJournal:
+        self._journal = self.recorder.attach_journal(self._ack_client, self.broker_name)
+        return self._journal
 
     def truncation(self, from_offset: int, to_offset: int, reason: str, *, ts: int | None = None) -> None:
         self.recorder.record(

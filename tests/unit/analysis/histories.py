@@ -3,7 +3,9 @@
 ``CLEAN`` is one broker set ``b1`` with replicas 1, 2, 3 seen by controller nodes n0..n2: broker 1
 is master in epoch 1 (messages m0..m2 at 0, 100, 200, all acked), then fails over to broker 2 in
 epoch 2 starting at 300; broker 1's unacked tail at 300 (``mx``, a FLUSH_SLAVE_TIMEOUT answer) is
-truncated; m3, m4 are acked in epoch 2. Every replica ends with m0..m4.
+truncated; m3, m4 are acked in epoch 2. Every replica ends with m0..m4. The controllers' watermark
+(``ackedWatermark``) follows the acks: 0 when broker 1 expands its set, 300 (broker 1's last ack point)
+at the failover, 500 when broker 2 expands its set.
 
 ``VIOLATIONS[name]`` is CLEAN changed so that exactly the invariant ``name`` fails.
 """
@@ -41,9 +43,9 @@ EVENTS: list[dict[str, Any]] = [
     _event(3, "ApplyBrokerId", brokerId=2, **_group(None, 0, [], 0)),
     _event(4, "ApplyBrokerId", brokerId=3, **_group(None, 0, [], 0)),
     _event(5, "ElectMaster", brokerId=1, **_group(1, 1, [1], 1)),
-    _event(6, "AlterSyncStateSet", brokerId=1, **_group(1, 1, [1, 2, 3], 2)),
-    _event(7, "ElectMaster", brokerId=2, **_group(2, 2, [2], 3)),
-    _event(8, "AlterSyncStateSet", brokerId=2, **_group(2, 2, [2, 3], 4)),
+    _event(6, "AlterSyncStateSet", brokerId=1, ackedWatermark=0, **_group(1, 1, [1, 2, 3], 2)),
+    _event(7, "ElectMaster", brokerId=2, ackedWatermark=300, **_group(2, 2, [2], 3)),
+    _event(8, "AlterSyncStateSet", brokerId=2, ackedWatermark=500, **_group(2, 2, [2, 3], 4)),
 ]
 
 
@@ -228,6 +230,14 @@ def duplicate() -> Tables:
     return t
 
 
+def ack_gap() -> Tables:
+    """Clean, but the acks of m1 and m2 are in no history (broker 1 crashed before its history kept
+    them): the watermark says it confirmed up to 300, the acks end at 100 -- inconclusive, not a loss."""
+    t = _variant()
+    t["acks"] = [a for a in t["acks"] if a["msgId"] not in ("m1", "m2")]
+    return t
+
+
 def regrouped() -> Tables:
     """Clean, then the whole set is cleaned and registered again (epochs restart at 0): not a violation."""
     t = _variant()
@@ -275,6 +285,7 @@ FIXTURES = {
     "clean": _variant,
     **VIOLATIONS,
     "duplicate": duplicate,
+    "ack_gap": ack_gap,
     "regrouped": regrouped,
     "without_controller": without_controller,
     "retained": retained,

@@ -46,10 +46,14 @@ def test_a_missing_master_log_is_inconclusive_not_a_loss() -> None:
 
 def test_no_final_logs_and_no_acks_are_inconclusive() -> None:
     nothing = inv.check_all({**h.CLEAN, "final_logs": [], "acks": []})
+    gap = "with no PUT_OK recorded there: acks it may have answered are in no history and were not checked"
     assert nothing.judged == (
         cov.INCONCLUSIVE,
         [
             "no final logs in the export: acks and reads were compared with nothing",
+            # the controllers' watermark shows what the masters confirmed: acks no history holds
+            f"set b1: master 1 (masterEpoch 1) confirmed offsets 0..300 (300 bytes) {gap}",
+            f"set b1: master 2 (masterEpoch 2) confirmed offsets 300..500 (200 bytes) {gap}",
             "no PUT_OK acks recorded (by brokers or clients): lost_ack checked nothing",
         ],
     )
@@ -96,3 +100,89 @@ def test_a_replica_without_history_is_a_gap() -> None:
         "set b1: no history of replica(s) 3 (a gap: the acks it answered as master, its roles and epochs "
         "are missing)"
     ]
+
+
+# Ack gaps (issue 45, finding 8): what a master confirmed, by the controllers' watermark, against the
+# acks recorded in its epoch.
+
+GAP_REASON = (
+    "set b1: master 1 (masterEpoch 1) confirmed offsets 100..300 (200 bytes) with no PUT_OK recorded "
+    "there: acks it may have answered are in no history and were not checked"
+)
+
+
+def _gaps(tables: h.Tables) -> list[dict[str, int]]:
+    return inv.check_all(tables).to_json()["coverage"]["sets"]["b1"]["ackGaps"]
+
+
+def test_acks_a_crashed_master_never_recorded_make_the_verdict_inconclusive_naming_the_gap() -> None:
+    verdict = inv.check_all(h.ack_gap())
+    assert verdict.failed == () and verdict.judged == (cov.INCONCLUSIVE, [GAP_REASON])
+    assert _gaps(h.ack_gap()) == [{"masterId": 1, "masterEpoch": 1, "fromOffset": 100, "toOffset": 300}]
+    assert _gaps(h.CLEAN) == [] and inv.check_all(h.CLEAN).status == cov.OK
+
+
+def test_any_recorder_accounts_for_an_ack_and_a_non_put_ok_answer_does_not() -> None:
+    t = h.ack_gap()
+    t["acks"].append({**h._ack("m2", 200, 1), "client": "broker@127.0.0.1:10911"})  # the master's own
+    assert _gaps(t) == []
+    t = h.ack_gap()
+    t["acks"].append(h._ack("m2", 200, 1, status="FLUSH_SLAVE_TIMEOUT"))
+    assert _gaps(t) == [{"masterId": 1, "masterEpoch": 1, "fromOffset": 100, "toOffset": 300}]
+
+
+def test_all_of_a_masters_acks_missing_is_a_gap_from_its_epoch_start() -> None:
+    t = h._variant()
+    t["acks"] = [a for a in t["acks"] if a["epoch"] != 1]
+    assert _gaps(t) == [{"masterId": 1, "masterEpoch": 1, "fromOffset": 0, "toOffset": 300}]
+
+
+def test_a_new_masters_confirm_of_the_tail_it_inherited_is_no_gap() -> None:
+    # Broker 2 acknowledged nothing yet; its first AlterSyncStateSet confirms what it took over (to its
+    # epoch's start, 300): no put of its own is missing. Beyond the start, it is a gap of epoch 2.
+    t = h._variant()
+    t["acks"] = [a for a in t["acks"] if a["epoch"] != 2]
+    for row in t["controller_events"]:
+        if row["raftIndex"] == 8:
+            row["ackedWatermark"] = 300
+    assert _gaps(t) == []
+    for row in t["controller_events"]:
+        if row["raftIndex"] == 8:
+            row["ackedWatermark"] = 450
+    assert _gaps(t) == [{"masterId": 2, "masterEpoch": 2, "fromOffset": 300, "toOffset": 450}]
+    # Without epoch records the start is unknown: what it opened with (300) still bounds it.
+    t["epochs"] = []
+    assert _gaps(t) == [{"masterId": 2, "masterEpoch": 2, "fromOffset": 300, "toOffset": 450}]
+
+
+def test_a_declared_loss_is_evidence_of_what_was_acknowledged() -> None:
+    # The failover declared [100, 300) lost: the watermark is lowered to 100, the range still counts.
+    t = h.ack_gap()
+    for row in t["controller_events"]:
+        if row["raftIndex"] == 7:
+            row.update(ackedWatermark=100, ackedDataLostFrom=100, ackedDataLostTo=300)
+    assert _gaps(t) == [{"masterId": 1, "masterEpoch": 1, "fromOffset": 100, "toOffset": 300}]
+
+
+def test_a_cleared_epoch_carries_the_evidence_and_has_no_gap_of_its_own() -> None:
+    # The fence: an ElectMaster without a master (masterEpoch 2) carries broker 1's ack point; then
+    # broker 2 is elected in masterEpoch 3.
+    t = h.ack_gap()
+    events = [
+        h._event(7, "ElectMaster", brokerId=None, ackedWatermark=300, **h._group(None, 2, [2], 3)),
+        h._event(8, "ElectMaster", brokerId=2, ackedWatermark=300, **h._group(2, 3, [2], 4)),
+    ]
+    t["controller_events"] = [r for r in t["controller_events"] if r["raftIndex"] < 7]
+    t["controller_events"] += h.controller_events(events)
+    t["acks"] = [{**a, "epoch": 3} if a["epoch"] == 2 else a for a in t["acks"]]
+    t["epochs"] = [{**e, "epoch": 3} if e["epoch"] == 2 else e for e in t["epochs"]]
+    assert _gaps(t) == [{"masterId": 1, "masterEpoch": 1, "fromOffset": 100, "toOffset": 300}]
+
+
+def test_without_a_watermark_there_is_no_evidence_and_no_gap() -> None:
+    # Puts that do not wait for replicas (async) never move the watermark.
+    t = h.ack_gap()
+    for row in t["controller_events"]:
+        row.pop("ackedWatermark", None)
+    assert _gaps(t) == []
+    assert cov.ack_gaps([cov.Term("b1", 1, 1, -1, -1)], {}, {}) == ()
