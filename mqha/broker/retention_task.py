@@ -4,15 +4,18 @@ Each pass (docs/architecture.md §4.2), on the broker's event loop with every fi
 thread:
 
 1. measure the commit log's file system (``os.statvfs`` of ``storePathCommitLog``: used = 1 −
-   f_bavail / f_blocks) and list the segments (base offset, modification time);
+   f_bavail / f_blocks) and list the segments (base offset, modification time); read the clocks into
+   the :class:`~mqha.broker.retention.RetentionClock` (a forward step of the wall clock is not taken);
 2. compute the :class:`~mqha.broker.retention.DiskState` from the usage and the previous state (the FULL
    hysteresis) and publish it on the broker's ``DiskGuard`` (``observe``: the put path
    reads them);
 3. find the lowest offset being read: the HA master's slave transfer positions and the lowest offset a
    consumer read since the last pass (``CommitLog.take_lowest_read``);
-4. run the pure ``retention_pass`` and delete what it names, oldest first, one segment at a time,
-   ``deleteCommitLogFilesInterval`` apart (``BrokerStore.delete_segment``: the commit log's locks
-   keep a deletion from racing an append, a read or a flush; the epoch file's prefix follows durably);
+4. run the pure ``retention_pass`` (again with the newest record's store time of the segments it
+   calls expired by their mtime alone, ``Pass.unread``) and delete what it names, oldest first, one
+   segment at a time, ``deleteCommitLogFilesInterval`` apart (``BrokerStore.delete_segment``: the
+   commit log's locks keep a deletion from racing an append, a read or a flush; the epoch file's prefix
+   follows durably);
 5. after a deletion, tell the HA layer (its links' view of the log start) and measure again.
 
 A pass that fails is logged and the next one runs as usual: retention never stops the broker.
@@ -25,19 +28,25 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from mqha.broker.config import parse_delete_when
 from mqha.broker.disk_guard import DiskGuard, used_ratio
-from mqha.broker.retention import DiskState, Pass, RetentionSettings, Segment, retention_pass
+from mqha.broker.record_times import RecordTimes
+from mqha.broker.retention import DiskState, Pass, RetentionClock, RetentionSettings, Segment, retention_pass
 from mqha.broker.store import BrokerStore
-from mqha.clock import wall_ms
+from mqha.clock import MonotonicClock, wall_ms
 
 log = logging.getLogger(__name__)
 
 
-def _local_hour() -> int:
-    return time.localtime().tm_hour  # deleteWhen is in the broker's local time, as in RocketMQ
+_MONOTONIC = MonotonicClock()
+STEP_LOGGED_MS = 1000  # a lag growing by more than this between two passes is logged as a clock step
+
+
+def _local_hour(at_ms: int) -> int:
+    return time.localtime(at_ms / 1000).tm_hour  # deleteWhen is in the broker's local time, as in RocketMQ
 
 
 def _lowest(*offsets: int | None) -> int | None:
@@ -57,7 +66,8 @@ class RetentionTask:
         readers: Callable[[], int | None] = lambda: None,
         on_deleted: Callable[[], None] | None = None,
         wall: Callable[[], int] = wall_ms,
-        hour: Callable[[], int] = _local_hour,
+        mono: Callable[[], int] = _MONOTONIC.now_ms,
+        hour: Callable[[int], int] = _local_hour,
         usage: Callable[[str], float] = used_ratio,
     ) -> None:
         hours = parse_delete_when(config["deleteWhen"])
@@ -70,13 +80,17 @@ class RetentionTask:
         self._readers = readers
         self._on_deleted = on_deleted
         self._wall = wall
+        self._mono = mono
         self._hour = hour
+        self._clock: RetentionClock | None = None
+        self._record_times = RecordTimes(store.settings.commit_log_dir)
         self._usage = usage
         self._due: Mapping[int, int] = {}
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.deleted = 0  # segments deleted since start (status, metrics, tests)
         self.last_pass = Pass(())
+        self.clock_lag_ms = 0  # how far retention's clock is behind the wall clock (status, metrics)
 
     @property
     def state(self) -> DiskState:
@@ -110,15 +124,14 @@ class RetentionTask:
         store = self.store
         used, times = await asyncio.to_thread(self._measure)
         self._publish(used)
-        decision = retention_pass(
-            [Segment(base, mtime) for base, mtime in times],
-            now_ms=self._wall(),
-            hour=self._hour(),
-            state=self.state,
-            reading_from=_lowest(self._readers(), store.log.take_lowest_read()),
-            due_since=self._due,
-            settings=self.settings,
-        )
+        clock = await self._read_clock(times)
+        segments = [Segment(base, mtime) for base, mtime in times]
+        reading_from = _lowest(self._readers(), store.log.take_lowest_read())
+        decision = self._decide(segments, clock, reading_from)
+        if decision.unread:  # expired by their mtimes: their records' own times must say so too
+            read = await asyncio.to_thread(self._read_record_times, decision.unread)
+            segments = [replace(s, newest_record_ms=read.get(s.base_offset)) for s in segments]
+            decision = self._decide(segments, clock, reading_from)
         self._due = decision.due_since
         self.last_pass = decision
         for index, base in enumerate(decision.delete):
@@ -137,6 +150,54 @@ class RetentionTask:
         if decision.delete:
             self._publish(await asyncio.to_thread(self._usage, store.settings.commit_log_dir))
         return decision
+
+    def _read_record_times(self, bases: tuple[int, ...]) -> dict[int, int | None]:
+        return {base: self._record_times.newest_ms(base) for base in bases}
+
+    def _decide(self, segments: list[Segment], clock: RetentionClock, reading_from: int | None) -> Pass:
+        return retention_pass(
+            segments,
+            now_ms=clock.now_ms,
+            mono_ms=clock.mono_ms,
+            hour=self._hour(clock.now_ms),
+            state=self.state,
+            reading_from=reading_from,
+            due_since=self._due,
+            settings=self.settings,
+        )
+
+    async def _read_clock(self, times: list[tuple[int, int]]) -> RetentionClock:
+        """Start or advance retention's clock; log a forward step of the wall clock it does not take."""
+        wall, mono = self._wall(), self._mono()
+        if self._clock is None:
+            newest = await asyncio.to_thread(self._log_newest_record_ms, times)
+            self._clock = RetentionClock.start(wall, mono, newest)
+            if wall - self._clock.now_ms > STEP_LOGGED_MS:
+                log.info(
+                    "retention's clock starts at the log's newest record, %.0f s behind the wall clock "
+                    "(the time since it was written does not count: it may be a clock step)",
+                    (wall - self._clock.now_ms) / 1000,
+                )
+        else:
+            self._clock = self._clock.advance(wall, mono)
+            if wall - self._clock.now_ms - self.clock_lag_ms > STEP_LOGGED_MS:
+                log.warning(
+                    "the wall clock stepped %.1f s forward (by the monotonic clock); retention keeps its own "
+                    "time, now %.0f s behind the wall clock, and deletes nothing for the step",
+                    (wall - self._clock.now_ms - self.clock_lag_ms) / 1000,
+                    (wall - self._clock.now_ms) / 1000,
+                )
+        self.clock_lag_ms = wall - self._clock.now_ms
+        return self._clock
+
+    def _log_newest_record_ms(self, times: list[tuple[int, int]]) -> int | None:
+        """The store time of the log's newest record (the active segment's, else the one before)."""
+        end = self.store.log.max_offset
+        for base, _ in reversed(times[-2:]):
+            found = self._record_times.newest_ms(base, end=end)
+            if found is not None:
+                return found
+        return None
 
     def _measure(self) -> tuple[float, list[tuple[int, int]]]:
         return self._usage(self.store.settings.commit_log_dir), self.store.log.segment_times()

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mqha.chaos.netfilter import TABLE_PREFIX, Drop, Endpoint, removal, ruleset, stale_tables
-from mqha.chaos.source_address.sitecustomize import SOURCE_ENV
+from mqha.chaos.shim.sitecustomize import SOURCE_ENV
 
 NFT_TIMEOUT_S = 10.0
-SHIM_DIR = Path(__file__).resolve().parent / "source_address"
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
 """Put first on a process's ``PYTHONPATH`` with ``MQHA_CHAOS_SOURCE_ADDRESS`` set: its connections come
-from that address (``source_address/sitecustomize.py``)."""
+from that address (``shim/sitecustomize.py``)."""
 
 
 def problem() -> str | None:

@@ -43,6 +43,7 @@ class Broker(LocalEndpoint):
     port: int = field(default_factory=free_port)
     ha_port: int = field(default_factory=free_port)
     proc: ManagedProcess | None = None
+    env: Mapping[str, str] | None = None  # added to the process's environment (e.g. a chaos shim)
 
     def write_config(self, controllers: str) -> Path:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -64,6 +65,7 @@ class Broker(LocalEndpoint):
             [*mqbroker_command(), "-c", str(conf)],
             log_path=self.base / "broker.log",
             name=f"mqbroker-{self.name}",
+            env=self.env,
         )
 
     def start(self, group: ProcessGroup, controllers: str) -> None:

@@ -85,7 +85,7 @@ def test_a_pass_deletes_forcibly_above_the_ratio_and_publishes_the_disk_state(tm
 
     async def main() -> None:
         disk = DiskGuard.from_config(config, measure=lambda _: usage[0])
-        task = RetentionTask(store, config, disk, usage=lambda _: usage[0], hour=lambda: 12)
+        task = RetentionTask(store, config, disk, usage=lambda _: usage[0], hour=lambda _at_ms: 12)
         decision = await task.run_pass()
         assert len(decision.delete) == 10 and "forcibly" in decision.reason
         assert store.min_offset == 10 * SEGMENT and task.deleted == 10
