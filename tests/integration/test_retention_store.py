@@ -4,13 +4,17 @@ emptying a replica, the task's pass (docs/architecture.md §4.2)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from mqha.broker.commitlog import MessageDraft, OffsetTooSmall
+from mqha.broker.commitlog.segment import segment_name
 from mqha.broker.disk_guard import DiskGuard
-from mqha.broker.retention import DiskState
+from mqha.broker.record_times import RecordTimes
+from mqha.broker.retention import HOUR_MS, DiskState
 from mqha.broker.retention_task import RetentionTask
 from mqha.broker.store import BrokerStore
 from mqha.epoch.file import EpochStore
@@ -93,6 +97,47 @@ def test_a_pass_deletes_forcibly_above_the_ratio_and_publishes_the_disk_state(tm
         usage[0] = 0.80
         assert (await task.run_pass()).delete == ()  # nothing expired: CLEAN deletes nothing
         assert disk.current is DiskState.CLEAN
+
+    try:
+        asyncio.run(main())
+    finally:
+        store.close()
+
+
+def test_a_pass_goes_by_the_newest_record_and_its_own_clock(tmp_path: Path) -> None:
+    """Issue 45: neither a wall clock that is ahead at start nor old file times expire fresh records; the
+    monotonic clock's own 73 hours do."""
+    written_from = time.time_ns() // 1_000_000
+    store = filled(tmp_path, 4)
+    written_to = time.time_ns() // 1_000_000
+    config = broker_config(tmp_path, deleteCommitLogFilesInterval=0)  # fileReservedTime 72 h
+    now, mono = [written_to + 100 * HOUR_MS], [0]
+    sealed = [base for base, _ in store.log.segment_times()][:-1]
+    assert len(sealed) >= 3
+    newest = RecordTimes(store.settings.commit_log_dir).newest_ms(sealed[0])
+    assert newest is not None and written_from <= newest <= written_to
+
+    async def main() -> None:
+        disk = DiskGuard.from_config(config, measure=lambda _: 0.1)
+        task = RetentionTask(
+            store,
+            config,
+            disk,
+            usage=lambda _: 0.1,
+            wall=lambda: now[0],
+            mono=lambda: mono[0],
+            hour=lambda _: 4,
+        )
+        assert (await task.run_pass()).delete == ()  # the clock starts at the newest record, not 100 h on
+        assert 100 * HOUR_MS <= task.clock_lag_ms <= 100 * HOUR_MS + 60_000
+        for base in sealed:  # files that look 100 h old (a copied store, a clock stepped back and forth)
+            old = (now[0] - 200 * HOUR_MS) / 1000
+            os.utime(os.path.join(store.settings.commit_log_dir, segment_name(base)), (old, old))
+        mono[0] += 1000
+        assert (await task.run_pass()).delete == ()  # their records are fresh
+        now[0] += 73 * HOUR_MS
+        mono[0] += 73 * HOUR_MS
+        assert (await task.run_pass()).delete == tuple(sealed)
 
     try:
         asyncio.run(main())
