@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import mmap
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from mqha.broker.commitlog import CommitLog, FlushMode
+from mqha.broker.confirm_checkpoint import CONFIRM_CHECKPOINT_NAME, ConfirmOffsetCheckpoint
 from mqha.broker.start_report import StartReport, new_incarnation, start_report
 from mqha.epoch.file import EpochStore
 from mqha.epoch.history import EpochHistory
@@ -31,72 +30,6 @@ from mqha.errors import CorruptFileError, StorageError
 from mqha.history.recorder import BrokerHistory, commit_log_entries
 
 log = logging.getLogger(__name__)
-
-CONFIRM_CHECKPOINT_NAME = "confirmOffsetCheckpoint"
-
-
-class ConfirmOffsetCheckpoint:
-    """Keeps the broker's confirmOffset in one small file, rewritten in place.
-
-    The file holds ``{"confirmOffset": n}``, padded to a fixed size and written through a shared memory
-    map, as the reference keeps its confirm offset in the mapped ``checkpoint`` file. A master saves it
-    before answering each put (docs/architecture.md §9.3), so a save must cost next to nothing: a store
-    into the mapped page touches no syscall and no journal (a ``pwrite`` per put updated the file's
-    mtime and waited behind the commit log's fsyncs, about 10 % of asynchronous puts). The page
-    reaches the disk with the kernel's writeback, or at once when ``durable``. Not a temp file and a
-    rename: replacing a file frees the old one's blocks, and where the file system discards freed
-    blocks the rename waited for the disk. A torn write leaves it unreadable, and unreadable → ``-1``
-    (unknown: nothing is exposed until a master says otherwise), which is always safe.
-    """
-
-    SIZE = 64  # bytes; the JSON of any int64 fits, padded with spaces (JSON ignores them)
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._written: int | None = None
-        self._fd = -1
-        self._map: mmap.mmap | None = None
-
-    def load(self) -> int:
-        try:
-            with open(self.path, encoding="utf-8") as handle:
-                value = json.load(handle)["confirmOffset"]
-        except FileNotFoundError:
-            return -1
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("confirm offset checkpoint %s is unusable (%s); starting from -1", self.path, exc)
-            return -1
-        if isinstance(value, bool) or not isinstance(value, int):
-            log.warning("confirm offset checkpoint %s holds %r; starting from -1", self.path, value)
-            return -1
-        self._written = value
-        return value
-
-    def save(self, value: int, *, durable: bool = False) -> None:
-        if value == self._written and not durable:
-            return
-        record = b'{"confirmOffset":%d}' % value
-        try:
-            if self._map is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                os.ftruncate(self._fd, self.SIZE)  # whatever the file held beyond the record goes
-                self._map = mmap.mmap(self._fd, self.SIZE)
-            self._map[:] = record.ljust(self.SIZE)
-            if durable:
-                self._map.flush()
-                os.fsync(self._fd)
-        except (OSError, ValueError) as exc:
-            raise StorageError(self.path, f"cannot write the confirm offset checkpoint: {exc}") from exc
-        self._written = value
-
-    def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
 
 @dataclass(frozen=True)
 class StoreSettings:

@@ -48,7 +48,7 @@ from mqha.broker.commitlog.codec import MESSAGE_MAGIC, decode_message, unit_size
 from mqha.broker.commitlog.scanning import ScanStop, scan_units
 from mqha.broker.commitlog.segment import parse_segment_name, segment_name
 from mqha.broker.commitlog.types import CHECKPOINT_NAME
-from mqha.broker.store import CONFIRM_CHECKPOINT_NAME, ConfirmOffsetCheckpoint
+from mqha.broker.confirm_checkpoint import CONFIRM_CHECKPOINT_NAME, ConfirmOffsetCheckpoint
 from mqha.durable import fsync_directory
 
 COMMIT_LOG_DIR = "commitlog"  # storePathCommitLog's default under storePathRootDir

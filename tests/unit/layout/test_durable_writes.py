@@ -36,7 +36,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "instead of one per roll-over on the append path; a spare whose rename did not survive a crash "
         "is deleted at open"
     ),
-    ("mqha/broker/store.py", "os.fsync"): (
+    ("mqha/broker/confirm_checkpoint.py", "os.fsync"): (
         "ConfirmOffsetCheckpoint rewrites one record in place on a file descriptor it keeps open "
         "(docs/architecture.md §9.3: a rename per save cost ms on the event loop); no rename, no directory"
     ),
