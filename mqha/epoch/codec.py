@@ -88,3 +88,19 @@ def _entry(line_number: int, line: str, path: str) -> tuple[int, int]:
     if epoch > MAX_EPOCH or start >= MAX_OFFSET:
         raise CorruptFileError(path, f"line {line_number}: epoch or start offset out of range: {line!r}")
     return epoch, start
+
+
+def same_generation(damaged: str, backup: EpochHistory) -> str:
+    """How the text of a damaged epoch file proves it held ``backup``'s entries, or ``""`` when it does
+    not: it starts with ``backup``'s count and CRC lines (the damage lies in the entries, or the file is
+    torn), or it is as long as ``backup``'s text and ends with its entry lines (the damage lies in the
+    header). A save writes both files with the same content (docs/architecture.md §9.2), so a backup of
+    the same generation is the history the damaged file held; one of another generation would mislabel
+    this replica's bytes."""
+    good = encode_epoch_file(backup)
+    header_end = good.index(LINE_SEPARATOR, good.index(LINE_SEPARATOR) + 1) + 1
+    if damaged.startswith(good[:header_end]):
+        return "its count and CRC lines match the backup's"
+    if len(damaged) == len(good) and damaged.endswith(good[header_end:]):
+        return "its entry lines match the backup's"
+    return ""

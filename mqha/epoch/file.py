@@ -4,10 +4,15 @@
 Shell module: all file IO of the epoch package lives here; the decisions live in ``history.py`` and
 the format in ``codec.py``.
 
-Crash safety of :meth:`EpochFile.save`: the good main content is first copied to ``<path>.bak``,
-then the new content replaces the main file. Both writes go through a temp file in the same
-directory, ``fsync`` and ``os.replace``, so at every instant each of the two files is either its old
-or its new complete content and at least one of them is good.
+Crash safety of :meth:`EpochFile.save`: both files get the new content, each through a temp file in
+the same directory, ``fsync`` and ``os.replace`` (so each is always its old or its new complete
+content): the backup first while the main file is good (a crash leaves the main file as the last
+completed save), else the main file first. A backup is therefore the main file's own generation (or,
+after a crash, one newer), and :meth:`EpochFile.load` takes it for a damaged main file only when the
+damaged text proves it the same generation (``codec.same_generation``); an older generation would label
+this replica's newest bytes with an older epoch, and a master would cut them as a divergent tail (issue
+45: 326,700 good bytes). The reference copies the previous content to ``.bak`` instead
+(docs/architecture.md §7).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import threading
 from collections.abc import Callable
 
 from mqha.durable import write_atomically
-from mqha.epoch.codec import decode_epoch_file, encode_epoch_file
+from mqha.epoch.codec import decode_epoch_file, encode_epoch_file, same_generation
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError, StorageError
 
@@ -43,12 +48,13 @@ class EpochFile:
         return self._path + BACKUP_SUFFIX
 
     def load(self) -> EpochHistory:
-        """Read the history: the main file, else the backup, else empty when neither exists.
+        """Read the history: the main file; else its backup when the damaged main file proves it the same
+        generation (a WARNING says so); else an empty history when neither file exists.
 
-        Falling back to the backup logs a WARNING naming the main file and why it was unusable.
-        Raises :class:`CorruptFileError` naming the main file when a file exists but neither is
-        usable (no history is better than a wrong one: an empty history would let this replica skip
-        truncation). Never deletes or rewrites anything.
+        Raises :class:`CorruptFileError` naming the main file otherwise (a damaged main file with no
+        backup, a backup of another generation, a backup without its main file): no history is better
+        than a wrong one (an empty or older history would let this replica skip or misplace truncation).
+        Never deletes or rewrites anything.
         """
         history, problem = self._read(self._path)
         if history is not None:
@@ -56,39 +62,54 @@ class EpochFile:
         backup, backup_problem = self._read(self.backup_path)
         if problem == _MISSING and backup_problem == _MISSING:
             return EpochHistory()
-        if backup is not None:
-            log.warning(
-                "epoch file %s is unusable (%s); using its backup %s (%d entries, last epoch %d)",
-                self._path,
-                problem,
-                self.backup_path,
-                len(backup),
-                backup.last_epoch(),
+        if backup is None:
+            raise CorruptFileError(
+                self._path, f"no usable epoch file: {problem}; backup {self.backup_path}: {backup_problem}"
             )
-            return backup
-        raise CorruptFileError(
-            self._path, f"no usable epoch file: {problem}; backup {self.backup_path}: {backup_problem}"
+        proof = "" if problem == _MISSING else same_generation(self._text(self._path), backup)
+        if not proof:
+            raise CorruptFileError(
+                self._path,
+                f"{problem}, and its backup {self.backup_path} is not provably the same "
+                f"generation ({len(backup)} entries, last epoch {backup.last_epoch()}): refusing to start "
+                "rather than mislabel this replica's data; restore the file, or move this replica's "
+                "commitlog/, epoch files and confirmOffsetCheckpoint aside so that it re-syncs from its "
+                "master (docs/architecture.md §9.2)",
+            )
+        log.warning(
+            "epoch file %s is unusable (%s); using its backup %s, the same generation: %s (%d entries, "
+            "last epoch %d)",
+            self._path,
+            problem,
+            self.backup_path,
+            proof,
+            len(backup),
+            backup.last_epoch(),
         )
+        return backup
 
     def save(self, history: EpochHistory) -> None:
-        """Persist ``history`` atomically; an empty history is written too (docs/architecture.md §7).
-
-        The current main content becomes the backup only when it is itself good, so a corrupt main
-        file never overwrites a good backup. Saving the content the main file already holds is a
-        no-op (it would only replace the backup's older generation with a copy of the main file).
-        """
+        """Persist ``history`` atomically into both files; an empty history is written too
+        (docs/architecture.md §7). The backup goes first while the main file is good, else the main file
+        (the module docstring). Saving what both files already hold is a no-op."""
         text = encode_epoch_file(history)
         current = self._good_text(self._path)
-        if current == text:
+        backup = self._good_text(self.backup_path)
+        if current == text and backup == text:
             return
         directory = os.path.dirname(os.path.abspath(self._path))
         try:
-            os.makedirs(directory, exist_ok=True)
+            os.makedirs(directory, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StorageError(self._path, f"cannot create directory {directory}: {exc}") from exc
-        if current is not None:
-            _write_atomically(self.backup_path, current)
-        _write_atomically(self._path, text)
+        order = (self.backup_path, self._path) if current is not None else (self._path, self.backup_path)
+        for path in order:
+            if (current if path == self._path else backup) != text:
+                _write_atomically(path, text)
+
+    def _text(self, path: str) -> str:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace")
 
     def _read(self, path: str) -> tuple[EpochHistory | None, str]:
         """``(history, "")`` when ``path`` is good, else ``(None, why)``.
@@ -120,7 +141,7 @@ class EpochFile:
 def _write_atomically(path: str, text: str) -> None:
     """``mqha.durable.write_atomically``, its failure named as an epoch file write."""
     try:
-        write_atomically(path, text)
+        write_atomically(path, text, mode=0o600)
     except OSError as exc:
         raise StorageError(path, f"cannot write epoch file: {exc}") from exc
 

@@ -1,8 +1,10 @@
 """Epoch file text format (docs/reference-behaviour.md §12.1): exact bytes, CRC, strict decoding."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mqha.epoch.codec import decode_epoch_file, encode_epoch_file, entry_block_crc
+from mqha.epoch.codec import decode_epoch_file, encode_epoch_file, entry_block_crc, same_generation
 from mqha.epoch.history import EpochHistory
 from mqha.errors import CorruptFileError
 
@@ -94,3 +96,33 @@ def test_decode_detects_every_single_digit_change_spec_12_1() -> None:
                 changed = SEVEN_EIGHT_TEXT[:index] + digit + SEVEN_EIGHT_TEXT[index + 1 :]
                 with pytest.raises(CorruptFileError):
                     decode_epoch_file(changed, PATH)
+
+
+# -- same_generation (issue 45: a damaged main file and its backup) ------------------------------
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> EpochHistory:
+    n = draw(st.integers(1, 8))
+    epochs = sorted(draw(st.sets(st.integers(0, 1000), min_size=n, max_size=n)))
+    starts = sorted(draw(st.sets(st.integers(0, 10**12), min_size=n, max_size=n)))
+    return EpochHistory.from_pairs(list(zip(epochs, starts, strict=True)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=_histories(), position=st.integers(0, 10**6), byte=st.integers(0, 255))
+def test_one_damaged_byte_leaves_the_backup_provable(history: EpochHistory, position: int, byte: int) -> None:
+    text = encode_epoch_file(history)
+    at = position % len(text)
+    damaged = text[:at] + chr(byte) + text[at + 1 :]
+    assert same_generation(damaged, history)  # the header or the entries are intact
+    older = EpochHistory.from_pairs(history.pairs()[:-1])
+    if damaged != text and len(history) > 1:
+        assert not same_generation(damaged, older)  # the previous generation is never taken for it
+
+
+def test_a_torn_header_proves_nothing() -> None:
+    history = EpochHistory.from_pairs([(1, 0), (2, 1000)])
+    text = encode_epoch_file(history)
+    assert same_generation(text[: text.index("\n") + 3], history) == ""
+    assert same_generation("", history) == ""
