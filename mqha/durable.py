@@ -34,6 +34,21 @@ _DIRECTORY_SYNC_UNSUPPORTED = frozenset(
     {errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR}
 )
 _warned_directories: set[str] = set()  # one warning per directory, not one per write
+PRIVATE_FILE_MODE = 0o600  # data and secret files (docs/architecture.md §12.9)
+
+
+def make_private_dirs(path: str | os.PathLike[str]) -> None:
+    """Create the directory ``path`` and each missing parent 0700 (``os.makedirs``' mode covers only
+    the last one, and the umask applies to it too)."""
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
+        os.chmod(directory, 0o700)
 
 
 def fsync_directory(directory: str) -> None:
@@ -80,20 +95,20 @@ def write_atomically(
     path: str, data: bytes | str, *, mode: int | None = None, make_dirs: bool = False
 ) -> None:
     """Replace ``path`` with ``data`` (``str`` is written as UTF-8): temp file, fsync, rename, fsync
-    of the directory. ``mode``: the file's exact permission bits (e.g. ``0o600`` for a file holding
-    secrets), set before any byte is written; default ``0o666`` less the umask. ``make_dirs`` creates
-    the missing parent directories. Raises ``OSError``; the temp file never outlives a failure."""
+    of the directory. ``mode``: the file's exact permission bits, set before any byte is written;
+    default ``0o600`` (what mqha writes this way is data or secrets). ``make_dirs`` creates the missing
+    parent directories, 0700. Raises ``OSError``; the temp file never outlives a failure."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if make_dirs:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     temp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+    mode = PRIVATE_FILE_MODE if mode is None else mode
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
-            if mode is not None:
-                os.fchmod(fd, mode)  # exact bits, whatever the umask
+            os.fchmod(fd, mode)  # exact bits, whatever the umask
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view) :]

@@ -87,6 +87,9 @@ def stop_on_signals(stop: asyncio.Event | None) -> asyncio.Event:
     return stop
 
 
+PRIVATE_UMASK = 0o077  # data and secret files 0600, their directories 0700
+
+
 def run(
     prog: str,
     log_level: str,
@@ -95,8 +98,13 @@ def run(
 ) -> None:
     """Log to stderr at ``log_level`` and run ``serving()`` to its end; a ``StartError`` exits 1.
 
+    The process's umask becomes 077 first: everything it creates (stores, segments, checkpoints,
+    identity files, SQLite and Raft files written by their libraries, configs, pid files) is owner-only,
+    0600 files and 0700 directories (docs/architecture.md §12.9).
+
     ``pid_file``: this process's pid is written there while it runs (``mqha cluster status`` finds a
     node restarted by hand through it) and removed at the end when it still names this process."""
+    os.umask(PRIVATE_UMASK)
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,

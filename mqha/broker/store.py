@@ -31,6 +31,7 @@ from mqha.history.recorder import BrokerHistory, commit_log_entries
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class StoreSettings:
     """The keys of docs/reference-behaviour.md §16.3 this store uses."""
@@ -92,7 +93,7 @@ class BrokerStore:
     ) -> BrokerStore:
         """Open and recover the commit log, load the epoch file and the confirm offset, reconcile them.
         ``incarnation``: this process's (the start report's; a new one when not given)."""
-        os.makedirs(settings.root_dir, exist_ok=True)
+        os.makedirs(settings.root_dir, mode=0o700, exist_ok=True)
         # Always ASYNC in the commit log: SYNC_FLUSH fsyncs run in a worker thread (``flush_to``), so
         # appends stay on the event loop and never race a role change.
         commit_log = CommitLog.open(

@@ -27,7 +27,7 @@ from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair, port_
 from mqha.cluster.secrets import secure_settings
 from mqha.config import render_properties
 from mqha.controller.__main__ import PID_FILE as CONTROLLER_PID_FILE
-from mqha.durable import write_atomically
+from mqha.durable import make_private_dirs, write_atomically
 
 STATE_FILE = "cluster.json"
 
@@ -164,7 +164,7 @@ class ClusterLayout:
             "storeTmpfsMib": self.store_tmpfs_mib,
             "nodes": [asdict(n) for n in self.nodes.values()],
         }
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.run_dir)
         # Owner-only: the settings hold the cluster's secrets.
         write_atomically(str(self.run_dir / STATE_FILE), json.dumps(data, indent=2) + "\n", mode=0o600)
 
@@ -226,7 +226,7 @@ class ClusterLayout:
     # -- node files --------------------------------------------------------------------------------
 
     def write_config(self, node: Node) -> None:
-        Path(node.base).mkdir(parents=True, exist_ok=True)
+        make_private_dirs(Path(node.base))
         if node.kind == CONTROLLER:
             peers = ";".join(f"{c.name}-{c.address}" for c in self.controllers)
             values = {

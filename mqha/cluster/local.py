@@ -40,6 +40,7 @@ from mqha.cluster.layout import STATE_FILE, ClusterLayout
 from mqha.cluster.nodes import DEFAULT_CLUSTER_NAME, ClusterError, Node, NodeStatus
 from mqha.cluster.probe import ClusterProbe
 from mqha.cluster.tmpfs import unmount, unmount_keeping_files
+from mqha.durable import make_private_dirs
 
 __all__ = ["STATE_FILE", "LocalCluster"]
 
@@ -199,7 +200,7 @@ class LocalCluster:
         ``later`` (``start_node`` them), then the proxies (each waited for until it takes connections);
         with ``wait``, return once every group has a master and a full SyncStateSet (``wait_ready``)."""
         layout, processes, probe = self.layout, self.processes, self.probe
-        layout.run_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(layout.run_dir)
         for node in layout.nodes.values():
             if rewrite_configs or not node.conf.exists():
                 layout.write_config(node)

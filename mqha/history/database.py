@@ -65,7 +65,9 @@ def create_tables(db: sqlite_utils.Database) -> None:
 
 def open_database(path: str | os.PathLike[str], *, durable: bool = False) -> sqlite_utils.Database:
     """A sqlite-utils database in WAL mode with the §5 tables (created if missing)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # SQLite gives its -wal and -shm files the same mode
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     db = sqlite_utils.Database(os.fspath(path))
     db.conn.isolation_level = None  # transactions are explicit (BEGIN ... COMMIT per batch)
     db.execute("PRAGMA journal_mode=WAL")

@@ -177,7 +177,7 @@ class CommitLogRecovery(CommitLogState):
         """Open the checkpoint file and durably mark the log open (DIRTY) before any append."""
         path = self._path(CHECKPOINT_NAME)
         created = not os.path.exists(path)
-        self._checkpoint_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._checkpoint_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self._write_checkpoint(Checkpoint(False, self.segment_size, dirty_flushed))
         if created:
             fsync_directory(self.directory)

@@ -73,7 +73,7 @@ class Segment:
     def create(cls, directory: str, base: int, size: int) -> Segment:
         """A new preallocated, zero-filled segment file. The caller fsyncs the directory."""
         segment = cls(directory, base, size)
-        fd = os.open(segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.posix_fallocate(fd, 0, size)
         except BaseException:
@@ -286,7 +286,7 @@ class SpareFile:
 
     def _make(self) -> None:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             return  # made earlier in this run and not taken yet (leftovers are deleted at open)
         except OSError as exc:

@@ -156,7 +156,7 @@ class CommitLog(CommitLogRecovery, CommitLogIntegrity, CommitLogFlushing):
             raise ValueError(f"segment_size {segment_size} is below the minimum {MIN_SEGMENT_SIZE}")
         if flush_interval_ms <= 0:
             raise ValueError(f"flush_interval_ms must be positive, got {flush_interval_ms}")
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
         self = cls(
             directory,
             segment_size,

@@ -161,7 +161,7 @@ class ReplicatedLog(VoterSet):
             # PySyncObj's tick thread exits with the thread that built it (P12).
             raise RuntimeError("ReplicatedLog must be started from the main thread")
         self._loop = asyncio.get_running_loop()
-        os.makedirs(self._store_dir, exist_ok=True)
+        os.makedirs(self._store_dir, mode=0o700, exist_ok=True)
         # PySyncObj caches peer DNS answers for 600 s; a peer pod that comes back with a new IP
         # (Kubernetes) would stay unreachable that long. Re-resolve within seconds instead.
         globalDnsResolver().setTimeouts(DNS_CACHE_SECONDS, DNS_FAIL_CACHE_SECONDS)

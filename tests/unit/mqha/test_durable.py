@@ -35,14 +35,25 @@ def test_mode_sets_exact_bits_whatever_the_umask(tmp_path: Path) -> None:
     assert target.stat().st_mode & 0o777 == 0o600
 
 
-def test_default_mode_follows_the_umask(tmp_path: Path) -> None:
+def test_the_default_mode_is_owner_only_whatever_the_umask(tmp_path: Path) -> None:
     target = tmp_path / "plain"
-    old = os.umask(0o022)
+    old = os.umask(0)
     try:
-        durable.write_atomically(str(target), "x")
+        durable.write_atomically(str(target), "x", make_dirs=True)
     finally:
         os.umask(old)
-    assert target.stat().st_mode & 0o777 == 0o644
+    assert target.stat().st_mode & 0o777 == 0o600  # issue 45: data and secrets are owner-only
+
+
+def test_make_private_dirs_creates_every_missing_level_0700(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        durable.make_private_dirs(tmp_path / "a" / "b" / "c")
+        durable.make_private_dirs(tmp_path / "a" / "b" / "c")  # exists: nothing to do
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"):
+        assert path.stat().st_mode & 0o777 == 0o700
 
 
 def test_make_dirs_creates_the_parents(tmp_path: Path) -> None:
