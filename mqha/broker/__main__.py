@@ -81,6 +81,7 @@ class Broker:
         from mqha.testing.planted_bugs import (
             maybe_plant,
             maybe_plant_access,
+            maybe_plant_retention,
             maybe_plant_store,
         )
 
@@ -145,6 +146,7 @@ class Broker:
             readers=self.ha.links.lowest_transfer_offset,
             on_deleted=self.ha.gate.log_changed,
         )
+        maybe_plant_retention(self.retention)  # TEST ONLY, and only when the environment asks
         self._build_api(config, config_path)
 
     def _build_api(self, config: dict[str, Any], config_path: str | None) -> None:

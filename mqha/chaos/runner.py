@@ -23,6 +23,7 @@ thread of this process.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -33,6 +34,7 @@ from typing import TextIO
 
 from mqha.chaos import links as chaos_links
 from mqha.chaos.bitflips import BITFLIP_SETTINGS, BitFlips
+from mqha.chaos.clock_faults import CLOCK_SETTINGS, ClockFaults
 from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
@@ -49,6 +51,7 @@ from mqha.chaos.schedule import (
     BITFLIP,
     BROKER,
     CLIENT_PARTITION,
+    CLOCK,
     CONTROLLER_LEADER,
     DISK_FULL,
     DISK_WIPE,
@@ -144,6 +147,7 @@ class ChaosRun:
                 "allAckInSyncStateSet": "true",
                 **(DISK_FULL_SETTINGS if options.store_tmpfs_mib else {}),
                 **(BITFLIP_SETTINGS if BITFLIP in options.kinds else {}),
+                **(CLOCK_SETTINGS if CLOCK in options.kinds else {}),
                 **options.broker_settings,
             },
             secure=True,  # faults hit the cluster as operators run it: authentication on (docs §12)
@@ -183,6 +187,8 @@ class ChaosRun:
         network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
         heartbeat_timeout = int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000
         self.net = NetworkFaults(self.proxy, self.links, network, heartbeat_timeout, self.say)
+        # After ControllerNetwork: both shims share the node's environment.
+        self.clocks = ClockFaults(self.cluster, self.run_dir) if CLOCK in options.kinds else None
         client_source = network.client_source if network is not None else None
         self.clients = RunClients(
             self.cluster, self.run_dir / "clients", options.concurrency, options.body_size, client_source
@@ -341,6 +347,8 @@ class ChaosRun:
         elif step.kind == ALL_CONTROLLERS:
             for node in nodes:
                 self.cluster.kill(node)
+        elif step.kind == CLOCK and self.clocks is not None:
+            self.clocks.hit(step, nodes)
         elif step.kind in NETWORK_KINDS:
             self.net.hit(step, nodes)
             return time.monotonic()  # in place now (nft takes a moment): what is acked before proves nothing
@@ -361,6 +369,8 @@ class ChaosRun:
                 self.say(f"    before freeing: {seen}")
         elif step.kind == KILL or (step.kind == ALL_CONTROLLERS and step.links == KILL):
             self._start_stopped(nodes)
+        elif step.kind == CLOCK and self.clocks is not None:
+            self.clocks.heal(nodes)
         elif step.kind in NETWORK_KINDS:
             self.net.heal(step, nodes)
         elif step.kind == POWER_LOSS:
@@ -371,6 +381,17 @@ class ChaosRun:
             for node in nodes:
                 self.cluster.resume(node)
         return time.monotonic()
+
+    def _retention_may_delete(self) -> bool:
+        """Whether retention may rightly have deleted acknowledged messages of this run: the run lasted
+        fileReservedTime, or a full disk allowed forcible cleaning (a disk-full fault, or the run
+        directory's file system above diskSpaceCleanForciblyRatio)."""
+        settings = self.cluster.broker_settings
+        reserved_s = int(settings.get("fileReservedTime", "72")) * 3600
+        disk = os.statvfs(self.run_dir)
+        used = 1 - disk.f_bavail / disk.f_blocks if disk.f_blocks else 1.0
+        forcible = used * 100 > int(settings.get("diskSpaceCleanForciblyRatio", "85"))
+        return self.options.duration >= reserved_s or DISK_FULL in self.options.kinds or forcible
 
     def _start_stopped(self, nodes: Sequence[str]) -> None:
         """Start those of ``nodes`` that are not running; a failed start is reported, and the next
@@ -456,6 +477,7 @@ class ChaosRun:
             reached=tuple(self.reached),
             flips=len(self.flips.flips),
             unrepaired=tuple(unrepaired),
+            retention_may_delete=self._retention_may_delete(),
         )
         verdict = judge(facts)
         write_fault_rows(self.run_dir, fault_rows(facts))

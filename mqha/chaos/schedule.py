@@ -29,6 +29,11 @@ A ``bitflip`` step flips one bit of one message record in a commit-log segment o
 of one broker (a random replica, or the master), stopped (SIGKILL, flip, restart after ``hold``) or
 running (``mqha.chaos.bitflips``): the replica must find the damage and repair it from another one.
 
+A ``clock`` step moves the wall clock of one process (``mqha.chaos.clock_faults``, through the shim of
+``shim/``): a *jump* of a broker (the master, or one chosen here) ``fraction`` seconds ahead (83 or 100
+hours: past ``fileReservedTime``), or a *skew* of a broker or a controller by a few seconds (inside the
+signature window); after ``hold`` it is put back. Only the wall clock moves, never the monotonic one.
+
 A ``power-loss`` step cuts the power of one broker (a random replica, or the master) or of every
 replica of a group at once: SIGKILL, then each store loses exactly its un-fsynced commit-log writes
 (``mqha.chaos.power_loss``), then after ``hold`` the nodes come back one by one, ``stagger`` seconds
@@ -56,6 +61,7 @@ DELAY = "delay"
 RAFT_LOSS = "raft-loss"
 CLIENT_PARTITION = "client-partition"
 BITFLIP = "bitflip"
+CLOCK = "clock"
 FAULT_KINDS = (
     KILL,
     PAUSE,
@@ -71,6 +77,7 @@ FAULT_KINDS = (
     RAFT_LOSS,
     CLIENT_PARTITION,
     BITFLIP,
+    CLOCK,
 )
 PACKET_FILTER_KINDS = frozenset({RAFT_PARTITION, ASYM_PARTITION, RAFT_LOSS, CLIENT_PARTITION})
 """Kinds that need the kernel's packet filter (root and nft)."""
@@ -104,6 +111,11 @@ WITH_CONTROLLER = "with-controller"
 # A bitflip's node: stopped for the flip and restarted at the heal, or flipped while it runs.
 STOPPED = "stopped"
 RUNNING = "running"
+# How a clock step moves a wall clock, and by how many seconds.
+JUMP = "jump"
+SKEW = "skew"
+JUMP_SECONDS = (83 * 3600.0, 100 * 3600.0)  # past fileReservedTime (72 h): retention must not act on it
+SKEW_SECONDS = (-30.0, -10.0, 10.0, 30.0)  # inside the 60 s signature window (docs/architecture.md §12.2)
 # Directions of an asym-partition, seen from its target controller.
 OUT = "out"  # what it sends is dropped
 IN = "in"  # what it receives is dropped
@@ -165,6 +177,7 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     RAFT_LOSS: ((CONTROLLER_LEADER, ""), (CONTROLLER, ""), (CONTROLLERS, "")),
     CLIENT_PARTITION: ((MASTER, WITH_LEADER), (MASTER, WITH_CONTROLLER)),
     BITFLIP: ((BROKER, STOPPED), (BROKER, RUNNING), (MASTER, RUNNING), (MASTER, STOPPED)),
+    CLOCK: ((MASTER, JUMP), (MASTER, JUMP), (BROKER, JUMP), (MASTER, SKEW), (CONTROLLER_LEADER, SKEW)),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -183,6 +196,7 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     RAFT_LOSS: (3.0, 8.0),
     CLIENT_PARTITION: (4.0, 10.0),  # long enough for the cut-off master to try a shrink (#7017)
     BITFLIP: (0.5, 3.0),  # stopped: down before its restart
+    CLOCK: (3.0, 8.0),  # a few retention passes (cleanResourceInterval 1 s in a run with clock steps)
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
@@ -205,6 +219,7 @@ SETTLE_ESTIMATE = {
     RAFT_LOSS: 2.0,
     CLIENT_PARTITION: 4.0,
     BITFLIP: 4.0,
+    CLOCK: 4.0,
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -252,8 +267,9 @@ class FaultStep:
     group: str | None = None
     links: str = ""  # partition / loss / delay: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS; asym: OUT |
     # IN; all-controllers: KILL | PAUSE; client-partition: WITH_LEADER | WITH_CONTROLLER (``nodes``);
-    # bitflip: STOPPED | RUNNING
-    fraction: float = 0.0  # loss, raft-loss: the share of chunks / packets dropped; delay: DELAY_FACTORS
+    # bitflip: STOPPED | RUNNING; clock: JUMP | SKEW
+    fraction: float = 0.0  # loss, raft-loss: the share of chunks / packets dropped; delay: DELAY_FACTORS;
+    # clock: the seconds the wall clock moves
     overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
     order: str = ""  # power-loss of a group: SHUFFLED (``nodes`` in order) or MASTER_FIRST
     stagger: float = 0.0  # power-loss of a group: seconds between two restarts
@@ -304,6 +320,8 @@ class FaultStep:
             CLIENT_PARTITION: self._describe_client_partition(),
             BITFLIP: f"flip a bit in an older commit-log segment of {who} "
             + (f"(stopped, restarted after {self.hold:.1f} s)" if self.links == STOPPED else "(running)"),
+            CLOCK: f"{'step' if self.links == JUMP else 'skew'} the wall clock of {who} by "
+            f"{_signed(self.fraction)} for {self.hold:.1f} s, then back",
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
 
@@ -333,6 +351,10 @@ class FaultStep:
             verb = "kill -9" if self.overlap == KILL else "SIGSTOP"
             what += f" ({verb} {','.join(others)} until it is an observer)"
         return what
+
+
+def _signed(seconds: float) -> str:
+    return f"{seconds / 3600:+g} h" if abs(seconds) >= 3600 else f"{seconds:+g} s"
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:
@@ -376,7 +398,9 @@ def _targets(
     return (), None
 
 
-def _fraction(rng: random.Random, kind: str) -> float:
+def _fraction(rng: random.Random, kind: str, links: str) -> float:
+    if kind == CLOCK:
+        return rng.choice(JUMP_SECONDS if links == JUMP else SKEW_SECONDS)
     if kind == LOSS:
         return rng.choice(LOSS_FRACTIONS)
     if kind == DELAY:
@@ -407,7 +431,7 @@ def plan(seed: int, kinds: Sequence[str], duration: float, topology: Topology) -
         hold = _round(rng.uniform(*HOLD_RANGES[kind]))
         gap = _round(rng.uniform(*GAP_RANGE))
         nodes, group = _targets(rng, kind, target, links, topology)
-        fraction = _fraction(rng, kind)
+        fraction = _fraction(rng, kind, links)
         overlap = ""
         if kind == DISK_WIPE:
             overlap = rng.choice(WIPE_OVERLAPS)

@@ -4,7 +4,8 @@ Pure: values in (what the runner observed), text and numbers out.
 
 - lost: a send acknowledged ``PUT_OK`` at or above its group's final master log start whose msgId is not
   at its offset in that log (below the log start the broker's retention deleted it: *expired*, counted
-  and shown, not a loss; docs/architecture.md §4.2, §5);
+  and shown, not a loss; docs/architecture.md §4.2, §5; but in a run shorter than ``fileReservedTime``
+  without a full disk nothing may expire, and an expired message fails it: ``clock`` steps);
 - declared lost (``power-loss``): a lost send that was acknowledged before a power cut of its whole
   group, ends beyond the highest offset any replica of the group had fsynced (the cuts' flushed
   offsets), and lies in a range the controller declared lost (``ackedDataLost`` of an ElectMaster
@@ -112,6 +113,9 @@ class RunFacts:
     reached: tuple[str, ...] = ()  # the kinds of every step the run reached (injected or skipped)
     flips: int = 0  # bits flipped by bitflip steps
     unrepaired: tuple[str, ...] = ()  # brokers still reporting a damaged record at the end (bitflip)
+    # Retention may delete acknowledged messages in this run (forcible cleaning on a full disk, or a run
+    # longer than fileReservedTime); when False, any it deleted were deleted too young (a clock step).
+    retention_may_delete: bool = True
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -296,6 +300,13 @@ class Verdict:
         return 0 if self.ok else 1
 
 
+def _loss_reasons(lost: int, expired: int, retention_may_delete: bool) -> list[str]:
+    reasons = [f"{lost} acknowledged message(s) lost"] if lost else []
+    if expired and not retention_may_delete:  # a run shorter than fileReservedTime: deleted too young
+        reasons.append(f"{expired} acknowledged message(s) deleted by retention before fileReservedTime")
+    return reasons
+
+
 def judge(facts: RunFacts) -> Verdict:
     """The verdict and its table (see the module docstring for what fails a run)."""
     counts = Counter(s.status for s in facts.sends)
@@ -309,9 +320,7 @@ def judge(facts: RunFacts) -> Verdict:
     expired = expired_messages(facts.sends, facts.final_logs)
     dups = duplicated(facts.final_logs)
     kinds = Counter(f.step.kind for f in facts.faults)
-    reasons = []
-    if lost:
-        reasons.append(f"{lost} acknowledged message(s) lost")
+    reasons = _loss_reasons(lost, expired, facts.retention_may_delete)
     if facts.invariants is None:
         if facts.engine != "off":
             reasons.append(f"no invariant check: {facts.check_problem or 'no result'}")

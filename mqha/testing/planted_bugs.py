@@ -54,6 +54,10 @@ stored -- the error swallowed."""
 NO_REPAIR_ENV = "MQHA_TEST_ONLY_NO_REPAIR"
 """``=1`` in a broker's environment: a damaged commit-log record is found and reported but never
 repaired from another replica (docs/architecture.md §4.7): the copy stays damaged for good."""
+RETENTION_WALL_CLOCK_ENV = "MQHA_TEST_ONLY_RETENTION_WALL_CLOCK"
+"""``=1`` in a broker's environment: retention goes by the wall clock and the segment files' mtimes, as
+before issue 45 -- a forward step of a master's clock past ``fileReservedTime`` deletes the segments it
+has just written."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,12 @@ PLANTED: dict[str, PlantedBug] = {
         "broker",
         "a master answers PUT_OK for a put its full disk refused",
         ("disk-full",),
+    ),
+    "retention-wall-clock": PlantedBug(
+        RETENTION_WALL_CLOCK_ENV,
+        "broker",
+        "retention takes a forward step of the wall clock and deletes fresh segments",
+        ("clock",),
     ),
 }
 
@@ -217,6 +227,16 @@ def maybe_plant_store(store: Any, environ: Mapping[str, str] = os.environ) -> No
         return None  # the periodic flush gets there
 
     store.flush_to = flush_later
+
+
+def maybe_plant_retention(task: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """Plant the retention that trusts the wall clock in ``task`` (a ``RetentionTask``) when the
+    environment asks: its monotonic clock is the wall clock, so its clock takes every step, and it never
+    reads its segments' record times, so the mtimes alone decide."""
+    if environ.get(RETENTION_WALL_CLOCK_ENV) != "1":
+        return
+    task._mono = task._wall
+    task._record_times.newest_ms = lambda base, *, end=None: None
 
 
 class FullDiskPutOk:

@@ -252,6 +252,25 @@ def test_a_master_that_needs_the_controllers_is_caught_when_they_are_all_down(tm
     assert "verdict: PASS" in out
 
 
+def test_a_forward_clock_step_on_the_master_is_caught_when_retention_trusts_the_wall_clock(
+    tmp_path: Path,
+) -> None:
+    # Seed 3: the master's wall clock steps +83 h for 6 s (the chaos shim), in a run whose brokers delete
+    # in every hour with 64 KiB segments. The planted retention (wall clock and mtimes, as before issue
+    # 45) deletes the sealed segments: acknowledged messages younger than fileReservedTime go, and the
+    # verdict fails. Without the bug retention keeps its own time and the same run passes.
+    base = ("--duration", "10", "--faults", "clock", "--seed", "3", "--check", "off")
+    code, out, _ = _chaos(tmp_path / "planted", *base, "--plant", "retention-wall-clock")
+    assert code == 1, out
+    assert (
+        "deleted by retention before fileReservedTime" in out
+        and "faults injected: 1 of 1 planned (clock 1)" in out
+    )
+    code, out, _ = _chaos(tmp_path / "clean", *base)
+    assert code == 0, out
+    assert "verdict: PASS" in out and "expired by retention" not in out
+
+
 # Seed 6: 80 % of the packets between every two controllers dropped for 7.1 s (the reference's own
 # loss test). TCP resends them, but no controller holds a quorum lease for seconds at a time (no
 # barrier commits in the new terms), so no controller answers the brokers: the planted master refuses

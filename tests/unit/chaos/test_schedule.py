@@ -10,6 +10,7 @@ from mqha.chaos.schedule import (
     BITFLIP,
     BROKER,
     CLIENT_PARTITION,
+    CLOCK,
     CONTROLLER,
     CONTROLLER_BRIDGE,
     CONTROLLER_LEADER,
@@ -22,6 +23,8 @@ from mqha.chaos.schedule import (
     GROUP,
     HOLD_RANGES,
     IN,
+    JUMP,
+    JUMP_SECONDS,
     KILL,
     LOSS,
     MASTER,
@@ -36,6 +39,7 @@ from mqha.chaos.schedule import (
     RAFT_PARTITION,
     SETTLE_ESTIMATE,
     SHUFFLED,
+    SKEW_SECONDS,
     WITH_CONTROLLER,
     WITH_LEADER,
     FaultStep,
@@ -95,9 +99,11 @@ def test_steps_are_well_formed() -> None:
     for s in steps:
         low, high = HOLD_RANGES[s.kind]
         assert low <= s.hold <= high
-        linked = (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS, DELAY, CLIENT_PARTITION, BITFLIP)
+        linked = (PARTITION, LOSS, ASYM_PARTITION, ALL_CONTROLLERS, DELAY, CLIENT_PARTITION, BITFLIP, CLOCK)
         assert (s.links != "") == (s.kind in linked)
-        assert (s.fraction > 0) == (s.kind in (LOSS, DELAY, RAFT_LOSS))
+        assert (s.fraction != 0) == (s.kind in (LOSS, DELAY, RAFT_LOSS, CLOCK))
+        if s.kind == CLOCK:  # a jump past fileReservedTime, or a skew inside the signature window
+            assert s.fraction in (JUMP_SECONDS if s.links == JUMP else SKEW_SECONDS)
         if s.kind == RAFT_LOSS:
             assert s.fraction == 0.8
         if s.kind == DELAY:

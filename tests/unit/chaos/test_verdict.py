@@ -227,6 +227,18 @@ def test_acks_below_the_final_log_start_expired_they_were_not_lost() -> None:
     assert expired_messages(sends, final_logs) == 2
 
 
+def test_expired_messages_fail_a_run_in_which_nothing_may_expire() -> None:
+    """A run shorter than fileReservedTime without a full disk: whatever retention deleted was deleted
+    too young (the ``clock`` fault's planted bug); otherwise expired messages are shown, not a failure."""
+    trimmed = {G: {100: "m2", 200: "m4", 300: "m5"}}  # m1 at offset 0 went
+    shown = judge(facts(final_logs=trimmed))
+    assert shown.ok and "expired by retention 1" in shown.text
+    failed = judge(facts(final_logs=trimmed, retention_may_delete=False))
+    assert not failed.ok
+    assert failed.reasons == ("1 acknowledged message(s) deleted by retention before fileReservedTime",)
+    assert judge(facts(retention_may_delete=False)).ok  # nothing expired
+
+
 # --- power-loss: declared losses (never fsynced anywhere, declared by the controller) vs silent ones ---
 def _power_run(
     declared: dict[str, list[tuple[int, int]]], lost_ack: int, read_uncommitted: int = 0
