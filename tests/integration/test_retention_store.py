@@ -143,3 +143,27 @@ def test_a_pass_goes_by_the_newest_record_and_its_own_clock(tmp_path: Path) -> N
         asyncio.run(main())
     finally:
         store.close()
+
+
+def test_record_times_are_cached_per_file_version_and_a_damaged_segment_has_none(tmp_path: Path) -> None:
+    store = filled(tmp_path, 3)
+    try:
+        base = store.log.segment_times()[0][0]
+        path = os.path.join(store.settings.commit_log_dir, segment_name(base))
+        times = RecordTimes(store.settings.commit_log_dir)
+        newest = times.newest_ms(base)
+        assert newest is not None
+        stat = os.stat(path)
+        with open(path, "r+b") as handle:  # a header in the middle damaged: the walk stops short of the end
+            handle.seek(SEGMENT // 2)
+            data = handle.read(SEGMENT // 4)
+            at = data.index(b"MQM1")
+            handle.seek(SEGMENT // 2 + at)
+            handle.write(b"XXXX")
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same mtime: the cached answer stays
+        assert times.newest_ms(base) == newest
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+        assert times.newest_ms(base) is None  # retention then goes by the mtime alone
+        assert times.newest_ms(10**15) is None  # no such segment
+    finally:
+        store.close()
