@@ -166,6 +166,7 @@ class Broker:
         maybe_plant_integrity(self.integrity)  # TEST ONLY, and only when the environment asks
         metrics = BrokerMetrics(config, self.runtime, sessions=self.manager.status.sessions, disk=self.disk)
         metrics.registry.register(IntegrityCollector(config["brokerName"], self.integrity))
+        metrics.watch_retention_clock(lambda: self.retention.clock_lag_ms)
         self.http = BrokerHttpServer(
             config,
             self.runtime,

@@ -227,6 +227,13 @@ class BrokerMetrics:
             ["broker_name"],
             registry=self.registry,
         )
+        self.retention_clock_lag = Gauge(
+            "mqha_broker_retention_clock_lag_seconds",
+            "how far retention's clock is behind the wall clock: forward steps of the wall clock not taken, "
+            "and the time since the log's newest record at the last start (docs/architecture.md §4.2)",
+            ["broker_name"],
+            registry=self.registry,
+        )
         self.refused_requests = Counter(
             "mqha_broker_refused_requests",
             "requests refused for missing or wrong credentials (no secret in any label)",
@@ -237,6 +244,10 @@ class BrokerMetrics:
     def count_put_streams(self, count: Callable[[], int]) -> None:
         """``mqha_broker_put_streams`` is ``count()`` at each scrape."""
         self.put_streams.labels(self.broker_name).set_function(lambda: float(count()))
+
+    def watch_retention_clock(self, lag_ms: Callable[[], int]) -> None:
+        """``mqha_broker_retention_clock_lag_seconds`` is ``lag_ms() / 1000`` at each scrape."""
+        self.retention_clock_lag.labels(self.broker_name).set_function(lambda: lag_ms() / 1000)
 
     def observe_refused(self, route: str, http_status: int) -> None:
         self.refused_requests.labels(self.broker_name, route, str(http_status)).inc()

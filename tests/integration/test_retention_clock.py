@@ -48,6 +48,13 @@ def put_batches(broker: Broker, start: int, count: int) -> list[tuple[int, str, 
     return acked
 
 
+def lag_seconds(broker: Broker) -> float:
+    (line,) = [
+        x for x in broker.metrics_text().splitlines() if x.startswith("mqha_broker_retention_clock_lag")
+    ]
+    return float(line.split()[-1])
+
+
 def test_a_forward_clock_step_on_the_master_deletes_no_fresh_segment(tmp_path: Path) -> None:
     offset_file = str(tmp_path / "wall-clock-offset")
     set_offset(offset_file, 0)
@@ -67,6 +74,7 @@ def test_a_forward_clock_step_on_the_master_deletes_no_fresh_segment(tmp_path: P
         set_offset(offset_file, STEP_MS)
         time.sleep(WALL_CLOCK_REREAD_S + PASSES_S)
         assert broker.status()["minOffset"] == 0
+        assert STEP_MS / 1000 <= lag_seconds(broker) < STEP_MS / 1000 + 60  # the step it did not take
 
         # A restart with the clock still ahead: the log's newest record bounds what the clock may claim.
         broker.proc.stop()  # type: ignore[union-attr]
