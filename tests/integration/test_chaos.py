@@ -252,6 +252,9 @@ def test_a_master_that_needs_the_controllers_is_caught_when_they_are_all_down(tm
     assert "verdict: PASS" in out
 
 
+# Two 10 s runs with cluster start-ups: about a minute, so with the slow runs. The behaviour itself is in
+# the default lane: tests/integration/test_retention_clock.py.
+@pytest.mark.slow
 def test_a_forward_clock_step_on_the_master_is_caught_when_retention_trusts_the_wall_clock(
     tmp_path: Path,
 ) -> None:
