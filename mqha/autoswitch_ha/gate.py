@@ -63,6 +63,9 @@ class AckGate:
         self._links = links
         self.policy = policy
         self._in_sync_point: int | None = None  # inSyncReplicas >= 2: what N copies hold (readers' limit)
+        # What this master last exposed: a stop fences it before the last checkpoint is written, and
+        # the stored value alone may never have moved (a one-replica set confirms its log end).
+        self._last_exposed = -1
         self._slave_timeout_s = slave_timeout_ms / 1000
         self._waiters: list[tuple[int, int, asyncio.Future[AckStatus]]] = []
         self._seq = itertools.count()
@@ -98,10 +101,13 @@ class AckGate:
     def confirm_offset(self) -> int:
         """The effective confirmOffset: what readers may see and what heartbeats report."""
         role, in_sync = self._role, self._keeper.in_sync
-        if role.is_master and not role.fenced and in_sync is not None:
+        if role.is_master and role.fenced:
+            # Never below what was already exposed, never beyond the log (a truncation since).
+            return max(self._store.stored_confirm_offset, min(self._last_exposed, self._store.max_offset))
+        if role.is_master and in_sync is not None:
             stored = self._store.stored_confirm_offset
             policy = self.policy
-            return master_confirm_offset(
+            self._last_exposed = master_confirm_offset(
                 all_ack_in_sync_state_set=policy.all_ack_in_sync_state_set,
                 local_sync_state_set=in_sync.local_set,
                 master_max_offset=self._store.max_offset,
@@ -111,6 +117,7 @@ class AckGate:
                 in_sync_replicas=policy.in_sync_replicas,
                 in_sync_point=self._in_sync_point,
             )
+            return self._last_exposed
         return self._store.stored_confirm_offset
 
     def in_sync_point(self) -> int | None:

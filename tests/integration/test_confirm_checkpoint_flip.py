@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mqha.broker.confirm_checkpoint import ConfirmOffsetCheckpoint
 from tests.helpers.processes import ProcessGroup, wait_until
 from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
 from tests.integration.controller_cluster import ControllerCluster
@@ -65,3 +66,25 @@ def test_a_flipped_bit_in_the_confirm_offset_checkpoint_reads_as_unknown(tmp_pat
         assert report["lossyRecovery"] is False, report
         assert report["confirmOffsetBeforeRecovery"] == -1, report  # detected: unknown, not the flipped value
         assert [offset for offset, _, _ in broker.read_all()] == acked
+
+
+def test_a_clean_stop_keeps_the_confirm_offset_the_master_answered_with(tmp_path: Path) -> None:
+    """A master's clean stop fences it first; the checkpoint written after that must still hold the
+    confirm offset its last answer exposed, not the never-updated stored value (it wrote 0 on a
+    one-replica master: a later lossy restart could not have been told)."""
+    with ProcessGroup() as group:
+        controllers = ControllerCluster(group, tmp_path / "controllers", size=1)
+        controllers.start()
+        controllers.leader(timeout=15)
+        address = controllers.nodes[0].address
+        broker = Broker("m", tmp_path / "m", BROKER_TEST_SETTINGS)
+        broker.start(group, address)
+        wait_until(lambda: broker.serving_role() == "MASTER", 20, message="the broker is master")
+        for seq in range(0, 400, 40):
+            code, reply = broker.put([f"m{i}-" + "y" * 200 for i in range(seq, seq + 40)])
+            assert code == 200 and reply["status"] == "PUT_OK", reply
+        served = broker.status()["confirmOffset"]
+        assert served > 0
+        assert broker.proc.stop(timeout=30) == 0  # type: ignore[union-attr]  # SIGTERM: a clean stop
+        path = tmp_path / "m" / "store" / "confirmOffsetCheckpoint"
+        assert ConfirmOffsetCheckpoint(str(path)).load() == served
