@@ -97,7 +97,7 @@ def settings(quick: bool) -> dict[str, Any]:
 def bearer(token: str) -> Signer:
     """The admin's proof: the same ``Authorization: Bearer <adminAuthToken>`` on every request."""
     headers = {"Authorization": bearer_header(token)}
-    return lambda method, target, body: headers
+    return lambda method, node, target, body: headers
 
 
 def proofs(controller_settings: Mapping[str, str]) -> tuple[Signer | None, Signer | None]:

@@ -46,7 +46,7 @@ class LeanHttp:
         proof = ""
         if signer is not None:
             proof = "".join(
-                f"{name}: {value}\r\n" for name, value in signer(method, "/" + path, payload).items()
+                f"{name}: {value}\r\n" for name, value in signer(method, origin, "/" + path, payload).items()
             )
         head = (
             f"{method} /{path} HTTP/1.1\r\nHost: {origin}\r\nContent-Type: application/json\r\n"

@@ -131,7 +131,7 @@ async def _aiohttp_json(
             kwargs["json"] = body
     else:  # the signature covers the exact bytes and target sent, so both are made here
         data = b"" if body is None else json.dumps(body).encode()
-        proof = signer(method, URL(url).raw_path_qs, data)
+        proof = signer(method, URL(url).raw_authority, URL(url).raw_path_qs, data)
         kwargs.update(data=data, headers={"Content-Type": "application/json", **proof})
     async with http.request(method, url, **kwargs) as response:
         return response.status, await response.json(content_type=None)

@@ -30,6 +30,7 @@ from mqha.config import (
     refused,
 )
 from mqha.errors import ConfigError
+from mqha.security.http_limits import HTTP_LIMIT_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS, TLS_KEYS, check_security_keys
 from mqha.wire.types import NAME_RULE, is_valid_address, is_valid_name
 
@@ -371,6 +372,7 @@ BROKER_CONFIG = ConfigSpec(
         *AUTHENTICATION_KEYS,
         *BROKER_USER_KEYS,
         *TLS_KEYS,
+        *HTTP_LIMIT_KEYS,
         Key(
             "maxRequestBodyBytes",
             int,

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from mqha.autoswitch_ha.ack import ALL_IN_SYNC_STATE_SET, AckPolicy
+from mqha.security.http_limits import ConnectionStats
 
 if TYPE_CHECKING:
     from mqha.broker.access import DiskCheck
@@ -31,6 +32,27 @@ def ack_mode(policy: AckPolicy) -> str:
     if policy.required_acks == ALL_IN_SYNC_STATE_SET:
         return "allAckInSyncStateSet"
     return f"inSyncReplicas={policy.required_acks}"
+
+
+class _ConnectionCollector(Collector):
+    """The HTTP API's connection counts (``mqha.security.http_limits``) at scrape time."""
+
+    def __init__(self, broker_name: str, stats: ConnectionStats) -> None:
+        self.broker_name, self.stats = broker_name, stats
+
+    def collect(self) -> Iterator[Metric]:
+        opened = GaugeMetricFamily(
+            "mqha_broker_http_connections", "open HTTP API connections", labels=["broker_name"]
+        )
+        opened.add_metric([self.broker_name], self.stats.open())
+        yield opened
+        refused = CounterMetricFamily(
+            "mqha_broker_http_connections_refused",
+            "HTTP API connections refused over httpMaxConnections",
+            labels=["broker_name"],
+        )
+        refused.add_metric([self.broker_name], self.stats.refused)
+        yield refused
 
 
 class _StateCollector(Collector):
@@ -240,6 +262,11 @@ class BrokerMetrics:
             ["broker_name", "route", "http_status"],
             registry=self.registry,
         )
+
+    def count_http_connections(self, stats: ConnectionStats) -> None:
+        """``mqha_broker_http_connections`` (open now) and ``mqha_broker_http_connections_refused_total``
+        (over ``httpMaxConnections``), read at each scrape."""
+        self.registry.register(_ConnectionCollector(self.broker_name, stats))
 
     def count_put_streams(self, count: Callable[[], int]) -> None:
         """``mqha_broker_put_streams`` is ``count()`` at each scrape."""

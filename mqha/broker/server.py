@@ -63,6 +63,7 @@ from mqha.codes import ResponseCode
 from mqha.epoch.history import reader_divergence
 from mqha.errors import CorruptRecordError, NotAlignedError, RequestError
 from mqha.process import metrics_response
+from mqha.security.http_limits import ConnectionStats, LimitedSite, read_body, runner_args
 from mqha.security.signing import Denial
 from mqha.security.tls import server_context
 from mqha.wire.broker_api import PUT_PATH, PUT_STREAM_PATH
@@ -132,6 +133,8 @@ class BrokerHttpServer:
         self.bound_port: int | None = None
         self.put_streams: set[web.WebSocketResponse] = set()  # open ones (mqha.broker.put_stream)
         metrics.count_put_streams(self.put_streams.__len__)
+        self.connections = ConnectionStats()
+        metrics.count_http_connections(self.connections)
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])
@@ -156,11 +159,21 @@ class BrokerHttpServer:
     async def start(self) -> None:
         # lingering_time bounds how long the rest of a refused (413) body is drained and discarded.
         self._runner = web.AppRunner(
-            self.make_app(), access_log=None, shutdown_timeout=2.0, lingering_time=1.0
+            self.make_app(),
+            access_log=None,
+            shutdown_timeout=2.0,
+            lingering_time=1.0,
+            **runner_args(self.config),
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.host, self.port, reuse_address=True, ssl_context=server_context(self.config)
+        site = LimitedSite(
+            self._runner,
+            self.host,
+            self.port,
+            max_connections=self.config["httpMaxConnections"],
+            stats=self.connections,
+            reuse_address=True,
+            ssl_context=server_context(self.config),
         )
         await site.start()
         addresses = self._runner.addresses
@@ -208,7 +221,17 @@ class BrokerHttpServer:
                 f"request body of {length} bytes exceeds maxRequestBodyBytes {self.max_body}",
                 413,
             )
-        return _json(*await self.put_body(request.read, started))
+        return _json(*await self.put_body(functools.partial(self._read_body, request), started))
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The body, at most ``maxRequestBodyBytes`` (413), within ``httpBodyTimeoutMills`` (408)."""
+        return await read_body(
+            request.content,
+            self.max_body,
+            self.config["httpBodyTimeoutMills"] / 1000,
+            too_large=web.HTTPRequestEntityTooLarge,
+            too_slow=web.HTTPRequestTimeout,
+        )
 
     async def put_body(
         self, read: Callable[[], Awaitable[bytes]], started: float
@@ -237,7 +260,10 @@ class BrokerHttpServer:
         if denial is None:
             return None
         self.metrics.observe_refused(route, denial.status)
-        return _refused(denial, BASIC_CHALLENGE)
+        response = _refused(denial, BASIC_CHALLENGE)
+        if not request.content.is_eof():  # a refused body is not drained: the connection closes
+            response.force_close()
+        return response
 
     def _log_refused(self) -> web.Response | None:
         """Why this broker's log is not served now (fenced, an unverified slave), or None."""

@@ -33,6 +33,7 @@ from mqha.controller.service import ControllerService
 from mqha.errors import ConfigError
 from mqha.process import StartError
 from mqha.security.credentials import masked
+from mqha.security.http_limits import LimitedSite, runner_args
 from mqha.security.tls import server_context
 
 log = logging.getLogger("mqcontroller")
@@ -69,11 +70,11 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 
     # TEST ONLY, and only when the environment asks (mqha chaos --plant)
     maybe_plant_controller(service, handle_alter_sync_state_set, apply)
-    runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=2.0)
+    runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=2.0, **runner_args(config))
     await runner.setup()
     peer = service.self_peer
     try:
-        await web.TCPSite(runner, peer.host, peer.port, ssl_context=server_context(config)).start()
+        await _api_site(runner, service, config).start()
     except OSError as exc:
         await runner.cleanup()
         raise StartError(f"cannot listen on {peer.api_address}: {exc.strerror or exc}") from None
@@ -108,6 +109,19 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
             await each.cleanup()
         await service.stop()
         log.info("controller %s stopped", service.node_id)
+
+
+def _api_site(runner: Any, service: ControllerService, config: dict[str, Any]) -> LimitedSite:
+    """The API's site: this node's address in ``controllerDLegerPeers``, with the HTTP limits (§12.9)."""
+    peer = service.self_peer
+    return LimitedSite(
+        runner,
+        peer.host,
+        peer.port,
+        max_connections=config["httpMaxConnections"],
+        stats=service.connections,
+        ssl_context=server_context(config),
+    )
 
 
 async def _start_unless_stopped(service: ControllerService, stop: asyncio.Event) -> bool:

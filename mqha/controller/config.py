@@ -15,6 +15,7 @@ from mqha.config import REQUIRED, ConfigSpec, Key, Rule, is_unspecified_host, re
 from mqha.errors import ConfigError
 from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import SECRET_KEYS
+from mqha.security.http_limits import HTTP_LIMIT_KEYS
 from mqha.security.keys import AUTHENTICATION_KEYS, TLS_KEYS, check_security_keys
 from mqha.wire.types import ADDRESS_RULE, is_valid_address
 
@@ -308,6 +309,24 @@ CONTROLLER_CONFIG = ConfigSpec(
             rule=rules.POSITIVE_LONG,
             unit="bytes",
             runtime=True,
+            rocketmq=False,
+        ),
+        *HTTP_LIMIT_KEYS,
+        Key(
+            "consoleMaxStreams",
+            int,
+            64,
+            "web console event streams served at once; more get 503 (code 2 SYSTEM_BUSY)",
+            rule=rules.POSITIVE_INT,
+            rocketmq=False,
+        ),
+        Key(
+            "controllerSignatureStallMills",
+            int,
+            10_000,
+            "when broker signatures are refused for their timestamps this long and none passes, the "
+            "node reports unhealthy, alarms and, leading, hands leadership over (its clock is off)",
+            rule=rules.MILLIS,
             rocketmq=False,
         ),
         Key(

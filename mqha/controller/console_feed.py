@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from mqha.clock import wall_ms
@@ -34,6 +35,8 @@ class ConsoleFeed:
         self.generation = 0
         self.closed = False
         self._wake_pending = False
+        self.streams = 0  # open event streams (bounded by consoleMaxStreams)
+        self._shared: tuple[int, float, Any] | None = None  # (generation, made at, snapshot)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -64,6 +67,16 @@ class ConsoleFeed:
         """Streams return at their next wake-up (now)."""
         self.closed = True
         self.notify()
+
+    def shared_snapshot(self, make: Callable[[], Any], now: float, max_age: float) -> Any:
+        """``make()``, made once for every stream while the generation stays and for ``max_age`` s at
+        most: N streams cost one snapshot per change or re-check, not N."""
+        cached = self._shared
+        if cached is not None and cached[0] == self.generation and now - cached[1] < max_age:
+            return cached[2]
+        value = make()
+        self._shared = (self.generation, now, value)
+        return value
 
     def timeline(self) -> list[dict[str, Any]]:
         return list(self._timeline)

@@ -11,8 +11,12 @@ HTTP status from the code (``mqha.codes.http_status_for``): 200 success; 400 inv
 for a request without / with the wrong proof (``mqha.controller.access``), 413 (code 2005) for a body
 over ``maxRequestBodyBytes``, 404/405 (code 3) for unknown routes and methods.
 
-Order of checks per request: body size -> with ``authenticationEnabled``, the caller's proof for the
-route (``_authenticate``: a signature covers the raw body, which is read once and kept) -> JSON syntax
+Before a request reaches a handler, the site caps connections and the keep-alive timer bounds how
+long a request head may take (``mqha.security.http_limits``). Order of checks per request: with
+``authenticationEnabled``, the caller's proof for the route from the headers alone (``_authenticate``:
+a signature names the body's SHA-256, so a refused caller's body is never read and its connection is
+closed) -> body size and time (``httpBodyTimeoutMills``), and with a signature the body's SHA-256 ->
+JSON syntax
 and fields in one pass (``mqha.wire``: the body's bytes decode straight into the request struct;
 strict: types, ranges, required, unknown -> 400 naming the field) -> path parameter -> admin token
 (a designated elect; without ``authenticationEnabled`` every admin call is checked here, as before)
@@ -40,6 +44,7 @@ from mqha.controller.console_view import sse_message
 from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
 from mqha.process import metrics_response
+from mqha.security.http_limits import read_body
 from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
 from mqha.wire.codec import Request, decode_any
@@ -57,6 +62,7 @@ SERVICE = web.AppKey("service", ControllerService)
 _CODE = web.RequestKey("mqha_code", str)
 _WHO = web.RequestKey("mqha_who", object)  # what the Authorization header proved (access.Principal | Denial)
 _RAW_BODY = web.RequestKey("mqha_raw_body", bytes)
+_BODY_SHA256 = web.RequestKey("mqha_body_sha256", str)  # what a verified signature says the body hashes to
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Sessions and console streams last as long as their peer: no latency sample.
 _UNTIMED = frozenset({"brokerSession", "consoleEvents"})
@@ -105,20 +111,24 @@ def _service(request: web.Request) -> ControllerService:
 
 
 async def _read_body(request: web.Request) -> bytes:
-    """The body, reading at most ``maxRequestBodyBytes`` (413 beyond, without buffering it)."""
+    """The body, reading at most ``maxRequestBodyBytes`` (413 beyond, without buffering it) within
+    ``httpBodyTimeoutMills`` (408 after)."""
     if (checked := request.get(_RAW_BODY)) is not None:  # already read for its signature
         return checked
-    limit = _service(request).max_message_bytes()
+    service = _service(request)
+    limit = service.max_message_bytes()
     if request.content_length is not None and request.content_length > limit:
         raise _bad_request(f"request body of {request.content_length} bytes exceeds {limit} bytes", 413)
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await request.content.read(65536):
-        size += len(chunk)
-        if size > limit:
-            raise _bad_request(f"request body exceeds {limit} bytes", 413)
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    timeout_ms = service.config_store.config["httpBodyTimeoutMills"]
+    raw = await read_body(
+        request.content,
+        limit,
+        timeout_ms / 1000,
+        too_large=lambda: _bad_request(f"request body exceeds {limit} bytes", 413),
+        too_slow=lambda: _bad_request(
+            f"request body not received within httpBodyTimeoutMills={timeout_ms}", 408
+        ),
+    )
     if not raw.strip():
         raise _bad_request("request body is empty; expected a JSON object")
     return raw
@@ -185,18 +195,19 @@ def _parse(cls: type[R], obj: Any) -> R:
         raise HttpError(400, Reply(exc.code, exc.remark)) from None
 
 
-def _identify(request: web.Request, body: bytes) -> Principal | Denial:
-    """Who the request's ``Authorization`` header proves; once per request (a signature's nonce is
-    spent by its first check)."""
+def _identify(request: web.Request) -> Principal | Denial:
+    """Who the request's ``Authorization`` header proves, from the headers alone; once per request (a
+    signature's nonce is spent by its first check)."""
     who = request.get(_WHO)
     if who is None:
         header = request.headers.get("Authorization")
-        who = request[_WHO] = _service(request).auth.identify(request.method, request.raw_path, body, header)
+        who, digest = _service(request).auth.identify(request.method, request.raw_path, header)
+        request[_WHO], request[_BODY_SHA256] = who, digest
     return who
 
 
-def _require(request: web.Request, required: Access, body: bytes = b"") -> None:
-    denied = _service(request).auth.permit(required, _identify(request, body))
+def _require(request: web.Request, required: Access) -> None:
+    denied = _service(request).auth.permit(required, _identify(request))
     if denied is not None:
         raise HttpError(*denied)
 
@@ -313,10 +324,9 @@ async def list_groups(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     service = _service(request)
-    healthy, damage = service.healthy(), service.damage()
-    remark = "" if healthy else f"raft member damaged: {damage}" if damage else "raft not running"
-    code = Code.SUCCESS if healthy else Code.SERVICE_NOT_AVAILABLE
-    return respond(request, Reply(code, remark, {"healthy": healthy, "damage": damage}))
+    problem, damage = service.health_problem(), service.damage()
+    code = Code.SERVICE_NOT_AVAILABLE if problem else Code.SUCCESS
+    return respond(request, Reply(code, problem, {"healthy": not problem, "damage": damage}))
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -351,29 +361,42 @@ async def console_asset(request: web.Request) -> web.Response:
 
 
 async def console_events(request: web.Request) -> web.StreamResponse:
-    """Server-sent events: a ``snapshot`` event at once and after every change of the document."""
+    """Server-sent events: a ``snapshot`` event at once and after every change of the document. At most
+    ``consoleMaxStreams`` at once (503, code 2, beyond); the streams share one snapshot per change."""
     service = _service(request)
+    feed = service.console
+    most = service.config_store.config["consoleMaxStreams"]
+    if feed.streams >= most:
+        raise HttpError(503, Reply(Code.SYSTEM_BUSY, f"too many console streams (consoleMaxStreams={most})"))
     request[_CODE] = Code.SUCCESS.name
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await response.prepare(request)
+    feed.streams += 1
+    try:
+        await response.prepare(request)
+        await _stream_console(request, response)
+    except ConnectionResetError:  # the browser went away
+        pass
+    finally:
+        feed.streams -= 1
+    return response
+
+
+async def _stream_console(request: web.Request, response: web.StreamResponse) -> None:
+    service = _service(request)
     feed = service.console
     last: dict[str, Any] | None = None
     generation = feed.generation
     written = time.monotonic()
-    try:
-        await response.write(b"retry: 1000\n\n")  # EventSource reconnects after 1 s
-        while not feed.closed and request.transport is not None and not request.transport.is_closing():
-            snapshot = service.console_snapshot()
-            if snapshot != last:
-                await response.write(sse_message("snapshot", snapshot))
-                last, written = snapshot, time.monotonic()
-            elif time.monotonic() - written >= CONSOLE_KEEPALIVE:
-                await response.write(b": keepalive\n\n")
-                written = time.monotonic()
-            generation = await feed.wait_change(generation, CONSOLE_RECHECK)
-    except ConnectionResetError:  # the browser went away
-        pass
-    return response
+    await response.write(b"retry: 1000\n\n")  # EventSource reconnects after 1 s
+    while not feed.closed and request.transport is not None and not request.transport.is_closing():
+        snapshot = feed.shared_snapshot(service.console_snapshot, time.monotonic(), CONSOLE_RECHECK / 2)
+        if snapshot != last:
+            await response.write(sse_message("snapshot", snapshot))
+            last, written = snapshot, time.monotonic()
+        elif time.monotonic() - written >= CONSOLE_KEEPALIVE:
+            await response.write(b": keepalive\n\n")
+            written = time.monotonic()
+        generation = await feed.wait_change(generation, CONSOLE_RECHECK)
 
 
 async def console_analysis(request: web.Request) -> web.Response:
@@ -428,6 +451,8 @@ async def _envelope(request: web.Request, handler: Handler) -> web.StreamRespons
         response = await handler(request)
     except HttpError as exc:
         response = respond(request, exc.reply, exc.status)
+        if not request.content.is_eof():  # a refused body is not drained: the connection closes
+            response.force_close()
     except web.HTTPException as exc:  # the router's 404 / 405
         if exc.status < 400:
             raise
@@ -459,17 +484,19 @@ async def _until_started(request: web.Request, handler: Handler) -> web.StreamRe
 
 @web.middleware
 async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """With ``authenticationEnabled``: the caller's proof, checked before the body is decoded (an
-    unauthenticated peer costs a size-limited read and one HMAC, and learns nothing). A signature
-    covers the exact body bytes, so they are read (and kept for the handler) first."""
+    """With ``authenticationEnabled``: the caller's proof, from the headers, before any body byte is
+    read (an unauthenticated peer costs one HMAC and learns nothing). Then the body is read (and kept
+    for the handler); a signature's ``ContentSha256`` must be its hash."""
     name = request.match_info.route.name
     if name is None:  # no such route: the router's 404 / 405
         return await handler(request)
     required = route_access(request.method, name)
     if _service(request).auth.enabled and required is not Access.OPEN:
+        _require(request, required)
         body = await _read_body(request) if request.method in _BODY_METHODS else b""
+        if (wrong := _service(request).auth.check_body(request.get(_BODY_SHA256, ""), body)) is not None:
+            raise HttpError(*wrong)
         request[_RAW_BODY] = body
-        _require(request, required, body)
     return await handler(request)
 
 

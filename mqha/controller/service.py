@@ -30,7 +30,9 @@ from typing import Any
 
 from mqha.clock import Clock, MonotonicClock
 from mqha.controller.auth import ControllerAuth
+from mqha.controller.clock_guard import ClockGuard
 from mqha.controller.config_store import ConfigStore
+from mqha.controller.guard_metrics import GuardCollector
 from mqha.controller.liveness_watch import LivenessWatch
 from mqha.controller.membership import Membership
 from mqha.controller.metrics import ControllerMetrics
@@ -38,6 +40,7 @@ from mqha.controller.parts import NodeParts
 from mqha.controller.role_changes import RoleChangeFanout
 from mqha.controller.status_views import StatusViews
 from mqha.controller.write_path import WritePath
+from mqha.security.http_limits import ConnectionStats
 
 
 class ControllerService:
@@ -62,7 +65,12 @@ class ControllerService:
         self.role_changes = RoleChangeFanout(parts)
         self.writes = WritePath(parts, self.metrics, self.role_changes.notify_role_change)
         self.liveness = LivenessWatch(parts, self.writes.elect_master)
-        self.auth = ControllerAuth(self.config_store)
+        self.auth = ControllerAuth(self.config_store, parts.self_peer.api_address, parts.clock)
+        self.clock_guard = ClockGuard(parts, self.auth)
+        self.connections = ConnectionStats()  # the API site's (mqha.security.http_limits)
+        self.metrics.registry.register(
+            GuardCollector(self.auth, self.clock_guard, self.connections, parts.console)
+        )
         self.membership = Membership(parts, on_restart_wanted or (lambda: None))
 
         self.node_id = parts.node_id
@@ -109,6 +117,7 @@ class ControllerService:
         await self.parts.start()
         self.membership.start_watch()
         self.liveness.start_scans()
+        self.clock_guard.start()
 
     def begin_stop(self) -> None:
         """Stop deciding: no more scans or triggered elections (sessions closing is not a crash)."""
@@ -117,13 +126,27 @@ class ControllerService:
 
     async def stop(self) -> None:
         self.begin_stop()
+        await self.clock_guard.stop()
         await self.membership.stop_watch()
         await self.liveness.wait_stopped()
         await self.parts.stop()
 
+    def health_problem(self) -> str:
+        """Why this node is not healthy ("" when it is): not started (the store's role decided and saved,
+        the Raft member running), the member unhealthy or damaged, or no broker signature verifies (its
+        clock)."""
+        if not (self.parts.started and self.parts.log.healthy()):
+            damage = self.damage()
+            return f"raft member damaged: {damage}" if damage else "raft not running"
+        if self.auth.enabled and self.auth.signatures_stalled():
+            return (
+                f"no broker signature verified for {self.auth.signatures_stalled_ms()} ms: they fail on this "
+                "node's clock"
+            )
+        return ""
+
     def healthy(self) -> bool:
-        """Started (the store's role decided and saved, the Raft member running) and the member healthy."""
-        return self.parts.started and self.parts.log.healthy()
+        return not self.health_problem()
 
     def damage(self) -> str | None:
         """Why this member's Raft state cannot be trusted (docs/raft.md §11), or None."""

@@ -84,18 +84,19 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-Signer = Callable[[str, str, bytes], Mapping[str, str]]
-"""Headers that prove who sends a request: ``signer(method, path with its raw query, body bytes)``.
-Called once per request sent (each gets a fresh nonce and timestamp)."""
+Signer = Callable[[str, str, str, bytes], Mapping[str, str]]
+"""Headers that prove who sends a request: ``signer(method, node, path with its raw query, body bytes)``,
+``node`` the ``host:port`` it is sent to (a signature names its target). Called once per request sent
+(each gets a fresh nonce and timestamp)."""
 
 
 def signed_headers(
-    headers: Mapping[str, str] | None, signer: Signer | None, method: str, target: str, body: bytes
+    headers: Mapping[str, str] | None, signer: Signer | None, request: tuple[str, str, str, bytes]
 ) -> dict[str, str]:
-    """``headers`` plus, with a ``signer``, the proof of this one request."""
+    """``headers`` plus, with a ``signer``, the proof of this one ``request`` (method, node, target, body)."""
     sent = dict(headers or {})
     if signer is not None:
-        sent.update(signer(method, target, body))
+        sent.update(signer(*request))
     return sent
 
 
@@ -118,9 +119,10 @@ async def fetch(
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(connect_timeout_s, timeout_s))
     # The URL and body bytes are made here, so a signature covers exactly what goes on the wire.
     scheme = "http" if ssl is None else "https"
-    url = URL(f"{scheme}://{address.removeprefix('http://')}{path}").extend_query(params or {})
+    node = address.removeprefix("http://")
+    url = URL(f"{scheme}://{node}{path}").extend_query(params or {})
     data = None if body is None else json.dumps(body).encode()
-    sent = signed_headers(headers, signer, method, url.raw_path_qs, data or b"")
+    sent = signed_headers(headers, signer, (method, node, url.raw_path_qs, data or b""))
     if data is not None:
         sent["Content-Type"] = "application/json"
     try:
@@ -186,9 +188,9 @@ class LeaderCaller:
             await self._session.close()
             self._session = None
 
-    def headers_for(self, method: str, target: str, body: bytes = b"") -> dict[str, str]:
-        """The headers of one request sent outside ``ask`` (the session upgrade): ours, signed."""
-        return signed_headers(self.headers, self.signer, method, target, body)
+    def headers_for(self, method: str, node: str, target: str, body: bytes = b"") -> dict[str, str]:
+        """The headers of one request to ``node`` sent outside ``ask`` (the session upgrade): ours, signed."""
+        return signed_headers(self.headers, self.signer, (method, node, target, body))
 
     # ------------------------------------------------------------------------------ one exchange
 

@@ -43,12 +43,14 @@ NONCE_BYTES = 16
 
 
 def signer_of(credentials: InnerCredentials) -> Signer:
-    """Signs each request with ``credentials``, a fresh random nonce and the wall-clock time."""
+    """Signs each request with ``credentials``, its target node, a fresh random nonce and the wall-clock
+    time."""
 
-    def signer(method: str, target: str, body: bytes) -> dict[str, str]:
+    def signer(method: str, node: str, target: str, body: bytes) -> dict[str, str]:
         nonce = secrets.token_hex(NONCE_BYTES)
         # Wall clock: the controller compares the timestamp with its own wall clock.
-        return {"Authorization": sign(credentials, method, target, body, timestamp_ms=wall_ms(), nonce=nonce)}
+        proof = sign(credentials, method, node, target, body, timestamp_ms=wall_ms(), nonce=nonce)
+        return {"Authorization": proof}
 
     return signer
 

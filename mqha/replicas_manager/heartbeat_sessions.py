@@ -174,7 +174,9 @@ class HeartbeatSessions:
                     self._caller.session.ws_connect(
                         f"{scheme_of(self._caller.ssl)}://{link.address}{SESSION_PATH}",
                         ssl=self._caller.ssl or True,  # docs/architecture.md §12.5
-                        headers=self._caller.headers_for("GET", SESSION_PATH),  # signed per attempt
+                        headers=self._caller.headers_for(
+                            "GET", link.address, SESSION_PATH
+                        ),  # signed per attempt
                         autoping=True,  # answer the controller's pings
                         heartbeat=None,  # liveness is the heartbeat messages' job
                         timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0),

@@ -60,7 +60,7 @@ def signed(
 ) -> tuple[int, Any, dict[str, str]]:
     """``method path`` with a signature over the exact body bytes; also returns the headers used."""
     raw = b"" if body is None else json.dumps(body).encode()
-    headers = signature(method, path, raw, credentials=credentials, age_ms=age_ms, nonce=nonce)
+    headers = signature(method, path, raw, node=node, credentials=credentials, age_ms=age_ms, nonce=nonce)
     status, reply = node.call(method, path, raw=raw if body is not None else None, headers=headers)
     return status, reply, headers
 
@@ -70,14 +70,16 @@ def signature(
     path: str,
     raw: bytes,
     *,
+    node: Node,
     credentials: InnerCredentials = CREDENTIALS,
     age_ms: int = 0,
     nonce: str | None = None,
 ) -> dict[str, str]:
-    """The ``Authorization`` header of one request, as a broker makes it."""
+    """The ``Authorization`` header of one request to ``node``, as a broker makes it."""
     now_ms = int(time.time() * 1000)
     nonce = nonce or secrets.token_hex(16)
-    return {"Authorization": sign(credentials, method, path, raw, timestamp_ms=now_ms - age_ms, nonce=nonce)}
+    proof = sign(credentials, method, node.address, path, raw, timestamp_ms=now_ms - age_ms, nonce=nonce)
+    return {"Authorization": proof}
 
 
 class AuthCluster:
@@ -207,9 +209,11 @@ def test_unsigned_and_wrongly_signed_broker_calls_are_refused_and_change_nothing
             _refused(signed(node, method, path, body, credentials=WRONG), 401, "wrong signature")
             unknown = InnerCredentials("someone-else", CREDENTIALS.secret_key)
             _refused(signed(node, method, path, body, credentials=unknown), 401, "unknown access key")
-            # A signature of another body (or path) does not cover this one.
-            headers = signature(method, "/v1/brokers/heartbeat", b'{"x": 1}')
+            # A signature of another path, or of another body, does not cover this one.
+            headers = signature(method, "/v1/groups/x/elect", json.dumps(body).encode(), node=node)
             _refused(node.call(method, path, body, headers=headers), 401, "wrong signature")
+            headers = signature(method, path, b'{"x": 1}', node=node)
+            _refused(node.call(method, path, body, headers=headers), 401, "not the one signed")
             _refused(node.call(method, path, body, headers={"Authorization": "Bearer guess"}), 403)
             _refused(node.call(method, path, body, headers={"Authorization": "Basic YTpi"}), 401)
     assert cluster.snapshot() == before
@@ -238,24 +242,47 @@ def test_expired_and_replayed_signatures_are_refused(cluster: AuthCluster) -> No
     assert cluster.snapshot() == before
 
 
-def test_session_upgrade_needs_a_signature(cluster: AuthCluster) -> None:
-    async def upgrade(node: Node, headers: dict[str, str]) -> int:
-        async with aiohttp.ClientSession() as session:
-            try:
-                async with session.ws_connect(f"{node.url}/v1/brokers/session", headers=headers) as ws:
-                    await ws.close()
-                    return 101
-            except aiohttp.WSServerHandshakeError as exc:
-                return exc.status
+async def upgrade(node: Node, headers: dict[str, str]) -> int:
+    """The HTTP status of a session upgrade with ``headers`` (101: a broker session was opened)."""
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.ws_connect(f"{node.url}/v1/brokers/session", headers=headers) as ws:
+                await ws.close()
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
 
+
+def test_session_upgrade_needs_a_signature(cluster: AuthCluster) -> None:
     node = cluster.controllers.nodes[0]
-    good = signature("GET", "/v1/brokers/session", b"")
-    bad = signature("GET", "/v1/brokers/session", b"", credentials=WRONG)
+    good = signature("GET", "/v1/brokers/session", b"", node=node)
+    bad = signature("GET", "/v1/brokers/session", b"", node=node, credentials=WRONG)
     assert asyncio.run(upgrade(node, {})) == 401
     assert asyncio.run(upgrade(node, bad)) == 401
     assert asyncio.run(upgrade(node, good)) == 101
     assert asyncio.run(upgrade(node, good)) == 401  # replayed
     assert asyncio.run(upgrade(node, ADMIN)) == 101  # an operator may do what a broker can
+
+
+def test_a_signature_made_for_one_controller_is_refused_by_another(cluster: AuthCluster) -> None:
+    """Issue 45 finding 5: a session upgrade captured on its way to a follower and replayed to the leader
+    (within the window, so no nonce cache of the leader has seen it) must not open a broker session."""
+    leader = cluster.leader()
+    follower = next(n for n in cluster.controllers.nodes if n.address != leader.address)
+    captured = signature("GET", "/v1/brokers/session", b"", node=follower)
+    assert asyncio.run(upgrade(follower, captured)) == 101  # the genuine use
+    assert asyncio.run(upgrade(leader, captured)) == 401  # the replay elsewhere
+    # The same for a plain call: a heartbeat signed for the follower does nothing at the leader.
+    master_id = cluster.replica_info()["masterBrokerId"]
+    beat = {
+        "clusterName": CLUSTER_NAME,
+        "brokerName": BROKER_NAME,
+        "brokerAddr": "127.0.0.1:1",
+        "brokerId": master_id,
+    }
+    raw = json.dumps(beat).encode()
+    headers = signature("POST", "/v1/brokers/heartbeat", raw, node=follower)
+    _refused(leader.call("POST", "/v1/brokers/heartbeat", raw=raw, headers=headers), 401, "not for this node")
 
 
 def test_admin_calls_need_the_admin_token_not_broker_credentials(cluster: AuthCluster) -> None:

@@ -19,7 +19,7 @@ from mqha.controller_client.policy import Policy, Why
 from mqha.errors import RemoteProtocolError
 from mqha.replicas_manager.client import signer_of
 from mqha.security.credentials import InnerCredentials
-from mqha.security.signing import RequestVerifier
+from mqha.security.signing import RequestVerifier, check_body
 from tests.helpers.processes import free_port
 
 Handler = Callable[[web.Request], Any]
@@ -189,27 +189,29 @@ def test_refused_and_malformed() -> None:
 
 
 def test_every_request_is_signed_over_the_exact_bytes_and_target_sent() -> None:
-    """A signature covers the path with its raw query and the body bytes the server receives, with a
-    fresh nonce per request (retries and redirects included)."""
+    """A signature covers the node it is sent to, the path with its raw query and the body bytes the
+    server receives, with a fresh nonce per request (retries and redirects included)."""
     credentials = InnerCredentials("inner", "inner-secret-0123")
-    verifier = RequestVerifier({"inner": credentials})
     verdicts: list[object] = []
+    verifiers: list[RequestVerifier] = []
 
     async def check(request: web.Request) -> web.Response:
         body = await request.read()
         header = request.headers.get("Authorization")
-        verdicts.append(verifier.verify(request.method, request.raw_path, body, header, wall_ms()))
+        verdict = verifiers[0].verify(request.method, request.raw_path, header, wall_ms())
+        verdicts.append(verdict.denial or check_body(verdict.body_sha256, body))
         return reply({"code": 0})
 
     async def body() -> None:
         fake = Fake(check)
+        verifiers.append(RequestVerifier({"inner": credentials}, fake.address))
         async with serving(fake):
             caller = LeaderCaller([fake.address], DIRECT, signer=signer_of(credentials))
             try:
                 await caller.call("POST", "/v1/brokers/register", body={"brokerName": "b é/%"}, write=True)
                 await caller.call("GET", "/v1/sync-state-data", params={"brokerName": "a b&c=d/é"})
                 await caller.call("GET", "/v1/groups/x%20y/replica-info")
-                headers = caller.headers_for("GET", "/v1/brokers/session")
+                headers = caller.headers_for("GET", fake.address, "/v1/brokers/session")
                 url = f"http://{fake.address}/v1/brokers/session"
                 with pytest.raises(aiohttp.WSServerHandshakeError):  # the fake does not upgrade
                     await caller.session.ws_connect(url, headers=headers)

@@ -11,7 +11,7 @@ from mqha.bench.auth import CONTROLLER_SIDES, WORKLOADS, _report, proofs, settin
 from mqha.clock import wall_ms
 from mqha.cluster.secrets import secure_settings
 from mqha.security.credentials import parse_inner_credentials
-from mqha.security.signing import RequestVerifier
+from mqha.security.signing import RequestVerifier, check_body
 
 
 def test_an_authentication_off_cluster_gets_no_proofs() -> None:
@@ -24,13 +24,14 @@ def test_a_secure_cluster_gets_a_broker_signature_and_the_admin_token() -> None:
     broker, admin = proofs(controller)
     assert broker is not None and admin is not None
     inner = parse_inner_credentials(controller["innerClientAuthenticationCredentials"])
-    verifier = RequestVerifier({inner.access_key: inner})
+    verifier = RequestVerifier({inner.access_key: inner}, "127.0.0.1:9878")
     target, body = "/v1/groups/set0/sync-state-set", b'{"masterBrokerId":1}'
-    first, second = (broker("POST", target, body)["Authorization"] for _ in range(2))
+    first, second = (broker("POST", "127.0.0.1:9878", target, body)["Authorization"] for _ in range(2))
     assert first != second  # a fresh nonce per request
     for header in (first, second):
-        assert verifier.verify("POST", target, body, header, wall_ms()) is None
-    assert admin("POST", "/v1/groups/elect0/elect", b"{}") == {
+        verdict = verifier.verify("POST", target, header, wall_ms())
+        assert verdict.denial is None and check_body(verdict.body_sha256, body) is None
+    assert admin("POST", "127.0.0.1:9878", "/v1/groups/elect0/elect", b"{}") == {
         "Authorization": f"Bearer {controller['adminAuthToken']}"
     }
 

@@ -114,13 +114,13 @@ def test_without_a_signer_the_request_is_the_four_header_lines() -> None:
     )
 
 
-def test_a_signer_signs_the_target_and_body_sent_and_adds_its_headers() -> None:
+def test_a_signer_signs_the_node_target_and_body_sent_and_adds_its_headers() -> None:
     seen = []
 
-    def signer(method: str, target: str, body: bytes) -> dict[str, str]:
-        seen.append((method, target, body))
+    def signer(method: str, node: str, target: str, body: bytes) -> dict[str, str]:
+        seen.append((method, node, target, body))
         return {"Authorization": "Proof 1", "X-Other": "2"}
 
     sent = sent_request(signer)
-    assert seen == [("POST", "/v1/x?a=b", b'{"k":1}')]
+    assert seen == [("POST", "127.0.0.1:1", "/v1/x?a=b", b'{"k":1}')]
     assert sent.endswith(b'Content-Length: 7\r\nAuthorization: Proof 1\r\nX-Other: 2\r\n\r\n{"k":1}')

@@ -94,19 +94,27 @@ def test_permit_with_authentication_off_is_the_old_admin_token_check(who: Princi
 
 
 def test_a_real_signature_end_to_end_through_identify() -> None:
-    verifier = RequestVerifier({CREDENTIALS.access_key: CREDENTIALS})
+    verifier = RequestVerifier({CREDENTIALS.access_key: CREDENTIALS}, "127.0.0.1:9878")
     body = b'{"brokerName":"b"}'
-    header = sign(CREDENTIALS, "POST", "/v1/brokers/register", body, timestamp_ms=1_000_000, nonce="n1")
+    header = sign(
+        CREDENTIALS,
+        "POST",
+        "127.0.0.1:9878",
+        "/v1/brokers/register",
+        body,
+        timestamp_ms=1_000_000,
+        nonce="n1",
+    )
 
     def who(target: str, now_ms: int = 1_000_500) -> object:
         return identify(
             header,
             enabled=True,
             admin_token=TOKEN,
-            verify=lambda: verifier.verify("POST", target, body, header, now_ms),
+            verify=lambda: verifier.verify("POST", target, header, now_ms).denial,
         )
 
-    assert who("/v1/brokers/apply-id") == Denial(401, "wrong signature")  # another path
+    assert who("/v1/brokers/apply-id") == Denial(401, "wrong signature", "wrong")  # another path
     assert who("/v1/brokers/register", now_ms=1_000_000 + 61_000).status == 401  # type: ignore[attr-defined]
     assert who("/v1/brokers/register") is Principal.BROKER
     assert who("/v1/brokers/register").remark.endswith("(replay)")  # type: ignore[attr-defined]
