@@ -157,13 +157,9 @@ class BrokerHttpServer:
         return app
 
     async def start(self) -> None:
-        # lingering_time bounds how long the rest of a refused (413) body is drained and discarded.
+        # runner_args: the limits of §12.9 (a refused body is drained and discarded for 1 s at most).
         self._runner = web.AppRunner(
-            self.make_app(),
-            access_log=None,
-            shutdown_timeout=2.0,
-            lingering_time=1.0,
-            **runner_args(self.config),
+            self.make_app(), access_log=None, shutdown_timeout=2.0, **runner_args(self.config)
         )
         await self._runner.setup()
         site = LimitedSite(

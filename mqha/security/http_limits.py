@@ -10,7 +10,7 @@ The controller's and the broker's API serve on a ``LimitedSite``:
 - aiohttp reads at most ``PRE_AUTH_BUFFER_BYTES`` (x2, its high-water mark) of a body ahead of the
   handler, so an unread body costs that much; the handlers check credentials from the headers before
   reading a body, read it under ``httpBodyTimeoutMills`` (``read_body``: 408 past it) and close the
-  connection of a refusal rather than drain what remains.
+  connection of a refusal after discarding what arrives of its body for ``LINGER_S`` at most.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from mqha.config import MILLIS, POSITIVE_INT, Key
 
 PRE_AUTH_BUFFER_BYTES = 16 * 1024
 """aiohttp's ``read_bufsize``: what it buffers of a body before the handler reads it (twice this at most)."""
+LINGER_S = 0.2
+"""How long the unread rest of a refused body is read and discarded before the connection closes (so
+the client can read its answer rather than a reset); aiohttp's default is 10 s."""
 
 HTTP_LIMIT_KEYS = (
     Key(
@@ -59,10 +62,11 @@ HTTP_LIMIT_KEYS = (
 
 
 def runner_args(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``web.AppRunner`` arguments of the limits (the keep-alive timer and the read-ahead)."""
+    """The ``web.AppRunner`` arguments of the limits (the keep-alive timer, the read-ahead, lingering)."""
     return {
         "keepalive_timeout": config["httpHeaderTimeoutMills"] / 1000,
         "read_bufsize": PRE_AUTH_BUFFER_BYTES,
+        "lingering_time": LINGER_S,
     }
 
 
