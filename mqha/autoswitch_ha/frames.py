@@ -83,7 +83,9 @@ MAX_HANDSHAKE_ENTRIES = 1000
 """The reference master's handshake buffer holds at most this many epoch entries."""
 
 INITIAL_BUFFER_SIZE = 64 * 1024
-"""A reader's buffer to begin with; it grows to hold the largest frame met (plus one read)."""
+"""A reader's buffer once the first bytes arrive (none before: a connection that never sends costs no
+buffer, and a freed 64 KiB block per idle connection fragmented the heap); it grows to hold the largest
+frame met (plus one read)."""
 
 RECEIVES_PER_BUFFER = 8
 """A buffer that grows holds at least this many receives of the size asked for, so the partial frame at
@@ -296,7 +298,7 @@ class FrameReader:
         self.borrow = borrow
         # Bytes [_start, _end) are received but not decoded. The buffer never resizes in place (a
         # borrowed view would forbid it): it is compacted by copying within, or replaced when too small.
-        self._buf = bytearray(INITIAL_BUFFER_SIZE)
+        self._buf = bytearray()  # allocated at the first receive (INITIAL_BUFFER_SIZE)
         self._start = 0
         self._end = 0
         self._error: RemoteProtocolError | None = None
@@ -319,7 +321,9 @@ class FrameReader:
             if pending + min_size <= len(buf):
                 buf[:pending] = buf[start:end]  # move the partial frame to the front
             else:
-                grown = bytearray(max(pending + min_size, 2 * len(buf), RECEIVES_PER_BUFFER * min_size))
+                grown = bytearray(
+                    max(pending + min_size, 2 * len(buf), RECEIVES_PER_BUFFER * min_size, INITIAL_BUFFER_SIZE)
+                )
                 grown[:pending] = buf[start:end]
                 self._buf = buf = grown
             self._start, self._end = 0, pending

@@ -20,6 +20,10 @@ With credentials (``authenticationEnabled``) a link first runs the exchange of `
 the challenge, reads the slave's hello (at most 78 + 256 bytes, within ``auth_timeout_ms``) and answers
 with its proof; only then does its ``MasterConnection`` see a byte, and a HANDSHAKE must claim the
 proved slave id. A failed exchange closes the socket with one log line and nothing more sent.
+
+A peer that has not sent its HANDSHAKE ``auth_timeout_ms`` (5 s) after it connected is closed, with or
+without authentication (docs/architecture.md §12.9): before, an idle unknown peer was held for
+``haHousekeepingInterval``.
 """
 
 from __future__ import annotations
@@ -128,6 +132,7 @@ class MasterLink:
         self._on_bytes = settings.on_bytes  # metrics: (sent, received)
         self._credentials = settings.credentials
         self._auth_timeout_s = settings.auth_timeout_ms / 1000
+        self._handshake_deadline_ms = clock() + settings.auth_timeout_ms  # a silent peer is closed then
         self.auth: MasterAuth | None = None  # the passed exchange (None: authentication off or not yet)
         self.closed: ConnectionClosed | None = None
 
@@ -234,6 +239,8 @@ class MasterLink:
                 self.sent.roll()
                 self.received.roll()
                 self.conn.tick(now)
+                if self.conn.slave_id is None and now > self._handshake_deadline_ms:
+                    self.conn.close("no HANDSHAKE within the handshake timeout")
 
     async def _pump(self) -> None:
         while (event := self.conn.next_event()) is not None:

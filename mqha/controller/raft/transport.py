@@ -11,10 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from pysyncobj import SyncObj
+from pysyncobj.monotonic import monotonic as monotonic_time
 from pysyncobj.transport import TCPTransport
 
 from mqha.controller.raft.identity import OBSERVER_HANDSHAKE_PREFIX
 from mqha.controller.raft.journal import DurableFileJournal
+
+HANDSHAKE_TIMEOUT_S = 2.0
+"""An incoming connection that has not named itself (and, with a password, exchanged its key) this long
+after it opened is closed (docs/architecture.md §12.4): stock PySyncObj kept such a connection forever,
+as its timeout is only checked when the connection reads or writes."""
 
 
 class IdentityTransport(TCPTransport):
@@ -36,7 +42,27 @@ class IdentityTransport(TCPTransport):
         of connected observers."""
         self.observer_id = observer_id
         self.observers: dict[Any, str] = {}  # read-only Node -> the raftId it gave
+        self._opened_at: dict[Any, float] = {}  # unknown incoming connection -> when it opened
         super().__init__(syncObj, selfNode, otherNodes)
+
+    def _onNewIncomingConnection(self, conn: Any) -> None:
+        """Extends ``TCPTransport._onNewIncomingConnection``. Why: an unknown connection must not be kept
+        forever. Differs: remembers when it opened (``close_silent_connections`` closes it)."""
+        super()._onNewIncomingConnection(conn)
+        self._opened_at[conn] = monotonic_time()
+
+    def close_silent_connections(self, now: float) -> int:
+        """Close incoming connections still unknown ``HANDSHAKE_TIMEOUT_S`` after they opened; how many."""
+        closed = 0
+        for conn, opened in list(self._opened_at.items()):
+            if conn not in self._unknownConnections:  # named itself, or gone
+                del self._opened_at[conn]
+            elif now - opened > HANDSHAKE_TIMEOUT_S:
+                del self._opened_at[conn]
+                self._unknownConnections.discard(conn)
+                conn.disconnect()
+                closed += 1
+        return closed
 
     def addNode(self, node: Any) -> None:
         """Extends ``TCPTransport.addNode``. Why: the handshake lookup must be by id. Differs: the node is
@@ -124,8 +150,11 @@ class GroupCommitTransport(IdentityTransport):
     def _onTick(self) -> None:
         """Extends ``pysyncobj.transport.TCPTransport._onTick`` (a tick callback the stock constructor
         registers). Why: the end of a tick is where every change of the tick is known. Differs: syncs
-        the journal and releases the held messages before the stock bind/connect work."""
+        the journal and releases the held messages before the stock bind/connect work, and closes
+        incoming connections that never named themselves."""
         self.sync_and_release()
+        if self._opened_at:
+            self.close_silent_connections(monotonic_time())
         super()._onTick()
 
     def sync_and_release(self) -> None:

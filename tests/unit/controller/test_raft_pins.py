@@ -64,6 +64,7 @@ OVERRIDES: list[tuple[type, str, type, list[str]]] = [
     (IdentityTransport, "dropNode", TCPTransport, ["self", "node"]),
     (IdentityTransport, "_sendSelfAddress", TCPTransport, ["self", "conn"]),
     (IdentityTransport, "_onIncomingMessageReceived", TCPTransport, ["self", "conn", "message"]),
+    (IdentityTransport, "_onNewIncomingConnection", TCPTransport, ["self", "conn"]),
     (GroupCommitTransport, "__init__", TCPTransport, ["self", "syncObj", "selfNode", "otherNodes"]),
     (GroupCommitTransport, "send", TCPTransport, ["self", "node", "message"]),
     (GroupCommitTransport, "_onTick", TCPTransport, ["self"]),
@@ -81,6 +82,7 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
     (SyncObj._SyncObj__onMessageReceived, "self.__raftNextIndex[node] = nextNodeIdx"),  # type: ignore[attr-defined]
     (SyncObj.__init__, "self.__raftMatchIndex = {}"),
     (TCPTransport.__init__, "self._nodeAddrToNode = {}"),
+    (TCPTransport.__init__, "self._unknownConnections = set() # set of TcpConnection objects"),
     (TCPTransport.__init__, "self._readonlyNodesCounter = 0"),
     (TCPTransport._onIncomingMessageReceived, "nodeId = str(self._readonlyNodesCounter)"),
     (
