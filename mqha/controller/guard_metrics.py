@@ -3,7 +3,7 @@
 - ``mqha_controller_signatures_verified_total``; ``mqha_controller_signatures_refused_total{reason}``
   (``malformed``, ``unknown_key``, ``other_node``, ``wrong``, ``skew``, ``replay``, ``body``)
 - ``mqha_controller_signature_clock_skew_seconds``: the last signature with a right HMAC, its
-  timestamp minus this node's wall clock (absent before the first)
+  timestamp minus this node's wall clock (NaN before the first)
 - ``mqha_controller_signature_stalled_seconds``: how long signatures have failed on this node's clock
   with none accepted (0 normally); ``mqha_controller_signature_stall_handovers_total``
 - ``mqha_controller_http_connections``, ``mqha_controller_http_connections_refused_total``,
@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -46,12 +47,12 @@ class GuardCollector(Collector):
         for reason in sorted({*REFUSAL_REASONS, *auth.refused}):
             refused.add_metric([reason], auth.refused[reason])
         yield refused
-        if auth.watch.last_skew_ms is not None:
-            yield GaugeMetricFamily(
-                "mqha_controller_signature_clock_skew_seconds",
-                "the last broker signature's timestamp minus this node's wall clock",
-                value=auth.watch.last_skew_ms / 1000,
-            )
+        skew = auth.watch.last_skew_ms
+        yield GaugeMetricFamily(
+            "mqha_controller_signature_clock_skew_seconds",
+            "the last broker signature's timestamp minus this node's wall clock (NaN before the first)",
+            value=math.nan if skew is None else skew / 1000,
+        )
         yield GaugeMetricFamily(
             "mqha_controller_signature_stalled_seconds",
             "how long broker signatures have failed on this node's clock with none accepted",

@@ -1,0 +1,149 @@
+"""Issue 45 finding 7 (the controller's part) with real processes: a leader whose wall clock jumps an hour
+ahead refuses every broker signature. Before, it stayed a healthy leader (no master for >= 20 s after a
+master kill, restarted brokers could not register). Now, once a broker has to sign anew (here: it is
+restarted), it alarms, answers ``/healthz`` 503, hands leadership over, and its metrics show the skew
+and the stall; the broker registers through the new leader.
+
+3 ``mqcontroller`` with authentication on and 1 ``mqbroker`` (it heartbeats to every controller). Each
+controller runs with a test-only wall-clock shim (a ``sitecustomize`` on its ``PYTHONPATH``): its
+``time.time`` is shifted by the milliseconds written in a file, read again at most every 0.2 s, so the
+test steps one running process's clock (libfaketime breaks Python's sleeps; monotonic time is untouched).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from mqha.security.credentials import InnerCredentials, User, render_inner_credentials, render_user
+from tests.helpers.processes import ProcessGroup, wait_healthy, wait_until
+from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
+from tests.integration.controller_cluster import ControllerCluster, mqcontroller_command
+from tests.integration.controller_cluster import Node as Controller
+
+pytestmark = pytest.mark.integration
+
+CREDENTIALS = InnerCredentials("inner", "inner-secret-key-0123")
+AUTH = {
+    "authenticationEnabled": "true",
+    "innerClientAuthenticationCredentials": render_inner_credentials(CREDENTIALS),
+}
+CONTROLLER_SETTINGS = {
+    **AUTH,
+    "adminAuthToken": "admin-token-0123456789",
+    "controllerSignatureStallMills": "3000",
+}
+BROKER_SETTINGS = {
+    **BROKER_TEST_SETTINGS,
+    **AUTH,
+    "initAuthenticationUser": render_user(User("u", "u-password")),
+}
+OFFSET_FILE = "wall_offset_ms"
+
+SHIM = """
+import os, time
+_path = os.environ.get("MQHA_TEST_ONLY_WALL_OFFSET_FILE")
+if _path:
+    _plain_time, _plain_time_ns, _monotonic = time.time, time.time_ns, time.monotonic
+    _cache = [-1.0, 0]
+    def _offset_ns():
+        now = _monotonic()
+        if now - _cache[0] > 0.2:
+            try:
+                with open(_path) as f:
+                    _cache[1] = int(f.read().strip() or 0) * 1_000_000
+            except (OSError, ValueError):
+                _cache[1] = 0
+            _cache[0] = now
+        return _cache[1]
+    time.time = lambda: _plain_time() + _offset_ns() / 1e9
+    time.time_ns = lambda: _plain_time_ns() + _offset_ns()
+"""
+
+
+@dataclass
+class Cluster:
+    group: ProcessGroup
+    controllers: ControllerCluster
+    broker: Broker
+
+    def restart_broker(self) -> None:
+        """SIGKILL and start again: the new process signs its session upgrades and registration anew."""
+        assert self.broker.proc is not None
+        self.broker.proc.kill()
+        self.broker.start(self.group, ";".join(n.address for n in self.controllers.nodes))
+
+    def step_clock(self, node: Controller, offset_ms: int) -> None:
+        (node.base / OFFSET_FILE).write_text(str(offset_ms))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    base = tmp_path_factory.mktemp("clock")
+    shim = base / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(SHIM)
+    with ProcessGroup() as group:
+        controllers = ControllerCluster(group, base / "controllers", size=3, settings=CONTROLLER_SETTINGS)
+        for node in controllers.nodes:
+            env = {
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])),
+                "MQHA_TEST_ONLY_WALL_OFFSET_FILE": str(node.base / OFFSET_FILE),
+            }
+            node.proc = group.start(
+                [*mqcontroller_command(), "-c", str(node.conf)],
+                log_path=node.log_path,
+                name=node.node_id,
+                env=env,
+            )
+        wait_healthy([(node.proc, node.url) for node in controllers.nodes], 20)
+        controllers.leader(timeout=10)
+        broker = Broker("b0", base / "b0", BROKER_SETTINGS)
+        broker.start(group, ";".join(n.address for n in controllers.nodes))
+        wait_until(lambda: (broker.try_status() or {}).get("role") == "MASTER", 20, message="master")
+        yield Cluster(group, controllers, broker)
+
+
+def _metric(node: Controller, name: str) -> float | None:
+    status, text = node.get("/metrics")
+    assert status == 200
+    for line in str(text).splitlines():
+        if line.startswith((name + " ", name + "{")):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_leader_whose_clock_jumps_an_hour_ahead_alarms_and_hands_leadership_over(cluster: Cluster) -> None:
+    controllers = cluster.controllers
+    leader = controllers.leader(timeout=10)
+    assert abs(_metric(leader, "mqha_controller_signature_clock_skew_seconds") or 0) < 5
+    cluster.step_clock(leader, 3_600_000)
+    try:
+        # Open sessions stay (they were signed once); a restarted broker must sign anew, as after a crash.
+        cluster.restart_broker()
+        wait_until(
+            lambda: leader.get("/healthz")[0] == 503, 30, interval=0.2, message="the skewed node is unhealthy"
+        )
+        body = leader.get("/healthz")[1]
+        assert "no broker signature verified" in body["remark"], body
+        others = [n for n in controllers.nodes if n is not leader]
+        new = controllers.leader(timeout=20, among=others)  # wait: another node leads
+        assert new is not leader
+        assert all(n.get("/healthz")[0] == 200 for n in others)
+        skew = _metric(leader, "mqha_controller_signature_clock_skew_seconds")
+        assert skew is not None and -3700 < skew < -3500, skew
+        assert (_metric(leader, "mqha_controller_signature_stalled_seconds") or 0) >= 3
+        assert (_metric(leader, 'mqha_controller_signatures_refused_total{reason="skew"}') or 0) > 0
+        assert (_metric(leader, "mqha_controller_signature_stall_handovers_total") or 0) >= 1
+        assert "ALARM: no broker signature verified" in leader.log_path.read_text()
+        # The restarted broker registers through the healthy leader and serves again.
+        wait_until(
+            lambda: (cluster.broker.try_status() or {}).get("role") == "MASTER", 30, message="master again"
+        )
+    finally:
+        cluster.step_clock(leader, 0)
+    wait_until(lambda: leader.get("/healthz")[0] == 200, 20, interval=0.2, message="healthy again")
+    wait_until(lambda: "the clock alarm is over" in leader.log_path.read_text(), 10, message="alarm over")
