@@ -392,7 +392,7 @@ class BrokerHttpServer:
             self.metrics.observe_refused("config", denial.status)
             return _refused(denial, BEARER_CHALLENGE)
         try:
-            body = msgspec.json.decode(await request.read())
+            body = msgspec.json.decode(await self._read_body(request))
         except msgspec.DecodeError:
             return _error(BrokerCode.SYSTEM_ERROR, "config update must be a JSON object of key: value", 400)
         code, remark = self.config_store.update(body)

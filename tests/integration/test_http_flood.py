@@ -1,4 +1,4 @@
-"""Issue 45 finding 6 and issue 46 item 4 with a real controller: what an anonymous peer may cost.
+"""Issue 45 finding 6 and issue 46 item 4 with a real controller and broker: what an anonymous peer may cost.
 
 One ``mqcontroller`` with ``authenticationEnabled=true``. A flood of anonymous connections, each
 announcing (and sending) a 1 MiB body to a broker route, must leave the controller's RSS under a bound
@@ -22,8 +22,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from mqha.security.credentials import InnerCredentials, render_inner_credentials
+from mqha.security.basic import basic_header
+from mqha.security.credentials import InnerCredentials, User, render_inner_credentials, render_user
 from tests.helpers.processes import ProcessGroup, wait_until
+from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
 from tests.integration.controller_cluster import ControllerCluster, Node
 
 pytestmark = pytest.mark.integration
@@ -41,6 +43,7 @@ SETTINGS = {
     "httpBodyTimeoutMills": "1500",
     "consoleMaxStreams": "4",
 }
+USER = User("alice", "alice-password")
 RSS_GROWTH_BOUND = 64 * 1024 * 1024
 """What 1,000 anonymous 1 MiB-body connections may add to the controller's RSS (it was ~1 GB)."""
 
@@ -155,7 +158,7 @@ def test_anonymous_big_bodies_cost_little_memory_and_no_latency(node: Node, conn
     assert node.get("/healthz")[0] == 200
 
 
-def _raw(node: Node, data: bytes) -> socket.socket:
+def _raw(node: Node | Broker, data: bytes) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", node.port), timeout=10)
     sock.sendall(data)
     return sock
@@ -246,3 +249,61 @@ def _metric(node: Node, name: str) -> float | None:
         if line.startswith((name + " ", name + "{")):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+# ------------------------------------------------------------------------------------- the broker
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    base = tmp_path_factory.mktemp("broker-limits")
+    with ProcessGroup() as group:
+        cluster = ControllerCluster(group, base / "controllers", size=1)
+        cluster.start()
+        settings = {
+            **BROKER_TEST_SETTINGS,
+            **{k: v for k, v in SETTINGS.items() if k.startswith(("http", "authentication", "inner"))},
+            "httpMaxConnections": "30",
+            "initAuthenticationUser": render_user(USER),
+        }
+        node = Broker("b0", base / "b0", settings)
+        node.start(group, cluster.leader(timeout=10).address)
+        wait_until(lambda: (node.try_status() or {}).get("role") == "MASTER", 20, message="master")
+        yield node
+
+
+def test_the_broker_refuses_an_anonymous_put_from_its_headers(broker: Broker) -> None:
+    head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {BODY}\r\n\r\n"
+    answer = _answer(_raw(broker, head.encode()))  # no body byte sent
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+
+
+def test_the_broker_times_out_a_slow_body_and_a_slowloris(broker: Broker) -> None:
+    head = (
+        f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: {basic_header(USER)}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+    )
+    started = time.monotonic()
+    answer = _answer(_raw(broker, head.encode()))
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.monotonic() - started < 6
+    started = time.monotonic()
+    assert _answer(_raw(broker, b"GET /v1/status HTTP/1.1\r\n")) == b""  # a head that never ends
+    assert time.monotonic() - started < 6
+
+
+def test_the_broker_caps_its_connections(broker: Broker) -> None:
+    held = [_raw(broker, b"") for _ in range(30)]
+    time.sleep(0.5)
+    answer = _answer(_raw(broker, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+    assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["codeName"] == "SYSTEM_BUSY"
+    for sock in held:
+        sock.close()
+    wait_until(lambda: broker.try_status() is not None, 10, interval=0.2, message="served again")
+    refused = [
+        line
+        for line in broker.metrics_text().splitlines()
+        if line.startswith("mqha_broker_http_connections_refused")
+    ]
+    assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, refused
