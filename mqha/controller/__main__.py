@@ -70,7 +70,9 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 
     # TEST ONLY, and only when the environment asks (mqha chaos --plant)
     maybe_plant_controller(service, handle_alter_sync_state_set, apply)
-    runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=2.0, **runner_args(config))
+    runner = web.AppRunner(
+        build_app(service), access_log=None, shutdown_timeout=2.0, **runner_args(config, linger_s=0)
+    )
     await runner.setup()
     peer = service.self_peer
     try:

@@ -10,7 +10,8 @@ The controller's and the broker's API serve on a ``LimitedSite``:
 - aiohttp reads at most ``PRE_AUTH_BUFFER_BYTES`` (x2, its high-water mark) of a body ahead of the
   handler, so an unread body costs that much; the handlers check credentials from the headers before
   reading a body, read it under ``httpBodyTimeoutMills`` (``read_body``: 408 past it) and close the
-  connection of a refusal after discarding what arrives of its body for ``LINGER_S`` at most.
+  connection of a refusal after discarding what arrives of its body for ``LINGER_S`` at most (the
+  controller: not at all).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from mqha.config import MILLIS, POSITIVE_INT, Key
 
 PRE_AUTH_BUFFER_BYTES = 16 * 1024
 """aiohttp's ``read_bufsize``: what it buffers of a body before the handler reads it (twice this at most)."""
-LINGER_S = 0.2
-"""How long the unread rest of a refused body is read and discarded before the connection closes (so
-the client can read its answer rather than a reset); aiohttp's default is 10 s."""
+LINGER_S = 1.0
+"""How long the unread rest of a refused body is read and discarded before the connection closes, so
+the client can read its answer rather than a reset (aiohttp's default is 10 s). The controller, whose
+callers send small bodies (read ahead whole, nothing left to drain), passes 0: a flood of refused big
+bodies is then not read at all."""
 
 HTTP_LIMIT_KEYS = (
     Key(
@@ -61,12 +64,12 @@ HTTP_LIMIT_KEYS = (
 )
 
 
-def runner_args(config: Mapping[str, Any]) -> dict[str, Any]:
+def runner_args(config: Mapping[str, Any], linger_s: float = LINGER_S) -> dict[str, Any]:
     """The ``web.AppRunner`` arguments of the limits (the keep-alive timer, the read-ahead, lingering)."""
     return {
         "keepalive_timeout": config["httpHeaderTimeoutMills"] / 1000,
         "read_bufsize": PRE_AUTH_BUFFER_BYTES,
-        "lingering_time": LINGER_S,
+        "lingering_time": linger_s,
     }
 
 

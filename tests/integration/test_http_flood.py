@@ -148,13 +148,18 @@ async def _flood(node: Node, connections: int) -> dict[str, float]:
     }
 
 
-@pytest.mark.parametrize("connections", [pytest.param(1000, marks=pytest.mark.slow), 200])
-def test_anonymous_big_bodies_cost_little_memory_and_no_latency(node: Node, connections: int) -> None:
+@pytest.mark.parametrize(
+    ("connections", "p99_factor"), [pytest.param(1000, 2.0, marks=pytest.mark.slow), (200, 3.0)]
+)
+def test_anonymous_big_bodies_cost_little_memory_and_no_latency(
+    node: Node, connections: int, p99_factor: float
+) -> None:
+    """The issue's figure is 2x the quiet p99 (the slow run); the default run allows 3x, as a few hundred
+    samples on a shared 2-core CI machine put its p99 in the noise. A 10 ms floor for the same reason."""
     figures = asyncio.run(_flood(node, connections))
     print(f"\nflood of {connections}: " + json.dumps({k: round(v, 2) for k, v in figures.items()}))
     assert figures["growth"] < RSS_GROWTH_BOUND, figures
-    # 2x the quiet p99, with a 10 ms floor: a quiet p99 of ~2 ms on a shared 2-core machine is noise-bound.
-    assert figures["flood_p99_ms"] <= max(2 * figures["quiet_p99_ms"], 10.0), figures
+    assert figures["flood_p99_ms"] <= max(p99_factor * figures["quiet_p99_ms"], 10.0), figures
     assert node.get("/healthz")[0] == 200
 
 
