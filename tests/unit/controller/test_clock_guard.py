@@ -1,0 +1,90 @@
+"""ClockGuard: alarms once per stall, hands leadership over at most once per stall period, and only as
+the serving leader with authentication on."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from mqha.controller.clock_guard import ClockGuard
+from mqha.controller.signature_watch import SignatureWatch
+
+
+@dataclass
+class FakeClock:
+    now: int = 0
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+@dataclass
+class FakeLog:
+    leading: bool = True
+    transfers: int = 0
+
+    def is_serving_leader(self) -> bool:
+        return self.leading
+
+    def transfer_leadership(self) -> None:
+        self.transfers += 1
+
+
+@dataclass
+class FakeParts:
+    clock: FakeClock = field(default_factory=FakeClock)
+    log: FakeLog = field(default_factory=FakeLog)
+
+
+@dataclass
+class FakeAuth:
+    clock: FakeClock
+    enabled: bool = True
+    watch: SignatureWatch = field(default_factory=lambda: SignatureWatch(stall_ms=1000))
+
+    def signatures_stalled(self) -> bool:
+        return self.watch.stalled(self.clock.now)
+
+    def signatures_stalled_ms(self) -> int:
+        return self.watch.stalled_for_ms(self.clock.now)
+
+
+def _guard(leading: bool = True, enabled: bool = True) -> tuple[ClockGuard, Any, Any]:
+    parts = FakeParts(log=FakeLog(leading))
+    auth = FakeAuth(parts.clock, enabled)
+    return ClockGuard(parts, auth), parts, auth  # type: ignore[arg-type]
+
+
+def _refuse_until(auth: FakeAuth, parts: FakeParts, guard: ClockGuard, until: int) -> None:
+    while parts.clock.now < until:
+        parts.clock.now += 100
+        auth.watch.on_clock_refused(-3_600_000, parts.clock.now)
+        guard.check()
+
+
+def test_a_stalled_leader_alarms_once_and_hands_over_once_per_stall_period(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard, parts, auth = _guard()
+    with caplog.at_level(logging.ERROR):
+        _refuse_until(auth, parts, guard, 3050)
+    assert guard.alarmed and parts.log.transfers == guard.handovers == 3  # at 1.1 s, 2.1 s, 3.1 s... bounded
+    assert sum("ALARM" in r.message for r in caplog.records) == 1
+    auth.watch.on_verified(0)
+    guard.check()
+    assert not guard.alarmed and any("alarm is over" in r.message for r in caplog.records)
+
+
+def test_a_stalled_follower_alarms_but_has_nothing_to_hand_over() -> None:
+    guard, parts, auth = _guard(leading=False)
+    _refuse_until(auth, parts, guard, 3000)
+    assert guard.alarmed and parts.log.transfers == 0
+
+
+def test_without_authentication_nothing_is_watched() -> None:
+    guard, parts, auth = _guard(enabled=False)
+    _refuse_until(auth, parts, guard, 3000)
+    assert not guard.alarmed and parts.log.transfers == 0
