@@ -170,13 +170,21 @@ class _ReplicationHealthCollector(Collector):
             "sessions opened to each controller (reconnects included)",
             labels=["broker_name", "controller"],
         )
+        refusals = CounterMetricFamily(
+            "mqha_broker_controller_session_refusals",
+            "session upgrades a controller refused, by its reason (skew: this broker's clock is off)",
+            labels=["broker_name", "controller", "reason"],
+        )
         for controller, info in sorted((self.sessions() if self.sessions is not None else {}).items()):
             current = info.get("state")
             for value in SESSION_STATES:
                 state.add_metric([name, controller, value], 1.0 if current == value else 0.0)
             connects.add_metric([name, controller], float(info.get("connects") or 0))
+            for reason, count in sorted((info.get("refusals") or {}).items()):
+                refusals.add_metric([name, controller, reason], float(count))
         yield state
         yield connects
+        yield refusals
 
 
 class _DiskCollector(Collector):

@@ -1,9 +1,12 @@
 """Acts on ``SignatureWatch`` (shell): a node that cannot verify any broker's signature because of its
 own clock alarms, reports unhealthy and, leading, hands leadership over (docs/architecture.md §12.2).
 
-Checked once a second. The alarm is one ERROR line when a stall starts (and one when it ends) and the
-``mqha_controller_signature_stalled_seconds`` gauge; a leader asks Raft to transfer leadership at most
-once per ``controllerSignatureStallMills`` while the stall lasts.
+Checked once a second. A stall (signatures refused for their timestamps, none accepted) is only a
+suspicion: one broker with a skewed clock looks the same while the others' sessions sign nothing. So
+the guard asks the other controllers for their time (the ``Date`` header of ``GET /healthz``) and acts
+only when the median of them is over half the window from this node's clock (``own_clock_off``). Then:
+one ERROR line when the alarm starts (and one when it ends), ``/healthz`` 503, and a leader asks Raft to
+transfer leadership at most once per ``controllerSignatureStallMills``.
 """
 
 from __future__ import annotations
@@ -11,23 +14,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from email.utils import parsedate_to_datetime
 
+import aiohttp
+
+from mqha.clock import wall_ms
 from mqha.controller.auth import ControllerAuth
 from mqha.controller.parts import NodeParts
+from mqha.controller.signature_watch import own_clock_off
+from mqha.security.signing import REPLAY_WINDOW_MS
+from mqha.security.tls import client_context, scheme_of
 
 log = logging.getLogger(__name__)
 
 CHECK_S = 1.0
+PEER_TIMEOUT_S = 1.0
 
 
 class ClockGuard:
-    """Watches ``auth.watch`` and steps a stalled leader down."""
+    """Watches ``auth.watch``, confirms a stall with the peers' clocks, steps a stalled leader down."""
 
     def __init__(self, parts: NodeParts, auth: ControllerAuth) -> None:
         self.parts = parts
         self.auth = auth
         self.alarmed = False
         self.handovers = 0
+        self.peer_offsets_ms: list[int] = []  # the last answers: each peer's clock minus ours
         self._last_handover_ms: int | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -45,24 +57,55 @@ class ClockGuard:
         while True:
             await asyncio.sleep(CHECK_S)
             try:
-                self.check()
+                stalled = self.auth.enabled and self.auth.signatures_stalled()
+                if stalled:
+                    self.peer_offsets_ms = await self.peer_offsets()
+                self.check(stalled)
             except Exception:  # a guard that dies would hide the next stall
                 log.exception("clock guard check failed")
 
-    def check(self) -> None:
-        stalled = self.auth.enabled and self.auth.signatures_stalled()
-        if stalled != self.alarmed:
-            self.alarmed = stalled
-            if stalled:
+    async def peer_offsets(self) -> list[int]:
+        """Each answering peer's wall clock minus ours, in ms (its ``Date`` header: to the second)."""
+        context = client_context(self.parts.config)
+        others = [p for p in self.parts.peers if p is not self.parts.self_peer]
+        timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT_S)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            answers = await asyncio.gather(
+                *(
+                    self._offset(session, f"{scheme_of(context)}://{p.api_address}/healthz", context)
+                    for p in others
+                )
+            )
+        return [a for a in answers if a is not None]
+
+    @staticmethod
+    async def _offset(session: aiohttp.ClientSession, url: str, context: object) -> int | None:
+        try:
+            async with session.get(url, ssl=context if context is not None else False) as response:
+                date = response.headers.get("Date")
+                local = wall_ms()  # Date is whole seconds, sent as the answer was made
+            return int(parsedate_to_datetime(date).timestamp() * 1000) + 500 - local if date else None
+        except (aiohttp.ClientError, TimeoutError, ValueError, TypeError):
+            return None
+
+    def check(self, stalled: bool) -> None:
+        """One round: ``stalled`` from the watch, the peers' offsets already asked when it is."""
+        others = len(self.parts.peers) - 1
+        off = stalled and own_clock_off(self.peer_offsets_ms, REPLAY_WINDOW_MS, others)
+        if off != self.alarmed:
+            self.alarmed = off
+            if off:
                 log.error(
                     "ALARM: no broker signature verified for %d ms while they keep failing on this node's "
-                    "clock (last skew %s ms): check this node's wall clock; reporting unhealthy",
+                    "clock (last skew %s ms; the other controllers' clocks differ by %s ms): check this "
+                    "node's wall clock; reporting unhealthy",
                     self.auth.signatures_stalled_ms(),
                     self.auth.watch.last_skew_ms,
+                    self.peer_offsets_ms,
                 )
             else:
-                log.error("broker signatures verify again: the clock alarm is over")
-        if not stalled or not self.parts.log.is_serving_leader():
+                log.error("the clock alarm is over: signatures verify, or this clock agrees with its peers")
+        if not off or not self.parts.log.is_serving_leader():
             return
         now = self.parts.clock.now_ms()
         if self._last_handover_ms is not None and now - self._last_handover_ms < self.auth.watch.stall_ms:

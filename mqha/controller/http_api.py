@@ -45,7 +45,7 @@ from mqha.controller.service import ControllerService
 from mqha.errors import RequestError
 from mqha.process import metrics_response
 from mqha.security.http_limits import read_body
-from mqha.security.signing import Denial
+from mqha.security.signing import REFUSED_HEADER, Denial
 from mqha.wire import controller_api as api
 from mqha.wire.codec import Request, decode_any
 from mqha.wire.controller_api import Reply
@@ -453,6 +453,8 @@ async def _envelope(request: web.Request, handler: Handler) -> web.StreamRespons
         response = respond(request, exc.reply, exc.status)
         if not request.content.is_eof():  # a refused body is not drained: the connection closes
             response.force_close()
+        if isinstance(who := request.get(_WHO), Denial) and who.reason:  # e.g. skew: the broker counts it
+            response.headers[REFUSED_HEADER] = who.reason
     except web.HTTPException as exc:  # the router's 404 / 405
         if exc.status < 400:
             raise

@@ -138,10 +138,10 @@ class ControllerService:
         if not (self.parts.started and self.parts.log.healthy()):
             damage = self.damage()
             return f"raft member damaged: {damage}" if damage else "raft not running"
-        if self.auth.enabled and self.auth.signatures_stalled():
+        if self.clock_guard.alarmed:
             return (
                 f"no broker signature verified for {self.auth.signatures_stalled_ms()} ms: they fail on this "
-                "node's clock"
+                f"node's clock (the other controllers' differ by {self.clock_guard.peer_offsets_ms} ms)"
             )
         return ""
 

@@ -2,17 +2,17 @@
 
 A signature whose HMAC is right proves the sender holds the secret; if it is then refused only for its
 timestamp, the two clocks disagree by more than the window. When, for ``stall_ms``, such signatures
-keep coming and not one passes, this node cannot hear any broker: its own clock is the likely culprit
-(every broker is "skewed" at once). It then reports itself unhealthy, and a leader hands leadership over
-(docs/architecture.md §12.2). Signatures that fail their HMAC say nothing about clocks and are not
-counted: without the secret nobody can make this node look stalled; only a replay of a genuine old
-request can, and only while no broker gets through.
+keep coming and not one passes, this node cannot hear any broker that must sign: its own clock is a
+suspect, and ``own_clock_off`` asks the other controllers' clocks to decide. If it is off the node
+reports itself unhealthy, and a leader hands leadership over (docs/architecture.md §12.2). Signatures
+that fail their HMAC say nothing about clocks and are not counted.
 
 Pure: times are the caller's monotonic milliseconds; skews are (signed timestamp - local wall clock).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_STALL_MS = 10_000
@@ -54,3 +54,20 @@ class SignatureWatch:
         if since is None or last is None or now_ms - last > self.stall_ms:
             return 0
         return max(0, now_ms - since)
+
+
+def own_clock_off(peer_offsets_ms: Sequence[int], window_ms: int, peers: int) -> bool:
+    """Whether a stalled node's own clock is the culprit, from its peers' clocks.
+
+    ``peer_offsets_ms``: each answering controller's wall clock minus ours (from its ``Date`` header, so
+    to within a second); ``peers``: how many other controllers there are. A stall alone cannot tell this
+    node's clock from one broker's (long-lived sessions sign nothing, so a lone skewed broker may be all
+    that signs for a while): the other controllers decide. Off when the median peer is more than half
+    the window away; with no other controller, the stall alone decides; with peers but no answer, not
+    (a partition is not a clock)."""
+    if peers == 0:
+        return True
+    if not peer_offsets_ms:
+        return False
+    ordered = sorted(peer_offsets_ms)
+    return abs(ordered[len(ordered) // 2]) > window_ms // 2

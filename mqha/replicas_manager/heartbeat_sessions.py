@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ import aiohttp
 
 from mqha.controller_client.caller import LeaderCaller, TransportFailure
 from mqha.errors import RemoteProtocolError
+from mqha.security.signing import REFUSED_HEADER
 from mqha.security.tls import scheme_of
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class SessionLink:
     connects: int = 0
     pushes: int = 0
     last_error: str | None = None
+    refusals: Counter[str] = field(default_factory=Counter)  # refused upgrades, by the controller's reason
     opened_at: float | None = None  # wall-clock seconds, for status only
     ws: aiohttp.ClientWebSocketResponse | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -62,6 +65,7 @@ class SessionLink:
             "connects": self.connects,
             "pushes": self.pushes,
             "lastError": self.last_error,
+            "refusals": dict(self.refusals),
             "openedAt": self.opened_at,
         }
 
@@ -185,6 +189,9 @@ class HeartbeatSessions:
                 )
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 link.last_error = f"connect: {exc!r}"
+                if isinstance(exc, aiohttp.WSServerHandshakeError) and exc.status in (401, 403):
+                    # skew: this broker's clock and the controller's differ by more than the window
+                    link.refusals[(exc.headers or {}).get(REFUSED_HEADER) or "credentials"] += 1
             else:
                 await self._serve_session(link, ws)
                 if link.opened_at is not None and time.time() - link.opened_at > self.reconnect_max_s:

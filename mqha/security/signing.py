@@ -31,6 +31,9 @@ MAX_NONCE_LENGTH = 64
 MAX_NODE_LENGTH = 300
 MAX_HEADER_LENGTH = 1024
 FIELDS = ("AccessKey", "Node", "Timestamp", "Nonce", "ContentSha256", "Signature")
+REFUSED_HEADER = "MQHA-Signature-Refused"
+"""The header of a refusal of a signature that names why (``Denial.reason``: ``skew``, ``replay`` ...),
+so a broker can count refusals for its clock even where it sees no body (a refused WebSocket upgrade)."""
 
 
 @dataclass(frozen=True)

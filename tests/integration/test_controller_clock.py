@@ -13,14 +13,16 @@ test steps one running process's clock (libfaketime breaks Python's sleeps; mono
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from mqha.security.credentials import InnerCredentials, User, render_inner_credentials, render_user
 from tests.helpers.processes import ProcessGroup, wait_healthy, wait_until
-from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker
+from tests.integration.broker_processes import BROKER_TEST_SETTINGS, Broker, mqbroker_command
 from tests.integration.controller_cluster import ControllerCluster, mqcontroller_command
 from tests.integration.controller_cluster import Node as Controller
 
@@ -67,6 +69,7 @@ if _path:
 @dataclass
 class Cluster:
     group: ProcessGroup
+    base: Path
     controllers: ControllerCluster
     broker: Broker
 
@@ -89,28 +92,36 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with ProcessGroup() as group:
         controllers = ControllerCluster(group, base / "controllers", size=3, settings=CONTROLLER_SETTINGS)
         for node in controllers.nodes:
-            env = {
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])),
-                "MQHA_TEST_ONLY_WALL_OFFSET_FILE": str(node.base / OFFSET_FILE),
-            }
             node.proc = group.start(
                 [*mqcontroller_command(), "-c", str(node.conf)],
                 log_path=node.log_path,
                 name=node.node_id,
-                env=env,
+                env=_shim_env(shim, node.base),
             )
         wait_healthy([(node.proc, node.url) for node in controllers.nodes], 20)
         controllers.leader(timeout=10)
         broker = Broker("b0", base / "b0", BROKER_SETTINGS)
         broker.start(group, ";".join(n.address for n in controllers.nodes))
         wait_until(lambda: (broker.try_status() or {}).get("role") == "MASTER", 20, message="master")
-        yield Cluster(group, controllers, broker)
+        yield Cluster(group, base, controllers, broker)
+
+
+def _shim_env(shim: Path, base: Path) -> dict[str, str]:
+    """The environment of a process whose wall clock follows ``base / OFFSET_FILE``."""
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])),
+        "MQHA_TEST_ONLY_WALL_OFFSET_FILE": str(base / OFFSET_FILE),
+    }
 
 
 def _metric(node: Controller, name: str) -> float | None:
     status, text = node.get("/metrics")
     assert status == 200
-    for line in str(text).splitlines():
+    return _value(str(text), name)
+
+
+def _value(text: str, name: str) -> float | None:
+    for line in text.splitlines():
         if line.startswith((name + " ", name + "{")):
             return float(line.rsplit(" ", 1)[1])
     return None
@@ -147,3 +158,44 @@ def test_a_leader_whose_clock_jumps_an_hour_ahead_alarms_and_hands_leadership_ov
         cluster.step_clock(leader, 0)
     wait_until(lambda: leader.get("/healthz")[0] == 200, 20, interval=0.2, message="healthy again")
     wait_until(lambda: "the clock alarm is over" in leader.log_path.read_text(), 10, message="alarm over")
+
+
+def test_a_broker_whose_clock_is_off_is_refused_and_counted_and_no_controller_alarms(
+    cluster: Cluster,
+) -> None:
+    """The same refusals from one broker with a skewed clock (+2 min) look like a stall to every
+    controller (the healthy broker's session signs nothing meanwhile); the controllers' clocks agree,
+    so none alarms or steps down. The broker stays fenced, and both sides count it."""
+    controllers = cluster.controllers
+    leader = controllers.leader(timeout=10)
+    logged = {n.node_id: len(n.log_path.read_text()) for n in controllers.nodes}  # what came before
+    skewed = Broker("skewed", cluster.base / "skewed", {**BROKER_SETTINGS, "brokerName": "skewed"})
+    skewed.base.mkdir(parents=True)
+    (skewed.base / OFFSET_FILE).write_text("120000")
+    conf = skewed.write_config(";".join(n.address for n in controllers.nodes))
+    skewed.proc = cluster.group.start(
+        [*mqbroker_command(), "-c", str(conf)],
+        log_path=skewed.base / "broker.log",
+        name="mqbroker-skewed",
+        env=_shim_env(cluster.base / "shim", skewed.base),
+    )
+    try:
+        wait_healthy([(skewed.proc, skewed.url)], 20)
+        refused = "mqha_broker_controller_session_refusals_total" + (
+            '{broker_name="skewed",controller="%s",reason="skew"}'
+        )
+        wait_until(
+            lambda: (_value(skewed.metrics_text(), refused % leader.address) or 0) > 0,
+            20,
+            message="the skewed broker counts its refusals for its clock",
+        )
+        time.sleep(6)  # past controllerSignatureStallMills (3 s) and a few guard rounds
+        assert skewed.status()["fenced"]
+        assert (_metric(leader, 'mqha_controller_signatures_refused_total{reason="skew"}') or 0) > 0
+        # The watch alone says "stalled" (nothing else signs meanwhile); the peers' clocks say it is not ours.
+        assert (_metric(leader, "mqha_controller_signature_stalled_seconds") or 0) >= 3
+        assert all(n.get("/healthz")[0] == 200 for n in controllers.nodes)
+        assert controllers.leader(timeout=5) is leader
+        assert not any("ALARM" in n.log_path.read_text()[logged[n.node_id] :] for n in controllers.nodes)
+    finally:
+        skewed.proc.kill()

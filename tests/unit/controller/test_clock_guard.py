@@ -1,5 +1,5 @@
-"""ClockGuard: alarms once per stall, hands leadership over at most once per stall period, and only as
-the serving leader with authentication on."""
+"""ClockGuard: alarms once per stall that the peers' clocks confirm, hands leadership over at most once
+per stall period, and only as the serving leader."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class FakeLog:
 class FakeParts:
     clock: FakeClock = field(default_factory=FakeClock)
     log: FakeLog = field(default_factory=FakeLog)
+    peers: tuple[str, ...] = ("n0", "n1", "n2")
 
 
 @dataclass
@@ -52,17 +53,21 @@ class FakeAuth:
         return self.watch.stalled_for_ms(self.clock.now)
 
 
-def _guard(leading: bool = True, enabled: bool = True) -> tuple[ClockGuard, Any, Any]:
+def _guard(
+    leading: bool = True, peer_offsets: tuple[int, ...] = (3_600_000, 3_601_000)
+) -> tuple[ClockGuard, Any, Any]:
     parts = FakeParts(log=FakeLog(leading))
-    auth = FakeAuth(parts.clock, enabled)
-    return ClockGuard(parts, auth), parts, auth  # type: ignore[arg-type]
+    auth = FakeAuth(parts.clock)
+    guard = ClockGuard(parts, auth)  # type: ignore[arg-type]
+    guard.peer_offsets_ms = list(peer_offsets)
+    return guard, parts, auth
 
 
 def _refuse_until(auth: FakeAuth, parts: FakeParts, guard: ClockGuard, until: int) -> None:
     while parts.clock.now < until:
         parts.clock.now += 100
         auth.watch.on_clock_refused(-3_600_000, parts.clock.now)
-        guard.check()
+        guard.check(auth.signatures_stalled())
 
 
 def test_a_stalled_leader_alarms_once_and_hands_over_once_per_stall_period(
@@ -74,7 +79,7 @@ def test_a_stalled_leader_alarms_once_and_hands_over_once_per_stall_period(
     assert guard.alarmed and parts.log.transfers == guard.handovers == 3  # at 1.1 s, 2.1 s, 3.1 s... bounded
     assert sum("ALARM" in r.message for r in caplog.records) == 1
     auth.watch.on_verified(0)
-    guard.check()
+    guard.check(auth.signatures_stalled())
     assert not guard.alarmed and any("alarm is over" in r.message for r in caplog.records)
 
 
@@ -84,7 +89,10 @@ def test_a_stalled_follower_alarms_but_has_nothing_to_hand_over() -> None:
     assert guard.alarmed and parts.log.transfers == 0
 
 
-def test_without_authentication_nothing_is_watched() -> None:
-    guard, parts, auth = _guard(enabled=False)
+@pytest.mark.parametrize("peer_offsets", [(0, 1000), (), (500,)])
+def test_a_stall_the_peers_clocks_do_not_confirm_is_no_alarm(peer_offsets: tuple[int, ...]) -> None:
+    """One skewed broker signing while the others' sessions sign nothing looks like a stall; the peers
+    agreeing with this clock (or not answering) say it is not this node's clock."""
+    guard, parts, auth = _guard(peer_offsets=peer_offsets)
     _refuse_until(auth, parts, guard, 3000)
     assert not guard.alarmed and parts.log.transfers == 0

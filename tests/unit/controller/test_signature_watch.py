@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.controller.signature_watch import SignatureWatch
+from mqha.controller.signature_watch import SignatureWatch, own_clock_off
 
 
 def test_nothing_seen_is_no_stall() -> None:
@@ -50,3 +50,22 @@ def test_accepted_signatures_between_refusals_never_stall() -> None:
         if now % 500 == 0:
             watch.on_verified(10)
         assert not watch.stalled(now)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "peers", "off"),
+    [
+        ((), 0, True),  # alone: the stall decides
+        ((), 2, False),  # peers that do not answer: a partition, not a clock
+        ((3_600_000, 3_600_000), 2, True),  # both peers an hour ahead of us: ours is behind
+        ((-31_000,), 2, True),
+        ((29_000, 31_000), 2, True),  # the median (upper of two) decides
+        ((0, 1000), 2, False),  # the peers agree with us: a broker's clock, not ours
+        ((0, 3_600_000, 1000), 3, False),  # one peer off is that peer's problem
+        ((30_000,), 2, False),  # half the window exactly: not off
+    ],
+)
+def test_the_peers_clocks_decide_whether_a_stall_is_ours(
+    offsets: tuple[int, ...], peers: int, off: bool
+) -> None:
+    assert own_clock_off(offsets, 60_000, peers) is off
