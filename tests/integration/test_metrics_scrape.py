@@ -48,6 +48,14 @@ CONTROLLER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_controller_request_duration_seconds": ("histogram", frozenset({"api"})),
     "mqha_controller_elections_total": ("counter", frozenset({"trigger", "result"})),
     "mqha_controller_election_duration_seconds": ("histogram", frozenset({"trigger"})),
+    "mqha_controller_signatures_verified_total": ("counter", frozenset()),
+    "mqha_controller_signatures_refused_total": ("counter", frozenset({"reason"})),
+    "mqha_controller_signature_clock_skew_seconds": ("gauge", frozenset()),
+    "mqha_controller_signature_stalled_seconds": ("gauge", frozenset()),
+    "mqha_controller_signature_stall_handovers_total": ("counter", frozenset()),
+    "mqha_controller_http_connections": ("gauge", frozenset()),
+    "mqha_controller_http_connections_refused_total": ("counter", frozenset()),
+    "mqha_controller_console_streams": ("gauge", frozenset()),
 }
 _BROKER = frozenset({"broker_name"})
 _SLAVE = frozenset({"broker_name", "slave_broker_id"})
@@ -81,6 +89,12 @@ BROKER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_broker_refused_requests_total": ("counter", frozenset({"broker_name", "route", "http_status"})),
     "mqha_broker_controller_session_state": ("gauge", frozenset({"broker_name", "controller", "state"})),
     "mqha_broker_controller_session_connects_total": ("counter", frozenset({"broker_name", "controller"})),
+    "mqha_broker_controller_session_refusals_total": (
+        "counter",
+        frozenset({"broker_name", "controller", "reason"}),
+    ),
+    "mqha_broker_http_connections": ("gauge", _BROKER),
+    "mqha_broker_http_connections_refused_total": ("counter", _BROKER),
 }
 
 
