@@ -226,7 +226,9 @@ class BrokerHttpServer:
             request.content,
             self.max_body,
             self.config["httpBodyTimeoutMills"] / 1000,
-            too_large=web.HTTPRequestEntityTooLarge,
+            too_large=lambda: web.HTTPRequestEntityTooLarge(
+                max_size=self.max_body, actual_size=self.max_body + 1
+            ),
             too_slow=web.HTTPRequestTimeout,
         )
 
