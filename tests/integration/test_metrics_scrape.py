@@ -34,6 +34,7 @@ CONTROLLER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_controller_raft_term": ("gauge", frozenset()),
     "mqha_controller_raft_voter": ("gauge", frozenset()),
     "mqha_controller_raft_voters": ("gauge", frozenset()),
+    "mqha_controller_raft_damaged": ("gauge", frozenset()),
     "mqha_controller_raft_commit_index": ("gauge", frozenset()),
     "mqha_controller_raft_last_applied_index": ("gauge", frozenset()),
     "mqha_controller_broker_groups": ("gauge", frozenset()),
