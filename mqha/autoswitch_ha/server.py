@@ -22,7 +22,7 @@ with its proof; only then does its ``MasterConnection`` see a byte, and a HANDSH
 proved slave id. A failed exchange closes the socket with one log line and nothing more sent.
 
 A peer that has not sent its HANDSHAKE ``auth_timeout_ms`` (5 s) after it connected is closed, with or
-without authentication (docs/architecture.md §12.9): before, an idle unknown peer was held for
+without authentication (docs/architecture.md §12.10): before, an idle unknown peer was held for
 ``haHousekeepingInterval``.
 """
 

@@ -157,7 +157,7 @@ class BrokerHttpServer:
         return app
 
     async def start(self) -> None:
-        # runner_args: the limits of §12.9 (a refused body, e.g. a 413, is drained and discarded for 1 s
+        # runner_args: the limits of §12.10 (a refused body, e.g. a 413, is drained and discarded for 1 s
         # at most, so the client reads the answer).
         self._runner = web.AppRunner(
             self.make_app(), access_log=None, shutdown_timeout=2.0, **runner_args(self.config)

@@ -114,7 +114,7 @@ async def serve(config: dict[str, Any], stop: asyncio.Event | None = None) -> No
 
 
 def _api_site(runner: Any, service: ControllerService, config: dict[str, Any]) -> LimitedSite:
-    """The API's site: this node's address in ``controllerDLegerPeers``, with the HTTP limits (§12.9)."""
+    """The API's site: this node's address in ``controllerDLegerPeers``, with the HTTP limits (§12.10)."""
     peer = service.self_peer
     return LimitedSite(
         runner,

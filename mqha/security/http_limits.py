@@ -1,4 +1,4 @@
-"""Limits an HTTP port holds to before anyone has proved who they are (shell; docs/architecture.md §12.9).
+"""Limits an HTTP port holds to before anyone has proved who they are (shell; docs/architecture.md §12.10).
 
 The controller's and the broker's API serve on a ``LimitedSite``:
 
