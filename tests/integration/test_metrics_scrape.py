@@ -95,6 +95,7 @@ BROKER_METRICS: dict[str, tuple[str, frozenset[str]]] = {
         frozenset({"broker_name", "controller", "reason"}),
     ),
     "mqha_broker_http_connections": ("gauge", _BROKER),
+    "mqha_broker_retention_clock_lag_seconds": ("gauge", _BROKER),
     "mqha_broker_http_connections_refused_total": ("counter", _BROKER),
 }
 
