@@ -36,6 +36,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     import grpc
 
     from mqha.proxy.brokers import BrokerGroups
+    from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
@@ -64,6 +65,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
     server = grpc.aio.server(options=options, interceptors=[MetricsInterceptor(metrics)] if metrics else None)
     service = MessagingService(config, groups)
+    access = client_access(config, metrics.refused if metrics else None)
     exporter: web.AppRunner | None = None
     try:
         if metrics is not None:  # /metrics on metricsPromExporterPort (host: the key's, or grpcBindAddress)
@@ -71,7 +73,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             exporter = await process.start_metrics_listener(
                 exporter_app(metrics), host, config["metricsPromExporterPort"]
             )
-        add_servicer(service, server)
+        add_servicer(service if access is None else GuardedService(service, access), server)
         try:
             bound = server.add_insecure_port(address)
         except RuntimeError as exc:

@@ -338,3 +338,41 @@ def decide(
     return Verdict(
         False, f"{who} has no permission to {action.value} {target} from {source_ip}: no matched policies"
     )
+
+
+@dataclass(frozen=True, repr=False)
+class AclUser:
+    """A user as the deciders need it; the password is the clients' secret key (never printed)."""
+
+    username: str
+    user_type: UserType
+    password: str
+
+    def __repr__(self) -> str:
+        return f"AclUser(username={self.username!r}, user_type={self.user_type.value}, password=***)"
+
+
+@dataclass(frozen=True)
+class AccessBook:
+    """Every user and every subject's policy entries at one moment: what a decider reads."""
+
+    users: Mapping[str, AclUser]
+    policies: Mapping[str, tuple[PolicyEntry, ...]]
+
+    def secret_of(self, username: str) -> str | None:
+        user = self.users.get(username)
+        return None if user is None else user.password
+
+    def check(
+        self, username: str, kind: ResourceType, name: str, action: Action, source_ip: str | None
+    ) -> Verdict:
+        user = self.users.get(username)
+        return decide(
+            None if user is None else user.user_type,
+            self.policies.get(username, ()),
+            kind=kind,
+            name=name,
+            action=action,
+            source_ip=source_ip,
+            username=username,
+        )
