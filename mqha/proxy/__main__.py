@@ -35,6 +35,7 @@ log = logging.getLogger("mqha.proxy")
 async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) -> None:
     import grpc
 
+    from mqha.proxy.acl_source import AclSource
     from mqha.proxy.brokers import BrokerGroups
     from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
@@ -66,6 +67,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     server = grpc.aio.server(options=options, interceptors=[MetricsInterceptor(metrics)] if metrics else None)
     service = MessagingService(config, groups)
     access = client_access(config, metrics.refused if metrics else None)
+    acl_source = None if access is None else AclSource(config, access)
     exporter: web.AppRunner | None = None
     try:
         if metrics is not None:  # /metrics on metricsPromExporterPort (host: the key's, or grpcBindAddress)
@@ -73,6 +75,8 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             exporter = await process.start_metrics_listener(
                 exporter_app(metrics), host, config["metricsPromExporterPort"]
             )
+        if acl_source is not None:  # users and policies from the controllers (§12.9)
+            await acl_source.start()
         add_servicer(service if access is None else GuardedService(service, access), server)
         try:
             bound = server.add_insecure_port(address)
@@ -89,6 +93,8 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         await stop.wait()
     finally:
         await server.stop(STOP_GRACE_S)
+        if acl_source is not None:
+            await acl_source.close()
         if exporter is not None:
             await exporter.cleanup()
         await service.close()

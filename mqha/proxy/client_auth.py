@@ -122,7 +122,7 @@ class ClientAccess:
     def book(self) -> AccessBook:
         return self._book
 
-    def replace(self, book: AccessBook) -> None:
+    def use_book(self, book: AccessBook) -> None:
         """New users and policies (from the controllers); decisions use them from the next call."""
         self._book = book
         self._verified = {}

@@ -121,6 +121,15 @@ PROXY_CONFIG = ConfigSpec(
             "each call must also be allowed by its user's ACL policy (needs authenticationEnabled)",
         ),
         Key(
+            "proxyAclRefreshMillis",
+            int,
+            1000,
+            "how often the ACL users and policies are fetched from the controllers (authenticationEnabled)",
+            rule=between(100, 3_600_000),
+            unit="ms",
+            rocketmq=False,
+        ),
+        Key(
             "authenticationClockSkewSeconds",
             int,
             900,

@@ -264,8 +264,9 @@ AclTexts = Annotated[tuple[AclText, ...], msgspec.Meta(max_length=MAX_NAME_LIST)
 
 
 class AclEntry(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
-    """One entry of a subject's ACL policy as records and snapshots hold it (docs/architecture.md
-    §12.9): RocketMQ's ``PolicyEntryInfo`` fields."""
+    """One entry of a subject's ACL policy as records and snapshots hold it.
+
+    RocketMQ's ``PolicyEntryInfo`` fields (docs/architecture.md §12.9)."""
 
     resource: AclText
     actions: AclTexts
@@ -299,8 +300,10 @@ class DeleteAclUserRecord(_Record, frozen=True, tag="DeleteAclUser"):
 
 
 class PutAclPolicyRecord(_Record, frozen=True, tag="PutAclPolicy"):
-    """Set a subject's whole policy (``createAcl`` / ``updateAcl`` / ``deleteAcl``, merged by the
-    decision); no entries removes it. Last write wins; the write path takes one subject at a time."""
+    """Set a subject's whole policy; no entries removes it.
+
+    ``createAcl`` / ``updateAcl`` / ``deleteAcl`` are merged by the decision. Last write wins; the
+    write path takes one subject at a time."""
 
     TYPE: ClassVar[str] = "PutAclPolicy"
 

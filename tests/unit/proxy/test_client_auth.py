@@ -59,7 +59,7 @@ def test_authentication_and_its_cache_follow_time_and_the_book() -> None:
     clock[0] = NOW
     assert checks.authenticate(signed("app", "app-secret1"))[0] == "app"
     # A new book (the user's password changed) forgets what was verified with the old one.
-    checks.replace(AccessBook({"app": AclUser("app", UserType.NORMAL, "new-secret")}, {}))
+    checks.use_book(AccessBook({"app": AclUser("app", UserType.NORMAL, "new-secret")}, {}))
     name, why = checks.authenticate(signed("app", "app-secret1"))
     assert name is None and why.startswith("wrong_signature")
     # The same header with another date-time header is checked again (and is wrong).
@@ -182,3 +182,23 @@ def test_off_means_no_guard() -> None:
     user = '{"username": "root", "password": "root-secret"}'
     on = client_access({**base, "authenticationEnabled": True, "initAuthenticationUser": user}, None)
     assert on is not None and on.book.users["root"].user_type is UserType.SUPER and not on.authorization
+
+
+def test_the_controllers_book_opens_with_the_inner_secret_and_keeps_the_initial_user() -> None:
+    from mqha.proxy.acl_source import book_from
+    from mqha.security.sealed import seal
+    from mqha.wire.acl_api import AclBookPayload, AclInfo, SealedUser
+    from mqha.wire.records import AclEntry
+
+    payload = AclBookPayload(
+        applied_index=7,
+        users=(
+            SealedUser("app", "Normal", seal("inner-1", "app", "app-secret1")),
+            SealedUser("old", "Normal", seal("inner-0", "old", "old-secret1")),  # sealed under another key
+        ),
+        acls=(AclInfo("User:app", (AclEntry("Topic:A", ("Pub",), "Allow"),)),),
+    )
+    book = book_from(payload, "inner-1", {"root": USERS["root"]})
+    assert set(book.users) == {"app", "root"} and book.secret_of("app") == "app-secret1"
+    assert book.check("app", ResourceType.TOPIC, "A", Action.PUB, None).allowed
+    assert not book.check("app", ResourceType.TOPIC, "B", Action.PUB, None).allowed
