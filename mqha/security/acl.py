@@ -304,6 +304,9 @@ class Verdict:
     reason: str
 
 
+ALLOWED = Verdict(True, "allowed")
+
+
 def decide(
     user_type: UserType | None,
     entries: Iterable[PolicyEntry],
@@ -316,27 +319,27 @@ def decide(
 ) -> Verdict:
     """May a user of ``user_type`` (None: no such user) with ``entries`` do ``action`` on ``kind:name``
     from ``source_ip``? Super: yes; Normal: a matching Deny says no, else a matching Allow says yes,
-    else no."""
-    target = f"{kind.value}:{name}"
-    who = f"User:{username}"
+    else no. (On every call of the proxy: the refusal's words are made only for a refusal.)"""
     if user_type is None:
-        return Verdict(False, f"{who} is not found")
+        return Verdict(False, f"User:{username} is not found")
     if user_type is UserType.SUPER:
-        return Verdict(True, f"{who} is a Super user")
+        return ALLOWED
     allowed = False
     for entry in entries:
         if entry.matches(kind, name, action, source_ip):
             if entry.decision is Decision.DENY:
                 return Verdict(
                     False,
-                    f"{who} has no permission to {action.value} {target} from {source_ip}: "
-                    f"the entry {entry.resource.key} denies it",
+                    f"User:{username} has no permission to {action.value} {kind.value}:{name} from "
+                    f"{source_ip}: the entry {entry.resource.key} denies it",
                 )
             allowed = True
     if allowed:
-        return Verdict(True, f"{who} is allowed to {action.value} {target}")
+        return ALLOWED
     return Verdict(
-        False, f"{who} has no permission to {action.value} {target} from {source_ip}: no matched policies"
+        False,
+        f"User:{username} has no permission to {action.value} {kind.value}:{name} from {source_ip}: "
+        "no matched policies",
     )
 
 

@@ -12,9 +12,10 @@ outside UTC looks as far off as its time zone.
 
 from __future__ import annotations
 
-import calendar
+import datetime
 import hashlib
 import hmac
+import re
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -24,6 +25,7 @@ AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"
 DATE_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
 MAX_HEADER_LENGTH = 1024
+_HEX40 = re.compile(r"[0-9a-f]{40}")
 
 
 class Refusal(Enum):
@@ -71,6 +73,25 @@ def format_date_time(epoch_s: float) -> str:
     return time.strftime(DATE_TIME_FORMAT, time.gmtime(epoch_s))
 
 
+def _epoch_seconds(text: str) -> int | None:
+    """``20260101T120000Z`` as seconds since the epoch, or None (by hand: ``strptime`` took ~20 µs)."""
+    if len(text) != 16 or text[8] != "T" or text[15] != "Z" or not (text[:8] + text[9:15]).isdigit():
+        return None
+    try:
+        moment = datetime.datetime(
+            int(text[:4]),
+            int(text[4:6]),
+            int(text[6:8]),
+            int(text[9:11]),
+            int(text[11:13]),
+            int(text[13:15]),
+            tzinfo=datetime.UTC,
+        )
+    except ValueError:
+        return None
+    return int(moment.timestamp())
+
+
 def parse_claim(authorization: str | None, date_time: str | None) -> Claim:
     """The claim of one call's headers; ``ClaimError`` says why there is none."""
     if not authorization:
@@ -90,14 +111,13 @@ def parse_claim(authorization: str | None, date_time: str | None) -> Claim:
     if not access_key:  # the Python client signs with an empty access key when given none
         raise ClaimError(Refusal.MISSING, "this call needs the client's access key and secret key")
     signature = fields.get("Signature", "").lower()
-    if len(signature) != 40 or any(c not in "0123456789abcdef" for c in signature):
+    if not _HEX40.fullmatch(signature):
         raise ClaimError(Refusal.MALFORMED, "the authorization header needs a hex Signature")
     if not date_time:
         raise ClaimError(Refusal.MALFORMED, f"the {DATE_TIME} header is missing")
-    try:
-        signed_at = calendar.timegm(time.strptime(date_time, DATE_TIME_FORMAT))
-    except (ValueError, OverflowError):
-        raise ClaimError(Refusal.MALFORMED, f"the {DATE_TIME} header is not yyyyMMddTHHmmssZ") from None
+    signed_at = _epoch_seconds(date_time)
+    if signed_at is None:
+        raise ClaimError(Refusal.MALFORMED, f"the {DATE_TIME} header is not yyyyMMddTHHmmssZ")
     return Claim(authorization, access_key, signature, date_time, signed_at)
 
 
