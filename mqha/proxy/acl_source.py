@@ -69,6 +69,7 @@ class AclSource:
         self._interval_s = config["proxyAclRefreshMillis"] / 1000
         self._access = access
         self._applied = -1
+        self._problem = ""  # the last refusal logged
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -102,9 +103,14 @@ class AclSource:
         except (NoLeaderAnswer, RemoteProtocolError) as exc:
             log.debug("the ACL book: no controller leader answered: %s", exc)
             return False
-        if not answer.reply.ok:
-            log.warning("the ACL book: %s %s", answer.reply.code.name, answer.reply.remark)
+        if not answer.reply.ok:  # e.g. controllers older than ACLs: said once, not every second
+            problem = f"{answer.reply.code.name} {answer.reply.remark}"
+            log.log(
+                logging.DEBUG if problem == self._problem else logging.WARNING, "the ACL book: %s", problem
+            )
+            self._problem = problem
             return False
+        self._problem = ""
         payload = AclBookPayload.from_json(answer.reply.payload)
         if payload.applied_index == self._applied:
             return False
