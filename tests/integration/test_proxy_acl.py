@@ -142,6 +142,11 @@ def test_a_normal_user_gets_what_its_policy_allows_changes_apply_live_and_surviv
         assert _wire(access, "ReceiveMessage", receive).status.code == d.Code.FORBIDDEN
         got, output = _receive(client, access, "AclA", "AclGroup", tmp_path, name="refused")
         assert got == 0, output
+        # QueryAssignment needs the same and pops nothing: it tells when the proxy has the new policy.
+        assignment = s.QueryAssignmentRequest(
+            topic=d.Resource(name="AclA"), group=d.Resource(name="AclGroup")
+        )
+        assert _wire(access, "QueryAssignment", assignment).status.code == d.Code.FORBIDDEN
 
         # updateAcl adds Sub on AclA and the group: the receive works, nothing restarted.
         admin(
@@ -156,11 +161,6 @@ def test_a_normal_user_gets_what_its_policy_allows_changes_apply_live_and_surviv
             "-d",
             "Allow",
         )
-        # (asked with QueryAssignment, which needs the same and pops nothing)
-        assignment = s.QueryAssignmentRequest(
-            topic=d.Resource(name="AclA"), group=d.Resource(name="AclGroup")
-        )
-        assert _wire(access, "QueryAssignment", assignment).status.code == d.Code.FORBIDDEN
         wait_until(
             lambda: _wire(access, "QueryAssignment", assignment).status.code != d.Code.FORBIDDEN or None,
             15,
