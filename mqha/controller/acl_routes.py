@@ -20,6 +20,7 @@ from mqha.codes import ResponseCode
 from mqha.controller import acls
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import ControllerState
+from mqha.security.acl import AclError, check_password
 from mqha.security.credentials import parse_inner_credentials
 from mqha.security.sealed import seal
 from mqha.wire import acl_api
@@ -40,7 +41,11 @@ def _sealed(request: web.Request, body: acl_api.UserRequest) -> str | None:
     if not text:
         remark = "ACL users need innerClientAuthenticationCredentials on the controllers (it seals passwords)"
         raise _api().HttpError(400, Reply(ResponseCode.CONTROLLER_INVALID_REQUEST, remark))
-    return seal(parse_inner_credentials(text).secret_key, body.username, body.password)
+    try:
+        password = check_password(body.password)
+    except AclError as exc:
+        raise _api().HttpError(400, Reply(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))) from None
+    return seal(parse_inner_credentials(text).secret_key, body.username, password)
 
 
 async def _write(

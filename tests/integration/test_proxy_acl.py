@@ -191,3 +191,34 @@ def test_a_normal_user_gets_what_its_policy_allows_changes_apply_live_and_surviv
         )
         assert _send(client, access, "AclA", tmp_path, "after-kill") == {"done": True, "ok": 2, "failed": 0}
         cluster.start_node(leader, timeout=60)
+
+
+def test_bad_acl_input_is_refused_with_its_reason_and_changes_nothing(cluster: LocalCluster) -> None:
+    def refused(*args: str) -> str:
+        done = mqadmin(
+            *args[:1],
+            "-n",
+            ";".join(cluster.controller_addresses),
+            "-c",
+            cluster.cluster_name,
+            *args[1:],
+            "--token",
+            cluster.controller_settings["adminAuthToken"],
+        )
+        assert done.returncode != 0, (args, done.stdout)
+        return done.stderr
+
+    before = admin(cluster, "listUser"), admin(cluster, "listAcl")
+    assert "password must be printable" in refused("createUser", "-u", "tabby", "-p", "pass\tword1")
+    assert "field 'password'" in refused("createUser", "-u", "shorty", "-p", "short")
+    assert "The subject of User:ghost is not exist" in refused(
+        "createAcl", "-s", "User:ghost", "-r", "Topic:A", "-a", "Pub", "-d", "Allow"
+    )
+    assert "unknown action" in refused(
+        "createAcl", "-s", "User:app", "-r", "Topic:A", "-a", "Publish", "-d", "Allow"
+    )
+    assert "The user is not exist" in refused("deleteUser", "-u", "ghost")
+    # Without the admin token: refused (401), nothing listed.
+    done = mqadmin("listUser", "-n", ";".join(cluster.controller_addresses), "-c", cluster.cluster_name)
+    assert done.returncode != 0 and "token" in done.stderr, done.stderr
+    assert (admin(cluster, "listUser"), admin(cluster, "listAcl")) == before
