@@ -52,7 +52,10 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
         ("controllerAddr=127.0.0.1:9878\nmetricsGrpcExporterTarget=h:4317\n", "metricsGrpcExporterTarget"),
         # a decision needs an authenticated user (§12.10)
         ("controllerAddr=127.0.0.1:9878\nauthorizationEnabled=true\n", "authorizationEnabled"),
-        ("controllerAddr=127.0.0.1:9878\nauthenticationClockSkewSeconds=0\n", "authenticationClockSkewSeconds"),
+        (
+            "controllerAddr=127.0.0.1:9878\nauthenticationClockSkewSeconds=0\n",
+            "authenticationClockSkewSeconds",
+        ),
         ("controllerAddr=127.0.0.1:9878\nproxyAclRefreshMillis=10\n", "proxyAclRefreshMillis"),
     ],
 )
