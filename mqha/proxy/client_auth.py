@@ -45,11 +45,12 @@ _CACHE_LIMIT = 4096
 _TOPIC, _GROUP = ResourceType.TOPIC, ResourceType.GROUP
 
 
-def requirements(method: str, request: Any) -> list[Requirement] | None:
+def requirements(method: str, request: Any) -> list[Requirement]:
     """What ``request`` needs of its user's policy (pure). RocketMQ's rules for the RPCs mqproxy
     serves: a send needs Pub on its topics; a receive, an ack, an invisibility change and an
-    assignment query need Sub on the topic and on the consumer group; a route query needs Pub or Sub
-    on the topic (None: either is enough; answered by :meth:`ClientAccess.authorize`)."""
+    assignment query need Sub on the topic and on the consumer group; a consumer's heartbeat Sub on its
+    group. (A route query needs Pub or Sub on the topic: either, so :meth:`ClientAccess.authorize`
+    asks it itself.)"""
     if method == "SendMessage":
         topics = dict.fromkeys(message.topic.name for message in request.messages)
         return [(_TOPIC, topic, Action.PUB) for topic in topics]
@@ -165,7 +166,7 @@ class ClientAccess:
             if not verdict.allowed:
                 verdict = book.check(username, _TOPIC, topic, Action.SUB, source)
             return None if verdict.allowed else verdict
-        for kind, name, action in requirements(method, request) or ():
+        for kind, name, action in requirements(method, request):
             verdict = book.check(username, kind, name, action, source)
             if not verdict.allowed:
                 return verdict
