@@ -1,4 +1,4 @@
-"""The shell of mqadmin's ACL 2.0 commands (createUser .. listAcl; docs/architecture.md §12.9): each
+"""The shell of mqadmin's ACL 2.0 commands (createUser .. listAcl; docs/architecture.md §12.11): each
 asks the controller leader; what to ask and print is ``mqha.admin_cli.commands.acl`` (pure)."""
 
 from __future__ import annotations

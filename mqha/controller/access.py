@@ -58,7 +58,7 @@ ROUTE_ACCESS: dict[str, Access] = {
     "addControllerPeer": Access.ADMIN,
     "removeControllerPeer": Access.ADMIN,
     "getHistoryRows": Access.ADMIN,  # a read, but of every message id the cluster acknowledged
-    "listUser": Access.ADMIN,  # ACL reads (§12.9): who may do what is the operator's business
+    "listUser": Access.ADMIN,  # ACL reads (§12.11): who may do what is the operator's business
     "listAcl": Access.ADMIN,
     "getAclBook": Access.BROKER,  # mqproxy's: sealed passwords and every policy
 }

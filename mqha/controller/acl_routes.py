@@ -1,4 +1,4 @@
-"""The ACL 2.0 routes of the controller API (docs/architecture.md §12.9). SHELL (aiohttp).
+"""The ACL 2.0 routes of the controller API (docs/architecture.md §12.11). SHELL (aiohttp).
 
 Admin (the admin token), leader: ``POST /v1/acl/users/{create,update,delete}``, ``GET /v1/acl/users``
 (``?username=`` getUser, ``?filter=`` listUser), ``POST /v1/acl/policies/{create,update,delete}``,
@@ -159,7 +159,7 @@ def _write_operation(summary: str, cls: type[Any]) -> dict[str, Any]:
     from mqha.controller import openapi as o
 
     return {
-        "summary": f"docs/architecture.md §12.9, leader, admin: {summary}",
+        "summary": f"docs/architecture.md §12.11, leader, admin: {summary}",
         "requestBody": o._body(o.request_schema(cls)),
         "responses": o._responses(o._WRITE),
     }
@@ -177,12 +177,12 @@ def operations() -> list[tuple[str, str, str, dict[str, Any]]]:
 
     user, put, delete = acl_api.UserRequest, acl_api.PutAclRequest, acl_api.DeleteAclRequest
     users = _read_operation(
-        "docs/architecture.md §12.9, leader, admin: getUser / listUser, never a password",
+        "docs/architecture.md §12.11, leader, admin: getUser / listUser, never a password",
         [o._query_param("username", "one user (getUser)"), o._query_param("filter", "names containing this")],
         acl_api.UsersPayload,
     )
     policies = _read_operation(
-        "docs/architecture.md §12.9, leader, admin: getAcl / listAcl",
+        "docs/architecture.md §12.11, leader, admin: getAcl / listAcl",
         [
             o._query_param("subject", "User:NAME (getAcl, listAcl -s)"),
             o._query_param("resource", "only policies with an entry of this resource (listAcl -r)"),
@@ -190,7 +190,7 @@ def operations() -> list[tuple[str, str, str, dict[str, Any]]]:
         acl_api.AclsPayload,
     )
     book = _read_operation(
-        "docs/architecture.md §12.9, leader, broker credentials (mqproxy): every user with its sealed "
+        "docs/architecture.md §12.11, leader, broker credentials (mqproxy): every user with its sealed "
         "password and every policy",
         [],
         acl_api.AclBookPayload,

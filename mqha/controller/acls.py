@@ -1,6 +1,6 @@
 """ACL 2.0 decisions of the controller (core): createUser .. listAcl and mqproxy's book.
 
-(state, request) -> ``ControllerResult``, as ``mqha.controller.topics`` (docs/architecture.md §12.9).
+(state, request) -> ``ControllerResult``, as ``mqha.controller.topics`` (docs/architecture.md §12.11).
 A password arrives here already sealed by the shell (sealing draws a random nonce); nothing here
 returns one, except the book, whose passwords are sealed. Bad input is 2005 with RocketMQ's wording
 where it has one, and changes nothing.

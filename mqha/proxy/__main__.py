@@ -75,7 +75,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             exporter = await process.start_metrics_listener(
                 exporter_app(metrics), host, config["metricsPromExporterPort"]
             )
-        if acl_source is not None:  # users and policies from the controllers (§12.9)
+        if acl_source is not None:  # users and policies from the controllers (§12.11)
             await acl_source.start()
         add_servicer(service if access is None else GuardedService(service, access), server)
         try:

@@ -1,5 +1,5 @@
 """mqproxy's copy of the ACL users and policies, fetched from the controllers (shell; docs/architecture.md
-§12.9, §12.10).
+§12.11, §12.12).
 
 Every ``proxyAclRefreshMillis`` (1000) the proxy asks the controller leader for the book
 (``GET /v1/acl/book``, signed with ``innerClientAuthenticationCredentials``), opens the sealed

@@ -1,4 +1,4 @@
-"""Who is calling mqproxy, and may they (shell over ``mqha.security``; docs/architecture.md §12.10).
+"""Who is calling mqproxy, and may they (shell over ``mqha.security``; docs/architecture.md §12.12).
 
 With ``authenticationEnabled=true`` every call must carry the official clients' signature
 (``mqha.security.client_signature``) by a user the proxy knows: ``initAuthenticationUser`` (a Super

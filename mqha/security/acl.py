@@ -1,4 +1,4 @@
-"""ACL 2.0 as RocketMQ 5.3 defines it: users, policies and the decision (pure; docs/architecture.md §12.9).
+"""ACL 2.0 as RocketMQ 5.3 defines it: users, policies and the decision (pure; docs/architecture.md §12.11).
 
 A user is Super (allowed everything) or Normal (allowed what its policy allows). A policy belongs to a
 subject ``User:NAME`` and holds one entry per resource: ``Topic:X`` / ``Group:Y`` with a literal name,

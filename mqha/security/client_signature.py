@@ -1,4 +1,4 @@
-"""The official RocketMQ 5 clients' request signature, checked (pure; docs/architecture.md §12.10).
+"""The official RocketMQ 5 clients' request signature, checked (pure; docs/architecture.md §12.12).
 
 Every call of the Java, Python, Node.js... clients carries ``x-mq-date-time: 20260101T120000Z`` and
 ``authorization: MQv2-HMAC-SHA1 Credential=<accessKey>, SignedHeaders=x-mq-date-time,

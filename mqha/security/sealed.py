@@ -1,6 +1,6 @@
-"""ACL users' passwords sealed for storage and transport (docs/architecture.md §12.9).
+"""ACL users' passwords sealed for storage and transport (docs/architecture.md §12.11).
 
-The official clients sign with HMAC-SHA1 keyed by the password itself (§12.10), so whoever verifies a
+The official clients sign with HMAC-SHA1 keyed by the password itself (§12.12), so whoever verifies a
 signature needs the password, not a hash of it: a one-way hash (what RocketMQ's remoting ACL 1.0 never
 had either) cannot work. RocketMQ 5.3 keeps the password in clear in its metadata store and prints it
 in ``getUser``. mqha seals it instead: AES-256-GCM under a key derived (HMAC-SHA256) from the

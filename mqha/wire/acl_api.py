@@ -1,4 +1,4 @@
-"""The controllers' ACL 2.0 API bodies (docs/architecture.md §12.9): users and policies, as RocketMQ's
+"""The controllers' ACL 2.0 API bodies (docs/architecture.md §12.11): users and policies, as RocketMQ's
 mqadmin ``createUser`` .. ``listAcl`` carry them, and the book mqproxy fetches.
 
 Requests are strict (``mqha.wire.codec.Request``): an unknown field, a wrong type or a bound crossed is

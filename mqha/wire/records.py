@@ -266,7 +266,7 @@ AclTexts = Annotated[tuple[AclText, ...], msgspec.Meta(max_length=MAX_NAME_LIST)
 class AclEntry(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
     """One entry of a subject's ACL policy as records and snapshots hold it.
 
-    RocketMQ's ``PolicyEntryInfo`` fields (docs/architecture.md §12.9)."""
+    RocketMQ's ``PolicyEntryInfo`` fields (docs/architecture.md §12.11)."""
 
     resource: AclText
     actions: AclTexts
@@ -277,7 +277,7 @@ class AclEntry(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_field
 class PutAclUserRecord(_Record, frozen=True, tag="PutAclUser"):
     """Create an ACL user or replace its type and password (``mqadmin createUser`` / ``updateUser``).
 
-    docs/architecture.md §12.9. No compare-and-set: the operator's latest word wins. The password is
+    docs/architecture.md §12.11. No compare-and-set: the operator's latest word wins. The password is
     sealed by the leader before it is recorded (``mqha.security.sealed``): the log and the snapshots
     never hold it in clear.
     """

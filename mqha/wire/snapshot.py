@@ -8,7 +8,7 @@ reads as no topic. Version 4 adds ``consumerOffsets`` (docs/architecture.md §4.
 ``ConsumerOffsetEntry`` shape); an older snapshot reads as none. A snapshot is written with the lowest
 version that holds what it has (no offsets: 3; no topics either: 2), so a controller older than those
 reads it until the first topic or offset. Version 5 adds ``aclUsers`` and ``aclPolicies``
-(docs/architecture.md §12.9: users with their sealed passwords, and each subject's policy entries);
+(docs/architecture.md §12.11: users with their sealed passwords, and each subject's policy entries);
 older snapshots read as none, and a state without ACLs is written as version 4 or lower.
 ``mqha.controller.state`` converts between these and its immutable state values; this module is only
 the shape and the codec.

@@ -58,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     settings = {
         "adminAuthToken": TOKEN,
         "consoleAnalysisReportDir": str(base / "report"),
-        # ACL users need it (their passwords are sealed with it, docs/architecture.md §12.9)
+        # ACL users need it (their passwords are sealed with it, docs/architecture.md §12.11)
         "innerClientAuthenticationCredentials": '{"accessKey": "inner", "secretKey": "inner-secret-0001"}',
     }
     with LocalCluster(base / "run", controllers=3, groups=1, replicas=3, controller_settings=settings) as c:

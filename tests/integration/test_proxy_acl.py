@@ -1,4 +1,4 @@
-"""ACL 2.0 end to end (docs/architecture.md §12.9, §12.10): users and policies made with mqadmin live in
+"""ACL 2.0 end to end (docs/architecture.md §12.11, §12.12): users and policies made with mqadmin live in
 the controllers' replicated state and mqproxy enforces them on the official Python client, with
 nothing restarted when they change, and they survive a SIGKILL of the controller leader.
 

@@ -1,4 +1,4 @@
-"""mqproxy with ``authenticationEnabled=true`` checks the official clients' signature (§12.10): the
+"""mqproxy with ``authenticationEnabled=true`` checks the official clients' signature (§12.12): the
 Python and Node.js clients, unmodified, are refused with a wrong secret, an unknown user or no
 credentials (nothing stored), and work with the right ones; the refusals are counted in /metrics.
 

@@ -88,7 +88,7 @@ def test_a_group_goes_on_from_its_committed_offsets_across_proxy_and_controller_
     client: Path, cluster: LocalCluster, tmp_path: Path
 ) -> None:
     first, second = cluster.proxy_addresses
-    # The proxies authenticate clients (§12.10): the brokers' user is their Super user.
+    # The proxies authenticate clients (§12.12): the brokers' user is their Super user.
     user = parse_user(cluster.broker_settings["initAuthenticationUser"])
     signed = (user.username, user.password)
     with ProcessGroup() as group:

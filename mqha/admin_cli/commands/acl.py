@@ -1,4 +1,4 @@
-"""mqadmin's ACL 2.0 commands (createUser .. listAcl; docs/architecture.md §12.9), pure: the calls to
+"""mqadmin's ACL 2.0 commands (createUser .. listAcl; docs/architecture.md §12.11), pure: the calls to
 the controller leader and what to print. Options are RocketMQ's (``-u -p -t``, ``-s -r -a -d -i``);
 the controllers are named with ``-n`` / ``--controllerAddress`` because ``-a`` is the actions. Lists
 are checked here first (``mqha.security.acl``) so a typo fails before anything is sent."""

@@ -176,7 +176,7 @@ _TOPIC_COMMANDS = (
     ),
 )
 
-# ACL 2.0 (docs/architecture.md §12.9): -a is RocketMQ's actions option here, so the controllers are -n
+# ACL 2.0 (docs/architecture.md §12.11): -a is RocketMQ's actions option here, so the controllers are -n
 # (where RocketMQ users name their NameServer) or --controllerAddress; -c is required as RocketMQ's, and
 # the users and policies are the whole controller group's.
 _ACL_CONTROLLERS = _opt("-n", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True)

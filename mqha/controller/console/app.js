@@ -432,7 +432,7 @@ function notFoundPage(route) {
   };
 }
 
-// ACL 2.0 users and policies (docs/architecture.md §12.9): not in the public snapshot; fetched with the
+// ACL 2.0 users and policies (docs/architecture.md §12.11): not in the public snapshot; fetched with the
 // admin token from the leader's admin routes, which never answer a password.
 function accessPage() {
   const live = h("div", {}, message("info", "Loading users and policies", ""));

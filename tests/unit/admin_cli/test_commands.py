@@ -64,7 +64,7 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "topicList": {"-a", "-c"},
         "topicRoute": {"-a", "-t", "-l"},
         "consumerProgress": {"-a", "-g", "-t"},
-        # ACL 2.0: -a is the actions, the controllers are -n (§12.9)
+        # ACL 2.0: -a is the actions, the controllers are -n (§12.11)
         "createUser": {"-n", "-c", "-u", "-p", "-t"},
         "updateUser": {"-n", "-c", "-u", "-p", "-t"},
         "deleteUser": {"-n", "-c", "-u"},

@@ -15,7 +15,7 @@ TOKEN = "admin-token-0123"
 CREDENTIALS = InnerCredentials("inner", "inner-secret-0123")
 BROKER_PATHS = {"applyBrokerId", "registerBroker", "brokerHeartbeat", "brokerSession", "alterSyncStateSet"}
 INNER_CLIENT_PATHS = {"updateConsumerOffset"}  # mqproxy signs with the inner credentials (§13)
-ACL_READS = ("listUser", "listAcl", "getAclBook")  # users and policies are not public (§12.9)
+ACL_READS = ("listUser", "listAcl", "getAclBook")  # users and policies are not public (§12.11)
 
 
 def test_every_mutating_route_needs_a_proof_and_public_reads_stay_open() -> None:
