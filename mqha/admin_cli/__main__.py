@@ -29,7 +29,7 @@ from typing import Any, NoReturn, TextIO
 
 import aiohttp
 
-from mqha.admin_cli import brokers, topics, voters
+from mqha.admin_cli import acl, brokers, topics, voters
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import (
     ACCESS_TIMEOUT,
@@ -390,6 +390,7 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[Output]]] = {
     "topicList": topics.run_topic_list,
     "topicRoute": topics.run_topic_route,
     "consumerProgress": topics.run_consumer_progress,
+    **acl.RUNNERS,
 }
 
 

@@ -58,6 +58,9 @@ ROUTE_ACCESS: dict[str, Access] = {
     "addControllerPeer": Access.ADMIN,
     "removeControllerPeer": Access.ADMIN,
     "getHistoryRows": Access.ADMIN,  # a read, but of every message id the cluster acknowledged
+    "listUser": Access.ADMIN,  # ACL reads (§12.11): who may do what is the operator's business
+    "listAcl": Access.ADMIN,
+    "getAclBook": Access.BROKER,  # mqproxy's: sealed passwords and every policy
 }
 """Routes (by name, ``mqha.controller.http_api.ROUTES``) that are not open."""
 

@@ -34,9 +34,12 @@ from mqha.controller.records import (
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
+    DeleteAclUserRecord,
     DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
+    PutAclPolicyRecord,
+    PutAclUserRecord,
     Record,
     RecordFormatError,
     UpdateBrokerAddressRecord,
@@ -44,7 +47,14 @@ from mqha.controller.records import (
     UpdateTopicRecord,
     decode_record,
 )
-from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo, TopicQueues, TopicState
+from mqha.controller.state import (
+    AclUserState,
+    BrokerGroupState,
+    ControllerState,
+    ReplicaInfo,
+    TopicQueues,
+    TopicState,
+)
 
 SUCCESS = ResponseCode.SUCCESS
 
@@ -287,7 +297,22 @@ def _apply_consumer_offsets(state: ControllerState, record: UpdateConsumerOffset
     )
 
 
+def _apply_put_acl_user(state: ControllerState, record: PutAclUserRecord) -> ControllerState:
+    return state.with_acl_user(record.username, AclUserState(record.user_type, record.sealed_password))
+
+
+def _apply_delete_acl_user(state: ControllerState, record: DeleteAclUserRecord) -> ControllerState:
+    return state.with_acl_user(record.username, None)
+
+
+def _apply_put_acl_policy(state: ControllerState, record: PutAclPolicyRecord) -> ControllerState:
+    return state.with_acl_policy(record.username, record.entries)
+
+
 _APPLIERS: dict[type[Any], Callable[[ControllerState, Any], ControllerState]] = {
+    PutAclUserRecord: _apply_put_acl_user,
+    DeleteAclUserRecord: _apply_delete_acl_user,
+    PutAclPolicyRecord: _apply_put_acl_policy,
     UpdateTopicRecord: _apply_update_topic,
     DeleteTopicRecord: _apply_delete_topic,
     UpdateConsumerOffsetRecord: _apply_consumer_offsets,

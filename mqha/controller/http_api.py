@@ -38,7 +38,7 @@ import msgspec
 from aiohttp import web
 
 from mqha.codes import ResponseCode, http_status_for
-from mqha.controller import history_route, openapi, topic_routes
+from mqha.controller import acl_routes, history_route, openapi, topic_routes
 from mqha.controller.access import Access, Principal, route_access
 from mqha.controller.console_view import sse_message
 from mqha.controller.service import ControllerService
@@ -439,6 +439,7 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v1/console/analysis", "consoleAnalysis", console_analysis),
     ("GET", "/v1/history/rows", "getHistoryRows", history_route.get_history_rows),  # NDJSON
     *topic_routes.ROUTES,
+    *acl_routes.ROUTES,
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from mqha.codes import ResponseCode
+from mqha.controller import acl_routes
 from mqha.controller.access import Access, route_access
 from mqha.wire.controller_api import (
     AlterSyncStateSetPayload,
@@ -74,6 +75,7 @@ _MESSAGES: tuple[type[msgspec.Struct], ...] = (
     TopicRoutePayload,
     UpdateConsumerOffsetRequest,
     ConsumerOffsetsPayload,
+    *acl_routes.MESSAGES,
 )
 
 
@@ -582,6 +584,7 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "responses": _responses(_WRITE, ConsumerOffsetsPayload),
             },
         ),
+        *acl_routes.operations(),
     ]
 
 

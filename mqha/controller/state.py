@@ -36,10 +36,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from mqha.wire.records import ConsumerOffsetEntry
+from mqha.wire.records import AclEntry, ConsumerOffsetEntry
 from mqha.wire.snapshot import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_VERSION,
+    AclPolicySnapshot,
+    AclUserSnapshot,
     EligibleReplicaSnapshot,
     GroupSnapshot,
     ReplicaSnapshot,
@@ -55,6 +57,7 @@ from mqha.wire.types import FrozenMap
 __all__ = [
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
+    "AclUserState",
     "BrokerGroupState",
     "ControllerState",
     "FrozenMap",
@@ -191,6 +194,17 @@ class TopicState:
             object.__setattr__(self, "queues", FrozenMap(self.queues))
 
 
+@dataclass(frozen=True, repr=False)
+class AclUserState:
+    """An ACL user: Super or Normal, and its password sealed by the leader (never in clear here)."""
+
+    user_type: str
+    sealed_password: str
+
+    def __repr__(self) -> str:
+        return f"AclUserState(user_type={self.user_type!r}, sealed_password=***)"
+
+
 OffsetKey = tuple[str, str, str, int]
 """(consumer group, topic, broker set, queue id): one consumer group's place in one queue."""
 
@@ -203,6 +217,8 @@ class ControllerState:
     applied_index: int = 0
     topics: Mapping[str, TopicState] = field(default_factory=FrozenMap)
     consumer_offsets: Mapping[OffsetKey, int] = field(default_factory=FrozenMap)
+    acl_users: Mapping[str, AclUserState] = field(default_factory=FrozenMap)
+    acl_policies: Mapping[str, tuple[AclEntry, ...]] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         if not isinstance(self.groups, FrozenMap):
@@ -211,6 +227,9 @@ class ControllerState:
             object.__setattr__(self, "topics", FrozenMap(self.topics))
         if not isinstance(self.consumer_offsets, FrozenMap):
             object.__setattr__(self, "consumer_offsets", FrozenMap(self.consumer_offsets))
+        for name in ("acl_users", "acl_policies"):
+            if not isinstance(getattr(self, name), FrozenMap):
+                object.__setattr__(self, name, FrozenMap(getattr(self, name)))
 
     @classmethod
     def empty(cls) -> ControllerState:
@@ -233,6 +252,20 @@ class ControllerState:
         if not topic.queues:
             return replace(self, topics=self.topics.remove(topic.topic_name))  # type: ignore[attr-defined]
         return replace(self, topics=self.topics.set(topic.topic_name, topic))  # type: ignore[attr-defined]
+
+    def with_acl_user(self, username: str, user: AclUserState | None) -> ControllerState:
+        """The state with ``username`` set to ``user``; None removes the user and its policy."""
+        if user is None:
+            users = self.acl_users.remove(username)  # type: ignore[attr-defined]
+            policies = self.acl_policies.remove(username)  # type: ignore[attr-defined]
+            return replace(self, acl_users=users, acl_policies=policies)
+        return replace(self, acl_users=self.acl_users.set(username, user))  # type: ignore[attr-defined]
+
+    def with_acl_policy(self, username: str, entries: tuple[AclEntry, ...]) -> ControllerState:
+        """The state with ``username``'s policy set to ``entries``; none removes it."""
+        if not entries:
+            return replace(self, acl_policies=self.acl_policies.remove(username))  # type: ignore[attr-defined]
+        return replace(self, acl_policies=self.acl_policies.set(username, entries))  # type: ignore[attr-defined]
 
     def raised_offsets(self, offsets: Iterable[tuple[OffsetKey, int]]) -> dict[OffsetKey, int]:
         """The entries of ``offsets`` above the stored ones (the merge rule: an offset only rises;
@@ -306,6 +339,13 @@ def encode_state(state: ControllerState) -> bytes:
                 ConsumerOffsetEntry(group, topic, broker, queue_id, offset)
                 for (group, topic, broker, queue_id), offset in sorted(state.consumer_offsets.items())
             ],
+            acl_users=[
+                AclUserSnapshot(name, user.user_type, user.sealed_password)  # type: ignore[arg-type]
+                for name, user in sorted(state.acl_users.items())
+            ],
+            acl_policies=[
+                AclPolicySnapshot(name, list(entries)) for name, entries in sorted(state.acl_policies.items())
+            ],
         )
     )
 
@@ -356,6 +396,15 @@ def decode_state(data: bytes) -> ControllerState:
     offsets = {entry.key: entry.commit_offset for entry in snapshot.consumer_offsets}
     if len(offsets) != len(snapshot.consumer_offsets):
         raise SnapshotFormatError("snapshot: duplicate consumer offset")
+    users = {user.username: AclUserState(user.user_type, user.sealed_password) for user in snapshot.acl_users}
+    policies = {policy.username: tuple(policy.entries) for policy in snapshot.acl_policies}
+    if len(users) != len(snapshot.acl_users) or len(policies) != len(snapshot.acl_policies):
+        raise SnapshotFormatError("snapshot: duplicate ACL user or policy")
     return ControllerState(
-        groups=groups, applied_index=snapshot.applied_index, topics=topics, consumer_offsets=offsets
+        groups=groups,
+        applied_index=snapshot.applied_index,
+        topics=topics,
+        consumer_offsets=offsets,
+        acl_users=users,
+        acl_policies=policies,
     )

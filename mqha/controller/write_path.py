@@ -271,6 +271,13 @@ class WritePath(NodePart):
             CONSUMER_OFFSETS_LOCK_KEY, lambda state, _: handle_update_consumer_offset(state, request)
         )
 
+    async def acl_write(self, key: str, decide: Callable[[ControllerState], ControllerResult]) -> Reply:
+        """An ACL write (``mqha.controller.acl_routes``), one at a time per user (``key``)."""
+        return await self._write(key, lambda state, _: decide(state))
+
+    async def acl_read(self, decide: Callable[[ControllerState], ControllerResult]) -> Reply:
+        return await self._read(decide)
+
     async def delete_topic(self, request: DeleteTopicRequest) -> Reply:
         key = topic_lock_key(request.topic_name)
         return await self._write(key, lambda state, _: handle_delete_topic(state, request))

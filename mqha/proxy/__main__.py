@@ -35,7 +35,9 @@ log = logging.getLogger("mqha.proxy")
 async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) -> None:
     import grpc
 
+    from mqha.proxy.acl_source import AclSource
     from mqha.proxy.brokers import BrokerGroups
+    from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
@@ -64,6 +66,8 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
     server = grpc.aio.server(options=options, interceptors=[MetricsInterceptor(metrics)] if metrics else None)
     service = MessagingService(config, groups)
+    access = client_access(config, metrics.refused if metrics else None)
+    acl_source = None if access is None else AclSource(config, access)
     exporter: web.AppRunner | None = None
     try:
         if metrics is not None:  # /metrics on metricsPromExporterPort (host: the key's, or grpcBindAddress)
@@ -71,7 +75,9 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             exporter = await process.start_metrics_listener(
                 exporter_app(metrics), host, config["metricsPromExporterPort"]
             )
-        add_servicer(service, server)
+        if acl_source is not None:  # users and policies from the controllers (§12.11)
+            await acl_source.start()
+        add_servicer(service if access is None else GuardedService(service, access), server)
         try:
             bound = server.add_insecure_port(address)
         except RuntimeError as exc:
@@ -87,6 +93,8 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         await stop.wait()
     finally:
         await server.stop(STOP_GRACE_S)
+        if acl_source is not None:
+            await acl_source.close()
         if exporter is not None:
             await exporter.cleanup()
         await service.close()

@@ -114,6 +114,30 @@ PROXY_CONFIG = ConfigSpec(
         ),
         *BROKER_USER_KEYS,
         INNER_CREDENTIALS_KEY,
+        Key(
+            "authorizationEnabled",
+            bool,
+            False,
+            "each call must also be allowed by its user's ACL policy (needs authenticationEnabled)",
+        ),
+        Key(
+            "proxyAclRefreshMillis",
+            int,
+            1000,
+            "how often the ACL users and policies are fetched from the controllers (authenticationEnabled)",
+            rule=between(100, 3_600_000),
+            unit="ms",
+            rocketmq=False,
+        ),
+        Key(
+            "authenticationClockSkewSeconds",
+            int,
+            900,
+            "how far a client's signed x-mq-date-time may be from the proxy's clock, either way",
+            rule=between(1, 86_400),
+            unit="s",
+            rocketmq=False,
+        ),
     ]
 )
 
@@ -129,6 +153,8 @@ def check_proxy_config(values: Mapping[str, Any]) -> None:
                 "controllerAddr", f"expected host:port;host:port (port 1..65535), got {address!r}"
             )
     check_authentication_keys(values, ("initAuthenticationUser", "innerClientAuthenticationCredentials"))
+    if values["authorizationEnabled"] and not values["authenticationEnabled"]:
+        raise ConfigError("authorizationEnabled", "needs authenticationEnabled=true (decisions need a user)")
     cpus, allowed = parse_cpu_list(values["proxyCpuAffinity"]), allowed_cpus()
     if not cpus <= allowed:
         raise ConfigError(

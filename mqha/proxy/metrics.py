@@ -49,6 +49,16 @@ class ProxyMetrics:
             "messages handed to consumers by ReceiveMessage",
             registry=self.registry,
         )
+        self.auth_refusals = Counter(
+            "mqha_proxy_auth_refusals",
+            "calls refused by authentication (missing, malformed, unknown_user, wrong_signature, "
+            "clock_skew) or authorization (forbidden), by method",
+            ["method", "reason"],
+            registry=self.registry,
+        )
+
+    def refused(self, method: str, reason: str) -> None:
+        self.auth_refusals.labels(method, reason).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,7 +11,7 @@ the one it knows and rejects newer ones (``RecordFormatError``).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -19,6 +19,7 @@ from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for
 from mqha.wire.types import (
     MAX_NAME_LIST,
+    MAX_STORED_NAME_LENGTH,
     Epoch,
     Offset,
     StoredAddress,
@@ -32,13 +33,17 @@ from mqha.wire.types import (
 __all__ = [
     "RECORD_TYPES",
     "AckedDataLost",
+    "AclEntry",
     "AlterSyncStateSetRecord",
     "ApplyBrokerIdRecord",
     "CleanBrokerDataRecord",
     "ConsumerOffsetEntry",
+    "DeleteAclUserRecord",
     "DeleteTopicRecord",
     "ElectMasterRecord",
     "NoopRecord",
+    "PutAclPolicyRecord",
+    "PutAclUserRecord",
     "Record",
     "RecordFormatError",
     "UpdateBrokerAddressRecord",
@@ -252,6 +257,61 @@ class UpdateConsumerOffsetRecord(_Record, frozen=True, tag="UpdateConsumerOffset
     version: int = 1
 
 
+AclText = Annotated[str, msgspec.Meta(max_length=MAX_STORED_NAME_LENGTH + 8)]
+"""A resource key, an action, a decision or a source IP range of an ACL entry (checked by the decision
+in ``mqha.security.acl`` before it is recorded; stored as given)."""
+AclTexts = Annotated[tuple[AclText, ...], msgspec.Meta(max_length=MAX_NAME_LIST)]
+
+
+class AclEntry(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_fields=True):
+    """One entry of a subject's ACL policy as records and snapshots hold it.
+
+    RocketMQ's ``PolicyEntryInfo`` fields (docs/architecture.md §12.11)."""
+
+    resource: AclText
+    actions: AclTexts
+    decision: AclText
+    source_ips: AclTexts = ()
+
+
+class PutAclUserRecord(_Record, frozen=True, tag="PutAclUser"):
+    """Create an ACL user or replace its type and password (``mqadmin createUser`` / ``updateUser``).
+
+    docs/architecture.md §12.11. No compare-and-set: the operator's latest word wins. The password is
+    sealed by the leader before it is recorded (``mqha.security.sealed``): the log and the snapshots
+    never hold it in clear.
+    """
+
+    TYPE: ClassVar[str] = "PutAclUser"
+
+    username: StoredName
+    user_type: Literal["Super", "Normal"]
+    sealed_password: Annotated[str, msgspec.Meta(max_length=4096)]
+    version: int = 1
+
+
+class DeleteAclUserRecord(_Record, frozen=True, tag="DeleteAclUser"):
+    """Remove an ACL user and its policy (``mqadmin deleteUser``); idempotent."""
+
+    TYPE: ClassVar[str] = "DeleteAclUser"
+
+    username: StoredName
+    version: int = 1
+
+
+class PutAclPolicyRecord(_Record, frozen=True, tag="PutAclPolicy"):
+    """Set a subject's whole policy; no entries removes it.
+
+    ``createAcl`` / ``updateAcl`` / ``deleteAcl`` are merged by the decision. Last write wins; the
+    write path takes one subject at a time."""
+
+    TYPE: ClassVar[str] = "PutAclPolicy"
+
+    username: StoredName
+    entries: Annotated[tuple[AclEntry, ...], msgspec.Meta(max_length=MAX_NAME_LIST)]
+    version: int = 1
+
+
 Record = (
     NoopRecord
     | ApplyBrokerIdRecord
@@ -262,6 +322,9 @@ Record = (
     | UpdateTopicRecord
     | DeleteTopicRecord
     | UpdateConsumerOffsetRecord
+    | PutAclUserRecord
+    | DeleteAclUserRecord
+    | PutAclPolicyRecord
 )
 
 RECORD_TYPES: tuple[type[Any], ...] = (
@@ -274,6 +337,9 @@ RECORD_TYPES: tuple[type[Any], ...] = (
     UpdateTopicRecord,
     DeleteTopicRecord,
     UpdateConsumerOffsetRecord,
+    PutAclUserRecord,
+    DeleteAclUserRecord,
+    PutAclPolicyRecord,
 )
 _BY_TAG: dict[str, type[Any]] = {cls.TYPE: cls for cls in RECORD_TYPES}
 _TAG = re.compile(r'"record"\s*:\s*"([A-Za-z]+)"')

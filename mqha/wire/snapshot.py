@@ -7,8 +7,11 @@ as an empty ELR and watermark -1. Version 3 adds ``topics`` (docs/architecture.m
 reads as no topic. Version 4 adds ``consumerOffsets`` (docs/architecture.md §4.5, §13; the record's
 ``ConsumerOffsetEntry`` shape); an older snapshot reads as none. A snapshot is written with the lowest
 version that holds what it has (no offsets: 3; no topics either: 2), so a controller older than those
-reads it until the first topic or offset. ``mqha.controller.state`` converts
-between these and its immutable state values; this module is only the shape and the codec.
+reads it until the first topic or offset. Version 5 adds ``aclUsers`` and ``aclPolicies``
+(docs/architecture.md §12.11: users with their sealed passwords, and each subject's policy entries);
+older snapshots read as none, and a state without ACLs is written as version 4 or lower.
+``mqha.controller.state`` converts between these and its immutable state values; this module is only
+the shape and the codec.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import msgspec
 
 from mqha.errors import ProtocolError
 from mqha.wire.codec import decode_json, encode, remark_for, to_builtins
-from mqha.wire.records import ConsumerOffsetEntry
+from mqha.wire.records import AclEntry, ConsumerOffsetEntry
 from mqha.wire.types import (
     Epoch,
     Int64,
@@ -32,7 +35,7 @@ from mqha.wire.types import (
 )
 
 SNAPSHOT_FORMAT = "mqha-controller-state"
-SNAPSHOT_VERSION = 4
+SNAPSHOT_VERSION = 5
 
 
 class SnapshotFormatError(ProtocolError):
@@ -92,6 +95,21 @@ class TopicSnapshot(_Strict, frozen=True):
     queues: list[TopicQueuesSnapshot]
 
 
+class AclUserSnapshot(_Strict, frozen=True):
+    """One ACL user: its type and sealed password."""
+
+    username: StoredName
+    user_type: Literal["Super", "Normal"]
+    sealed_password: str
+
+
+class AclPolicySnapshot(_Strict, frozen=True):
+    """One subject's ACL policy entries."""
+
+    username: StoredName
+    entries: list[AclEntry]
+
+
 class StateSnapshot(_Strict, frozen=True):
     """The whole replicated state at ``applied_index``."""
 
@@ -101,12 +119,16 @@ class StateSnapshot(_Strict, frozen=True):
     groups: list[GroupSnapshot]
     topics: list[TopicSnapshot] = []  # version 3
     consumer_offsets: list[ConsumerOffsetEntry] = []  # version 4
+    acl_users: list[AclUserSnapshot] = []  # version 5
+    acl_policies: list[AclPolicySnapshot] = []  # version 5
 
 
 TOPICS_VERSION = 3
 """The first version with ``topics``."""
 OFFSETS_VERSION = 4
 """The first version with ``consumerOffsets``."""
+ACL_VERSION = 5
+"""The first version with ``aclUsers`` and ``aclPolicies``."""
 
 
 def encode_snapshot(snapshot: StateSnapshot) -> bytes:
@@ -114,10 +136,14 @@ def encode_snapshot(snapshot: StateSnapshot) -> bytes:
     possible until the first topic or consumer offset); a section its version lacks is left out."""
     doc = to_builtins(snapshot)
     version = snapshot.version
-    if version >= OFFSETS_VERSION and not snapshot.consumer_offsets:
+    if version >= ACL_VERSION and not snapshot.acl_users and not snapshot.acl_policies:
+        version = ACL_VERSION - 1
+    if version == OFFSETS_VERSION and not snapshot.consumer_offsets:
         version = OFFSETS_VERSION - 1
         if not snapshot.topics:
             version = TOPICS_VERSION - 1
+    if version < ACL_VERSION:
+        del doc["aclUsers"], doc["aclPolicies"]
     if version < OFFSETS_VERSION:
         del doc["consumerOffsets"]
     if version < TOPICS_VERSION:

@@ -54,12 +54,23 @@ def start_producer(
     count: int,
     run_dir: Path,
     interval: float = 0,
+    credentials: tuple[str, str] | None = None,
+    name: str = "",
 ) -> ManagedProcess:
+    """The official Python producer; ``credentials``: its (access key, secret key)."""
     return group.start(
         [str(client), str(SCRIPTS / "python_producer.py"), access_point, topic, str(count), str(interval)],
-        log_path=run_dir / f"producer-{topic}.out",
-        env={"HOME": str(run_dir)},  # the client writes its own log under ~/logs/rocketmq_python
+        log_path=run_dir / f"producer-{topic}{name}.out",
+        # the client writes its own log under ~/logs/rocketmq_python
+        env={"HOME": str(run_dir), **client_env(credentials)},
     )
+
+
+def client_env(credentials: tuple[str, str] | None) -> dict[str, str]:
+    """The environment that makes the client scripts sign with ``credentials`` (None: unsigned)."""
+    if credentials is None:
+        return {}
+    return {"MQ_ACCESS_KEY": credentials[0], "MQ_SECRET_KEY": credentials[1]}
 
 
 def lines(process: ManagedProcess) -> list[dict[str, Any]]:
@@ -95,6 +106,7 @@ def consume(
     expected: int,
     run_dir: Path,
     pause: float = 0.0,
+    credentials: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the official client's SimpleConsumer or PushConsumer until ``expected`` distinct bodies came
     (``pause``: seconds the SimpleConsumer waits after each batch); the messages it consumed (with
@@ -113,7 +125,7 @@ def consume(
                 str(pause),
             ],
             log_path=run_dir / f"consumer-{mode}-{group}.out",
-            env={"HOME": str(run_dir)},
+            env={"HOME": str(run_dir), **client_env(credentials)},
         )
         summary = wait_done(consumer, timeout=180)
         got = [line for line in lines(consumer) if "body" in line]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mqha.security.credentials import parse_user
 from tests.helpers.rocketmq_client import client_python
 from tests.integration.test_cluster_cli import alive, mqha, processes_mentioning
 from tests.integration.test_proxy_topics import client_route
@@ -44,7 +45,15 @@ def test_up_with_a_proxy_serves_the_official_client_and_down_stops_it(tmp_path: 
         conf = (Path(proxy["base"]) / "proxy.conf").read_text()
         assert "authenticationEnabled=true" in conf and "initAuthenticationUser=" in conf
 
-        seen = client_route(client, access, "ClusterUpTopic", tmp_path)  # auto-created, then one send
+        # mqproxy authenticates clients: its initAuthenticationUser is a Super user.
+        user = parse_user(
+            next(line for line in conf.splitlines() if line.startswith("initAuthenticationUser=")).split(
+                "=", 1
+            )[1]
+        )
+        credentials = (user.username, user.password)
+        assert "error" in client_route(client, access, "ClusterUpTopic", tmp_path)  # unsigned: refused
+        seen = client_route(client, access, "ClusterUpTopic", tmp_path, credentials)  # auto-created, one send
         assert "sent" in seen, seen
 
         status = mqha("cluster", "status", "--dir", str(run_dir))

@@ -4,7 +4,8 @@ Chromium and chromedriver are Debian's, driven as ``tests.helpers.browser`` says
 what an operator sees: the master and the SyncStateSet; after the master broker is killed, the new
 master and epoch within 3 s without a reload; a designated election refused without the token (401)
 and with a wrong one (403), done with the right one; the violations page; an unknown group; a
-follower's console pointing at the leader. Screenshots go to ``test-artifacts/console/``.
+follower's console pointing at the leader; the users and policies page, which needs the admin token and
+shows no password. Screenshots go to ``test-artifacts/console/``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     write_reports(
         inv.Verdict(findings, {"acks": 120}), {}, base / "report", source="runs/demo", engine="python"
     )
-    settings = {"adminAuthToken": TOKEN, "consoleAnalysisReportDir": str(base / "report")}
+    settings = {
+        "adminAuthToken": TOKEN,
+        "consoleAnalysisReportDir": str(base / "report"),
+        # ACL users need it (their passwords are sealed with it, docs/architecture.md §12.11)
+        "innerClientAuthenticationCredentials": '{"accessKey": "inner", "secretKey": "inner-secret-0001"}',
+    }
     with LocalCluster(base / "run", controllers=3, groups=1, replicas=3, controller_settings=settings) as c:
         yield c
 
@@ -187,6 +193,57 @@ def test_console_follows_a_failover_and_guards_admin_actions(
     _wait(browser, "the verdict", lambda d: "FAILED" in _text(d, "[data-testid=verdict]"))
     assert "lost_ack" in _text(browser, "[data-testid=checks-table]")
     _shot(browser, "09-violations")
+
+
+def test_users_and_policies_need_the_token_and_never_show_a_password(
+    cluster: LocalCluster, browser: WebDriver
+) -> None:
+    from tests.integration.test_mqadmin import mqadmin
+
+    controllers = ";".join(cluster.controller_addresses)
+    for args in (
+        ("createUser", "-u", "console-app", "-p", "console-secret-1", "-t", "Normal"),
+        (
+            "createAcl",
+            "-s",
+            "User:console-app",
+            "-r",
+            "Topic:Orders,Group:Billing",
+            "-a",
+            "Pub,Sub",
+            "-d",
+            "Allow",
+        ),
+        (
+            "createAcl",
+            "-s",
+            "User:console-app",
+            "-r",
+            "Topic:Secret*",
+            "-a",
+            "All",
+            "-d",
+            "Deny",
+            "-i",
+            "10.0.0.0/8",
+        ),
+    ):
+        done = mqadmin(args[0], "-n", controllers, "-c", cluster.cluster_name, *args[1:], "--token", TOKEN)
+        assert done.returncode == 0, done.stderr
+    leader = cluster.controller_leader()
+    assert leader is not None
+    browser.get(leader.url + "/#/access")
+    _js(browser, "sessionStorage.clear();")
+    browser.refresh()
+    _wait(browser, "the refusal without a token", lambda d: "admin token" in _text(d, "main"))
+    _set_token(browser, TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=acl-refresh]").click()
+    _wait(browser, "the users table", lambda d: "console-app" in _text(d, "[data-testid=acl-users]"))
+    policies = _text(browser, "[data-testid=acl-policies]")
+    assert "Topic:Orders" in policies and "Group:Billing" in policies and "Topic:Secret*" in policies
+    assert "10.0.0.0/8" in policies and "Deny" in policies
+    assert "console-secret-1" not in _text(browser, "body")
+    _shot(browser, "11-users-and-policies")
 
 
 def test_bad_input_shows_a_clear_message(cluster: LocalCluster, browser: WebDriver) -> None:

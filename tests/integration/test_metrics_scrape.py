@@ -140,6 +140,7 @@ PROXY_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_proxy_rpc_latency_seconds": ("histogram", _CALLS),
     "mqha_proxy_messages_in_total": ("counter", frozenset({"code"})),
     "mqha_proxy_messages_out_total": ("counter", frozenset()),
+    "mqha_proxy_auth_refusals_total": ("counter", frozenset({"method", "reason"})),
 }
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from mqha.cluster.local import LocalCluster
+from mqha.security.credentials import parse_user
 from tests.helpers.processes import ProcessGroup
 from tests.helpers.proxy_harness import consume, start_producer, wait_done
 from tests.helpers.rocketmq_client import client_python
@@ -87,20 +88,46 @@ def test_a_group_goes_on_from_its_committed_offsets_across_proxy_and_controller_
     client: Path, cluster: LocalCluster, tmp_path: Path
 ) -> None:
     first, second = cluster.proxy_addresses
+    # The proxies authenticate clients (§12.12): the brokers' user is their Super user.
+    user = parse_user(cluster.broker_settings["initAuthenticationUser"])
+    signed = (user.username, user.password)
     with ProcessGroup() as group:
-        producer = start_producer(group, client, first, TOPIC, count=COUNT, run_dir=tmp_path)
+        producer = start_producer(
+            group, client, first, TOPIC, count=COUNT, run_dir=tmp_path, credentials=signed
+        )
         assert wait_done(producer, timeout=180)["ok"] == COUNT
     everything = {f"seq-{i}" for i in range(COUNT)}
 
     # 1. About 100 on proxy-0, then a commit period.
-    step1 = set(bodies(consume(client, "simple", first, TOPIC, group=GROUP, expected=100, run_dir=tmp_path)))
+    step1 = set(
+        bodies(
+            consume(
+                client,
+                "simple",
+                first,
+                TOPIC,
+                group=GROUP,
+                expected=100,
+                run_dir=tmp_path,
+                credentials=signed,
+            )
+        )
+    )
     time.sleep(2.5 * FLUSH_S)
     offsets = committed(cluster)
     assert offsets and any(offset > 0 for offset in offsets.values()), offsets
 
     # 2. The same group on proxy-1 starts from there: nothing of step 1 again.
     step2_run = consume(
-        client, "simple", second, TOPIC, group=GROUP, expected=100, run_dir=tmp_path / "2", pause=0.4
+        client,
+        "simple",
+        second,
+        TOPIC,
+        group=GROUP,
+        expected=100,
+        run_dir=tmp_path / "2",
+        pause=0.4,
+        credentials=signed,
     )
     step2 = set(bodies(step2_run))
     assert not step1 & step2, f"proxy-1 handed out {len(step1 & step2)} messages proxy-0's consumers acked"
@@ -128,6 +155,7 @@ def test_a_group_goes_on_from_its_committed_offsets_across_proxy_and_controller_
                 group=GROUP,
                 expected=len(missing),
                 run_dir=tmp_path / f"3-{round_}",
+                credentials=signed,
             )
         )
         time.sleep(2.5 * FLUSH_S)

@@ -25,7 +25,7 @@ import pytest
 
 from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ProcessGroup
-from tests.helpers.proxy_harness import start_proxy
+from tests.helpers.proxy_harness import client_env, start_proxy
 from tests.helpers.rocketmq_client import SCRIPTS, client_python
 from tests.integration.test_mqadmin import mqadmin
 
@@ -62,13 +62,15 @@ def ok(cluster: LocalCluster, *args: str) -> str:
     return done.stdout
 
 
-def client_route(client: Path, access_point: str, topic: str, run_dir: Path) -> dict[str, Any]:
+def client_route(
+    client: Path, access_point: str, topic: str, run_dir: Path, credentials: tuple[str, str] | None = None
+) -> dict[str, Any]:
     done = subprocess.run(
         [str(client), str(SCRIPTS / "python_route.py"), access_point, topic],
         capture_output=True,
         text=True,
         timeout=60,
-        env={"HOME": str(run_dir)},
+        env={"HOME": str(run_dir), **client_env(credentials)},
         check=False,
     )
     found = [line for line in done.stdout.splitlines() if line.startswith("{")]

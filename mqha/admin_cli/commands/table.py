@@ -176,6 +176,70 @@ _TOPIC_COMMANDS = (
     ),
 )
 
+# ACL 2.0 (docs/architecture.md §12.11): -a is RocketMQ's actions option here, so the controllers are -n
+# (where RocketMQ users name their NameServer) or --controllerAddress; -c is required as RocketMQ's, and
+# the users and policies are the whole controller group's.
+_ACL_CONTROLLERS = _opt("-n", "--controllerAddress", dest="controllerAddress", help=_ADDR_HELP, required=True)
+_ACL_CLUSTER = _opt("-c", "--clusterName", dest="clusterName", help="the cluster (RocketMQ's)", required=True)
+_USERNAME = _opt("-u", "--username", dest="username", help="the user's name (its access key)", required=True)
+_SUBJECT = _opt("-s", "--subject", dest="subject", help="User:NAME", required=True)
+_RESOURCES = _opt("-r", "--resources", dest="resources", help="Topic:A,Group:G (prefix X*, any *)")
+
+
+def _acl_command(name: str, summary: str, *options: Option, mutating: bool = True) -> Command:
+    return Command(name, summary, (_ACL_CONTROLLERS, _ACL_CLUSTER, *options), mutating=mutating)
+
+
+def _policy(name: str, summary: str) -> Command:
+    return _acl_command(
+        name,
+        summary,
+        _SUBJECT,
+        _opt("-r", "--resources", dest="resources", help="Topic:A,Group:G (prefix X*, any *)", required=True),
+        _opt(
+            "-a", "--actions", dest="actions", help="Pub,Sub,Create,Update,Delete,Get,List,All", required=True
+        ),
+        _opt("-d", "--decision", dest="decision", help="Allow or Deny", required=True),
+        _opt("-i", "--sourceIp", dest="sourceIp", help="source addresses or CIDR ranges, a,b (none: any)"),
+    )
+
+
+_PASSWORD = _opt("-p", "--password", dest="password", help="the password (the clients' secret key)")
+_USER_TYPE = _opt("-t", "--userType", dest="userType", help="Super or Normal (Normal)")
+_ACL_COMMANDS = (
+    _acl_command(
+        "createUser",
+        "Create an ACL user.",
+        _USERNAME,
+        _opt(
+            "-p", "--password", dest="password", help="the password (the clients' secret key)", required=True
+        ),
+        _USER_TYPE,
+    ),
+    _acl_command("updateUser", "Change an ACL user's password or type.", _USERNAME, _PASSWORD, _USER_TYPE),
+    _acl_command("deleteUser", "Delete an ACL user and its policy.", _USERNAME),
+    _acl_command("getUser", "Show an ACL user (never its password).", _USERNAME, mutating=False),
+    _acl_command(
+        "listUser",
+        "List the ACL users (never their passwords).",
+        _opt("-f", "--filter", dest="filter", help="names containing this"),
+        mutating=False,
+    ),
+    _policy("createAcl", "Add or replace a user's policy entries, one per resource."),
+    _policy("updateAcl", "Add or replace a user's policy entries, one per resource."),
+    _acl_command(
+        "deleteAcl", "Delete a user's policy entries (of -r), or its whole policy.", _SUBJECT, _RESOURCES
+    ),
+    _acl_command("getAcl", "Show a user's policy.", _SUBJECT, mutating=False),
+    _acl_command(
+        "listAcl",
+        "List the policies.",
+        _opt("-s", "--subject", dest="subject", help="only User:NAME's"),
+        _opt("-r", "--resource", dest="resource", help="only those with an entry of this resource"),
+        mutating=False,
+    ),
+)
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
@@ -323,6 +387,7 @@ COMMANDS: dict[str, Command] = {
             "to remove",
         ),
         *_TOPIC_COMMANDS,
+        *_ACL_COMMANDS,
     )
 }
 

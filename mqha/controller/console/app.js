@@ -3,7 +3,7 @@
 // The controller pushes its whole view as a "snapshot" server-sent event (GET /v1/console/events,
 // documented in /openapi.json) whenever it changes; every page is a function of the latest snapshot.
 // Pages are mounted once per route (hash routing: #/, #/group/<brokerName>, #/controllers,
-// #/timeline, #/violations) and only their live part is redrawn on each snapshot, so a form the user
+// #/timeline, #/violations, #/access) and only their live part is redrawn on each snapshot, so a form the user
 // is filling in survives updates. Admin actions call the controller's own API with the bearer token
 // typed in the header (kept in sessionStorage only) after an in-page confirmation.
 
@@ -13,6 +13,7 @@ const NAV = [
   ["#/controllers", "Controllers", "controllers"],
   ["#/timeline", "Master & SyncStateSet changes", "timeline"],
   ["#/violations", "Violations", "violations"],
+  ["#/access", "Users & policies", "access"],
 ];
 
 const state = { snapshot: null, connected: false, everConnected: false, mounted: null, fatal: null };
@@ -66,7 +67,7 @@ function parseRoute(hash) {
   }
   if (parts.length === 0) return { page: "overview", key: "overview" };
   if (parts[0] === "group" && parts.length === 2) return { page: "group", key: `group:${parts[1]}`, name: parts[1] };
-  if (parts.length === 1 && ["controllers", "timeline", "violations"].includes(parts[0])) {
+  if (parts.length === 1 && ["controllers", "timeline", "violations", "access"].includes(parts[0])) {
     return { page: parts[0], key: parts[0] };
   }
   return { page: "notFound", key: `notFound:${path}`, path };
@@ -431,7 +432,57 @@ function notFoundPage(route) {
   };
 }
 
+// ACL 2.0 users and policies (docs/architecture.md §12.11): not in the public snapshot; fetched with the
+// admin token from the leader's admin routes, which never answer a password.
+function accessPage() {
+  const live = h("div", {}, message("info", "Loading users and policies", ""));
+  async function get(path) {
+    const headers = {};
+    const token = getToken();
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const response = await fetch(path, { headers });
+    const doc = await response.json().catch(() => null);
+    if (!doc || doc.code !== 0) {
+      const hint = response.status === 401 || response.status === 403
+        ? " They need the admin token: enter adminAuthToken in the header, press Use, then Refresh."
+        : "";
+      throw new Error(`${path}: HTTP ${response.status}${doc ? ` · ${doc.codeName} ${doc.remark}` : ""}.${hint}`);
+    }
+    return doc;
+  }
+  async function load() {
+    try {
+      const [users, acls] = await Promise.all([get("/v1/acl/users"), get("/v1/acl/policies")]);
+      const entries = acls.acls.flatMap((acl) => acl.entries.map((entry) => [acl.subject, entry]));
+      live.replaceChildren(
+        h("div", { class: "card" }, h("h2", {}, `Users (${users.users.length})`),
+          h("table", { testid: "acl-users" },
+            h("thead", {}, h("tr", {}, h("th", {}, "User"), h("th", {}, "Type"))),
+            h("tbody", {}, users.users.map((u) => h("tr", {}, h("td", { class: "mono" }, u.username),
+              h("td", {}, u.userType === "Super" ? chip("master", "Super") : chip("neutral", u.userType))))))),
+        h("div", { class: "card" }, h("h2", {}, `Policy entries (${entries.length})`),
+          h("table", { testid: "acl-policies" },
+            h("thead", {}, h("tr", {}, ["Subject", "Resource", "Actions", "Source IPs", "Decision"].map((t) => h("th", {}, t)))),
+            h("tbody", {}, entries.map(([subject, e]) => h("tr", {},
+              h("td", { class: "mono" }, subject), h("td", { class: "mono" }, e.resource), h("td", {}, e.actions.join(", ")),
+              h("td", { class: "mono" }, (e.sourceIps || []).join(", ") || "any"),
+              h("td", {}, e.decision === "Deny" ? chip("bad", "Deny") : chip("ok", "Allow"))))))));
+    } catch (err) {
+      live.replaceChildren(message("error", "Users and policies not shown", ` ${err.message}`));
+    }
+  }
+  load();
+  const refresh = h("button", { type: "button", testid: "acl-refresh", onclick: load }, "Refresh");
+  return {
+    el: h("div", {}, h("h1", {}, "Users & policies"),
+      h("p", { class: "muted small" }, "Managed with mqadmin createUser / createAcl; passwords are never shown. ", refresh),
+      live),
+    update() {},
+  };
+}
+
 const PAGES = {
+  access: accessPage,
   overview: overviewPage,
   group: groupPage,
   controllers: controllersPage,

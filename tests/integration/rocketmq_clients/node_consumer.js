@@ -10,6 +10,11 @@ const [accessPoint, topic, group, expectedText, timeoutText] = process.argv.slic
 const expected = Number(expectedText);
 const deadline = Date.now() + Number(timeoutText) * 1000;
 
+// $MQ_ACCESS_KEY and $MQ_SECRET_KEY sign every call (unset: none).
+const sessionCredentials = process.env.MQ_ACCESS_KEY
+  ? { accessKey: process.env.MQ_ACCESS_KEY, accessSecret: process.env.MQ_SECRET_KEY || '' }
+  : undefined;
+
 function withTimeout(promise, ms, what) {
   let timer;
   const expired = new Promise((_, reject) => {
@@ -25,6 +30,7 @@ async function main() {
     subscriptions: new Map([[topic, '*']]),
     awaitDuration: 3000,
     requestTimeout: 3000,
+    sessionCredentials,
   });
   await withTimeout(consumer.startup(), 30000, 'consumer.startup');
   const seen = new Set();

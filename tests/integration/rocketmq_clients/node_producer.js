@@ -10,6 +10,11 @@ const { Producer } = require('rocketmq-client-nodejs');
 const [accessPoint, topic, countText] = process.argv.slice(2);
 const count = Number(countText);
 
+// $MQ_ACCESS_KEY and $MQ_SECRET_KEY sign every call (unset: none).
+const sessionCredentials = process.env.MQ_ACCESS_KEY
+  ? { accessKey: process.env.MQ_ACCESS_KEY, accessSecret: process.env.MQ_SECRET_KEY || '' }
+  : undefined;
+
 function withTimeout(promise, ms, what) {
   let timer;
   const expired = new Promise((_, reject) => {
@@ -19,7 +24,7 @@ function withTimeout(promise, ms, what) {
 }
 
 async function main() {
-  const producer = new Producer({ endpoints: accessPoint, topics: [topic], requestTimeout: 3000 });
+  const producer = new Producer({ endpoints: accessPoint, topics: [topic], requestTimeout: 3000, sessionCredentials });
   // Node waits for the server's Settings without a timeout of its own.
   await withTimeout(producer.startup(), 30000, 'producer.startup');
   let ok = 0;

@@ -6,6 +6,7 @@ Prints one JSON line: {"sent", "failed", "seconds", "latencies_ms": [...]} (ever
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -13,10 +14,15 @@ import time
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
 
+def credentials() -> Credentials:
+    """The access key and secret key of $MQ_ACCESS_KEY and $MQ_SECRET_KEY (unset: none)."""
+    return Credentials(os.environ.get("MQ_ACCESS_KEY", ""), os.environ.get("MQ_SECRET_KEY", ""))
+
+
 def main() -> None:
     access_point, topic = sys.argv[1], sys.argv[2]
     duration, concurrency, size = float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    producer = Producer(ClientConfiguration(access_point, Credentials(), request_timeout=3), (topic,))
+    producer = Producer(ClientConfiguration(access_point, credentials(), request_timeout=3), (topic,))
     producer.startup()
     body = b"x" * size
     warm = Message()

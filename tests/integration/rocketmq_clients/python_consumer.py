@@ -10,6 +10,7 @@ TIMEOUT_S. PAUSE_S: the SimpleConsumer waits that long after each batch (a slowe
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -27,6 +28,11 @@ from rocketmq import (
 seen: set[bytes] = set()
 lock = threading.Lock()
 received = [0]
+
+
+def credentials() -> Credentials:
+    """The access key and secret key of $MQ_ACCESS_KEY and $MQ_SECRET_KEY (unset: none)."""
+    return Credentials(os.environ.get("MQ_ACCESS_KEY", ""), os.environ.get("MQ_SECRET_KEY", ""))
 
 
 def record(message) -> None:
@@ -81,7 +87,7 @@ def main() -> None:
     mode, access_point, topic, group = sys.argv[1:5]
     expected, timeout = int(sys.argv[5]), float(sys.argv[6])
     pause = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
-    config = ClientConfiguration(access_point, Credentials(), request_timeout=3)
+    config = ClientConfiguration(access_point, credentials(), request_timeout=3)
     {"simple": simple, "push": push}[mode](
         config, topic, group, expected, time.monotonic() + timeout, pause=pause
     )

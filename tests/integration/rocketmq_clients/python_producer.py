@@ -11,16 +11,22 @@ One JSON line per send on stdout -- ``{"seq", "ok", "msgId", "t", "error"?}`` --
 """
 
 import json
+import os
 import sys
 import time
 
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
 
+def credentials() -> Credentials:
+    """The access key and secret key of $MQ_ACCESS_KEY and $MQ_SECRET_KEY (unset: none)."""
+    return Credentials(os.environ.get("MQ_ACCESS_KEY", ""), os.environ.get("MQ_SECRET_KEY", ""))
+
+
 def main() -> None:
     access_point, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     interval = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
-    producer = Producer(ClientConfiguration(access_point, Credentials(), request_timeout=3), (topic,))
+    producer = Producer(ClientConfiguration(access_point, credentials(), request_timeout=3), (topic,))
     producer.startup()
     ok = failed = 0
     try:

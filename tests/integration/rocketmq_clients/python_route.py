@@ -11,15 +11,21 @@ when the producer cannot start or send (an unknown topic).
 
 import contextlib
 import json
+import os
 import sys
 
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
 from rocketmq.v5.client.balancer.queue_selector import QueueSelector
 
 
+def credentials() -> Credentials:
+    """The access key and secret key of $MQ_ACCESS_KEY and $MQ_SECRET_KEY (unset: none)."""
+    return Credentials(os.environ.get("MQ_ACCESS_KEY", ""), os.environ.get("MQ_SECRET_KEY", ""))
+
+
 def main() -> None:
     access_point, topic = sys.argv[1], sys.argv[2]
-    producer = Producer(ClientConfiguration(access_point, Credentials(), request_timeout=3), (topic,))
+    producer = Producer(ClientConfiguration(access_point, credentials(), request_timeout=3), (topic,))
     try:
         producer.startup()
         route = producer._retrieve_topic_route_data(topic)  # the client's own route of the topic

@@ -64,6 +64,17 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "topicList": {"-a", "-c"},
         "topicRoute": {"-a", "-t", "-l"},
         "consumerProgress": {"-a", "-g", "-t"},
+        # ACL 2.0: -a is the actions, the controllers are -n (§12.11)
+        "createUser": {"-n", "-c", "-u", "-p", "-t"},
+        "updateUser": {"-n", "-c", "-u", "-p", "-t"},
+        "deleteUser": {"-n", "-c", "-u"},
+        "getUser": {"-n", "-c", "-u"},
+        "listUser": {"-n", "-c", "-f"},
+        "createAcl": {"-n", "-c", "-s", "-r", "-a", "-d", "-i"},
+        "updateAcl": {"-n", "-c", "-s", "-r", "-a", "-d", "-i"},
+        "deleteAcl": {"-n", "-c", "-s", "-r"},
+        "getAcl": {"-n", "-c", "-s"},
+        "listAcl": {"-n", "-c", "-s", "-r"},
     }
     mutating = {name for name, c in core.COMMANDS.items() if c.mutating}
     assert mutating == {
@@ -75,6 +86,12 @@ def test_every_command_of_spec_19_is_declared_with_its_options() -> None:
         "removeControllerPeer",
         "updateTopic",
         "deleteTopic",
+        "createUser",
+        "updateUser",
+        "deleteUser",
+        "createAcl",
+        "updateAcl",
+        "deleteAcl",
     }
 
 

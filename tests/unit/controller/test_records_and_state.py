@@ -9,13 +9,17 @@ import pytest
 
 from mqha.controller.records import (
     RECORD_TYPES,
+    AclEntry,
     AlterSyncStateSetRecord,
     ApplyBrokerIdRecord,
     CleanBrokerDataRecord,
     ConsumerOffsetEntry,
+    DeleteAclUserRecord,
     DeleteTopicRecord,
     ElectMasterRecord,
     NoopRecord,
+    PutAclPolicyRecord,
+    PutAclUserRecord,
     RecordFormatError,
     UpdateBrokerAddressRecord,
     UpdateConsumerOffsetRecord,
@@ -48,6 +52,10 @@ EVERY_RECORD = [
     UpdateTopicRecord("t1", ("g1", "g2"), 8, 2, 6),
     DeleteTopicRecord("t1", ("g2",)),
     UpdateConsumerOffsetRecord((ConsumerOffsetEntry("cg", "t1", "g1", 0, 10),)),
+    PutAclUserRecord("app", "Normal", "v1.sealed"),
+    DeleteAclUserRecord("app"),
+    PutAclPolicyRecord("app", (AclEntry("Topic:A", ("Pub", "Sub"), "Allow", ("10.0.0.0/8",)),)),
+    PutAclPolicyRecord("app", ()),
 ]
 
 
@@ -187,7 +195,7 @@ def group_doc(**changes: object) -> bytes:
         (b"\xff", "not JSON"),
         (b"[]", "not a controller state snapshot"),
         (snapshot_doc(format="other"), "not a controller state snapshot"),
-        (snapshot_doc(version=5), "unsupported snapshot version 5"),
+        (snapshot_doc(version=6), "unsupported snapshot version 6"),
         (
             snapshot_doc(appliedIndex="1"),
             "field 'appliedIndex' of StateSnapshot: expected an integer, got string",
@@ -233,4 +241,31 @@ def test_decode_state_rejects_duplicate_groups() -> None:
     doc = json.loads(encode_state(STATE))
     doc["groups"].append(doc["groups"][0])
     with pytest.raises(SnapshotFormatError, match="duplicate broker set g1"):
+        decode_state(json.dumps(doc).encode())
+
+
+def test_acl_users_and_policies_round_trip_and_a_state_without_them_stays_version_4() -> None:
+    from mqha.controller.apply import replay
+
+    state = replay(
+        [
+            UpdateConsumerOffsetRecord((ConsumerOffsetEntry("cg", "t1", "g1", 0, 10),)),
+            PutAclUserRecord("app", "Normal", "v1.sealed"),
+            PutAclPolicyRecord("app", (AclEntry("Topic:A", ("Pub",), "Allow"),)),
+            PutAclUserRecord("ops", "Super", "v1.other"),
+        ]
+    )
+    data = encode_state(state)
+    assert json.loads(data)["version"] == 5
+    assert decode_state(data) == state and encode_state(decode_state(data)) == data
+    assert "v1.sealed" in data.decode() and repr(state.acl_users["app"]).endswith("sealed_password=***)")
+    # Deleting a user deletes its policy; a state left without ACLs is written as version 4 again.
+    without = replay([DeleteAclUserRecord("app"), DeleteAclUserRecord("ops")], state, 5)
+    assert not without.acl_users and not without.acl_policies
+    assert json.loads(encode_state(without))["version"] == 4
+    # An empty policy removes the subject's entry; a duplicate user in a snapshot is refused.
+    assert not replay([PutAclPolicyRecord("app", ())], state, 5).acl_policies
+    doc = json.loads(data)
+    doc["aclUsers"].append(doc["aclUsers"][0])
+    with pytest.raises(SnapshotFormatError, match="duplicate ACL user"):
         decode_state(json.dumps(doc).encode())

@@ -50,6 +50,13 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=4095\n", "proxyCpuAffinity"),  # no such CPU here
         ("controllerAddr=127.0.0.1:9878\nmetricsExporterType=LOG\n", "metricsExporterType"),
         ("controllerAddr=127.0.0.1:9878\nmetricsGrpcExporterTarget=h:4317\n", "metricsGrpcExporterTarget"),
+        # a decision needs an authenticated user (§12.12)
+        ("controllerAddr=127.0.0.1:9878\nauthorizationEnabled=true\n", "authorizationEnabled"),
+        (
+            "controllerAddr=127.0.0.1:9878\nauthenticationClockSkewSeconds=0\n",
+            "authenticationClockSkewSeconds",
+        ),
+        ("controllerAddr=127.0.0.1:9878\nproxyAclRefreshMillis=10\n", "proxyAclRefreshMillis"),
     ],
 )
 def test_a_bad_config_is_one_line_naming_the_key(
