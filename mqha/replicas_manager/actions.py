@@ -259,6 +259,15 @@ class EligibleReleaseDone(Action, phase=Phase.APPLY):
     ok: bool
 
 
+class GiveUpBrokerId(Action, phase=Phase.APPLY):
+    """Stop the process: another live process holds this broker's id (docs/architecture.md §3.2).
+
+    ``remark`` is the controller's, naming the holder; the planner has fenced the broker and shut down."""
+
+    broker_id: int | None
+    remark: str
+
+
 RoleChange = BecomeMaster | BecomeSlave
 
 

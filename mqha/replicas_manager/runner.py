@@ -67,9 +67,11 @@ class ReplicasManager(SyncStateSetReporter):
         clock: Clock | None = None,
         seed: int | None = None,
         start: BrokerStart | None = None,
+        on_give_up: Callable[[act.GiveUpBrokerId], None] | None = None,
     ) -> None:
         """``start``: how this broker process started (docs/architecture.md §3.2), reported on register
-        and heartbeats."""
+        and heartbeats. ``on_give_up``: called once another live process holds this broker's id (the
+        broker stops its process; the planner has fenced it)."""
         self.hooks = hooks
         self._clock = clock or MonotonicClock()
         self._planner_config = replace(PlannerConfig.from_broker_config(config), start=start)
@@ -82,6 +84,8 @@ class ReplicasManager(SyncStateSetReporter):
             signer=request_signer(config),
             ssl=client_context(config),
         )
+        self.client.heartbeats.on_refused = self._on_heartbeat_refused
+        self._on_give_up = on_give_up
         self.status = ReplicasStatus(self.planner, self.client)
         """What the agent knows now, read-only (``/v1/status``, metrics, tests)."""
         self._queue: asyncio.Queue[Input] = asyncio.Queue()
@@ -324,6 +328,9 @@ class ReplicasManager(SyncStateSetReporter):
         )
         self._put(lambda now: self.planner.on_role_notification(note, now))
 
+    def _on_heartbeat_refused(self, address: str, remark: str) -> None:
+        self._put(lambda now: self.planner.on_heartbeat_refused(address, remark, now))
+
     # -- APPLY
 
     def _apply_now(self, action: act.Action) -> None:
@@ -341,6 +348,10 @@ class ReplicasManager(SyncStateSetReporter):
                 done = getattr(hooks, "eligible_release_done", None)  # hooks without an HA layer: none
                 if done is not None:
                     done(epoch, sss_epoch, ok)
+            case act.GiveUpBrokerId(remark=remark):
+                log.error("broker id %s is held by another live process: %s", action.broker_id, remark)
+                if self._on_give_up is not None:
+                    self._on_give_up(action)
             case act.CheckSyncStateSet():
                 try:
                     wanted = frozenset(hooks.maybe_shrink_sync_state_set())
