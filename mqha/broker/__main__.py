@@ -25,36 +25,37 @@ from mqha.broker.config import load_broker_layers
 from mqha.config import render_with_sources
 from mqha.errors import ConfigError, StorageError
 from mqha.process import StartError
+from mqha.replicas_manager import identity as identity_files
 from mqha.replicas_manager.actions import GiveUpBrokerId
 from mqha.security.credentials import masked
 
 log = logging.getLogger("mqbroker")
 PROG = "mqbroker"
-TEMP_SUFFIX = "-temp"
 PID_FILE = "mqbroker.pid"  # in storePathRootDir while the broker runs
 STOP_STEP_TIMEOUT_S = 3.0
 
 
 def check_identity_files(config: Mapping[str, Any]) -> str | None:
-    """docs/reference-behaviour.md §9.3 step 2, before anything starts: an identity file written for another
-    cluster or broker name means this store belongs to someone else. Returns the problem, or None."""
+    """docs/reference-behaviour.md §9.3 step 2 and docs/architecture.md §9.4, before anything starts: an
+    identity file written for another cluster or broker name means this store belongs to someone else;
+    a damaged one, or one written for another store, must not be read as an id. Returns the problem,
+    or None."""
     path = config["storePathBrokerIdentity"]
     expected = (config["brokerClusterName"], config["brokerName"])
-    for candidate, fields in ((path, 3), (path + TEMP_SUFFIX, 4)):
-        try:
-            with open(candidate, encoding="utf-8") as handle:
-                parts = handle.read().strip().split("#")
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return f"cannot read broker identity file {candidate}: {exc.strerror or exc}"
-        if len(parts) != fields or not all(parts):
-            continue  # not "loaded" (docs/reference-behaviour.md §9.3): the registration flow rewrites it
-        if (parts[0], parts[1]) != expected:
+    try:
+        store_id = identity_files.load_store_id(identity_files.store_id_path(config["storePathRootDir"]))
+        records = identity_files.read_records(path)
+        if records[0] is not None:
+            identity_files.check_store(path, records[0], store_id)
+    except StorageError as exc:
+        return str(exc)
+    for candidate, record in zip((path, identity_files.temp_path(path)), records, strict=True):
+        if record is not None and (record.cluster_name, record.broker_name) != expected:
             return (
-                f"broker identity file {candidate} belongs to cluster '{parts[0]}' broker '{parts[1]}' "
-                f"(id {parts[2]}), but the config says brokerClusterName='{expected[0]}' "
-                f"brokerName='{expected[1]}': fix the config or use another storePathRootDir"
+                f"broker identity file {candidate} belongs to cluster '{record.cluster_name}' broker "
+                f"'{record.broker_name}' (id {record.broker_id}), but the config says "
+                f"brokerClusterName='{expected[0]}' brokerName='{expected[1]}': fix the config or use "
+                "another storePathRootDir"
             )
     return None
 

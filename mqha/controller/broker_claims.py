@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from mqha.codes import ResponseCode
 from mqha.controller.liveness import BrokerLiveInfo, LiveKey
-from mqha.wire.controller_api import Reply
+from mqha.wire.controller_api import Reply, check_code_store_id
 
-__all__ = ["Claim", "SessionBinding", "handle_claim", "handle_session_heartbeat"]
+__all__ = ["Claim", "SessionBinding", "handle_claim", "handle_session_heartbeat", "handle_store_claim"]
 
 Code = ResponseCode
 
@@ -78,6 +78,23 @@ def handle_claim(holder: BrokerLiveInfo | None, claim: Claim, now_ms: int) -> Re
         Code.CONTROLLER_INVALID_REQUEST,
         f"{who}: the previous process at {_process(holder.broker_addr, holder.incarnation)} still has an "
         f"open session here; retry once it closes or its heartbeat times out ({holder.timeout_ms} ms)",
+    )
+
+
+def handle_store_claim(
+    broker_name: str, broker_id: int, register_check_code: str, store_id: str | None
+) -> Reply | None:
+    """None when a register from store ``store_id`` may claim ``broker_id``, whose apply recorded
+    ``register_check_code``; else the refusal: the id was applied by another store, so this broker's
+    identity file names another replica (docs/architecture.md §9.4). Older brokers and ids applied by
+    them carry no store id: nothing to compare."""
+    applied_by = check_code_store_id(register_check_code)
+    if store_id is None or applied_by is None or applied_by == store_id:
+        return None
+    return Reply(
+        Code.CONTROLLER_BROKER_ID_INVALID,
+        f"BrokerId: {broker_id} of broker-set: {broker_name} was applied by store {applied_by}, but this "
+        f"broker's store is {store_id}: its identity file names another replica",
     )
 
 

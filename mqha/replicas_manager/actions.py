@@ -49,16 +49,17 @@ class Phase(Enum):
 
 @dataclass(frozen=True)
 class BrokerIdentity:
-    """The metadata file: ``<clusterName>#<brokerName>#<brokerId>``."""
+    """The metadata file: ``<clusterName>#<brokerName>#<brokerId>#<storeId>`` (checksummed)."""
 
     cluster_name: str
     broker_name: str
     broker_id: int
+    store_id: str | None = None  # None: an older broker's file, bound to no store yet
 
 
 @dataclass(frozen=True)
 class TempBrokerIdentity:
-    """The temp file: the metadata fields plus ``registerCheckCode`` = ``<brokerAddr>;<millis>``."""
+    """The temp file: the metadata fields plus ``registerCheckCode`` = ``<brokerAddr>;<millis>;<storeId>``."""
 
     cluster_name: str
     broker_name: str

@@ -75,6 +75,7 @@ class RegisterFlow:
             broker_id=self.broker_id,
             broker_address=self.config.broker_address,
             ha_address=self.config.ha_address,
+            store_id=self.config.store_id,
             **(self.config.start.request_fields() if self.config.start is not None else {}),
         )
         return self._call_once(lambda seq: RegisterBroker(seq, request))
@@ -118,7 +119,8 @@ class RegisterFlow:
             reason = f"applyBrokerId {temp.broker_id} failed: {_describe(reply)}"
             return [DeleteTempIdentity(), *self._fail_register(now_ms, reason)]
         self._persisting = True
-        identity = BrokerIdentity(self.config.cluster_name, self.config.broker_name, temp.broker_id)
+        cfg = self.config
+        identity = BrokerIdentity(cfg.cluster_name, cfg.broker_name, temp.broker_id, cfg.store_id)
         return [WriteIdentity(identity)]
 
     def on_identity_written(self, action: WriteIdentity, ok: bool, now_ms: int) -> list[Action]:

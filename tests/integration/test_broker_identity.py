@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -175,6 +177,24 @@ def test_a_clone_of_the_masters_store_is_refused(cluster: LocalCluster) -> None:
         assert_refused_and_stopped(cluster, spare, master)
         assert cluster.master(GROUP, timeout=10) == master
         kill_master_and_check(cluster, acked, watch)
+        # The documented way to make the copy a replica of its own: a new store id and broker id.
+        reset = subprocess.run(
+            [sys.executable, "-m", "mqha", "store", "reset-identity", "-c", str(spare.conf)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert reset.returncode == 0 and "new replica" in reset.stdout, (reset.stdout, reset.stderr)
+        cluster.start_node(spare)
+        wait_for(lambda: (cluster.broker_status(spare) or {}).get("role") == "SLAVE", 30, "the copy a slave")
+        others = {
+            broker_id(cluster, b)
+            for b in cluster.group_brokers(GROUP)
+            if b != spare and cluster.is_running(b)
+        }
+        assert broker_id(cluster, spare) not in others | {1, 2, 3}
+        watch.assert_one_master_per_epoch()
 
 
 def test_a_session_cannot_speak_for_or_close_the_masters_id(cluster: LocalCluster) -> None:

@@ -8,7 +8,13 @@ import itertools
 import pytest
 
 from mqha.codes import ResponseCode as C
-from mqha.controller.broker_claims import Claim, SessionBinding, handle_claim, handle_session_heartbeat
+from mqha.controller.broker_claims import (
+    Claim,
+    SessionBinding,
+    handle_claim,
+    handle_session_heartbeat,
+    handle_store_claim,
+)
 from mqha.controller.liveness import BrokerLiveInfo, HeartbeatTable
 from mqha.wire.controller_api import BrokerHeartbeatRequest
 
@@ -125,3 +131,17 @@ def test_a_closed_session_hands_its_entries_to_the_session_named_for_them() -> N
     assert kept is not None and kept.session == 7
     assert table.remove_session(8) == []  # nothing is on it any more
     assert [info.broker_id for info in table.remove_session(7)] == [1]
+
+
+STORE = "0123456789abcdef0123456789abcdef"
+
+
+def test_a_register_from_another_store_than_the_one_that_applied_the_id_is_refused() -> None:
+    applied = f"10.0.0.3:10911;1700000000000;{STORE}"
+    assert handle_store_claim("g1", 3, applied, STORE) is None
+    reply = handle_store_claim("g1", 3, applied, "f" * 32)
+    assert reply is not None and reply.code == C.CONTROLLER_BROKER_ID_INVALID
+    assert f"was applied by store {STORE}" in reply.remark and "names another replica" in reply.remark
+    # Nothing to compare: an id applied by an older broker, or a register from one.
+    assert handle_store_claim("g1", 3, "10.0.0.3:10911;1700000000000", "f" * 32) is None
+    assert handle_store_claim("g1", 3, applied, None) is None

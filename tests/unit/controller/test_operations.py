@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import msgspec
 import pytest
 
 from mqha.codes import ResponseCode as C
@@ -368,6 +369,20 @@ def test_5_3_an_id_a_live_process_holds_elsewhere_is_refused_without_a_record() 
     assert result.records == ()
     assert result.reply.code == C.CONTROLLER_BROKER_ID_INVALID
     assert "10.0.0.2:10911" in result.reply.remark and "10.9.9.9:1" in result.reply.remark
+
+
+def test_5_3_an_id_another_store_applied_is_refused_even_with_nobody_alive() -> None:
+    # docs/architecture.md §9.4: the store id recorded at apply time (third in the check code).
+    store = "0123456789abcdef0123456789abcdef"
+    applied = ReplicaInfo("10.0.0.2:10911", "10.0.0.2:10912", f"10.0.0.2:10911;2;{store}")
+    state = state_of(group(master_broker_id=1, master_epoch=1, replicas={**replicas(1, 3), 2: applied}))
+    other = msgspec.structs.replace(register(2), store_id="f" * 32)
+    result = handle_register_broker(state, other, NOBODY)
+    assert result.records == () and result.reply.code == C.CONTROLLER_BROKER_ID_INVALID
+    assert f"was applied by store {store}" in result.reply.remark
+    assert handle_register_broker(
+        state, msgspec.structs.replace(register(2), store_id=store), NOBODY
+    ).reply.ok
 
 
 def test_5_3_reply_from_outcome_drops_master_fields_when_an_election_interleaved() -> None:
