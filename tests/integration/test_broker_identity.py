@@ -108,6 +108,10 @@ def broker_id(cluster: LocalCluster, node: Node) -> int:
     return int(status["controllerBrokerId"])
 
 
+def running_brokers(cluster: LocalCluster) -> list[Node]:
+    return [b for b in cluster.group_brokers(GROUP) if cluster.is_running(b)]
+
+
 def assert_refused_and_stopped(cluster: LocalCluster, node: Node, holder: Node) -> None:
     """``node`` exits on its own with one line naming the id's holder and what to do."""
     wait_for(lambda: not cluster.is_running(node), STOPS_WITHIN, f"{node.name} to stop")
@@ -194,6 +198,11 @@ def test_a_clone_of_the_masters_store_is_refused(cluster: LocalCluster) -> None:
             if b != spare and cluster.is_running(b)
         }
         assert broker_id(cluster, spare) not in others | {1, 2, 3}
+        stores = {
+            b.name: (cluster.broker_status(b) or {}).get("replicasManager", {}).get("storeId")
+            for b in running_brokers(cluster)
+        }
+        assert None not in stores.values() and len(set(stores.values())) == len(stores), stores
         watch.assert_one_master_per_epoch()
 
 
