@@ -8,7 +8,9 @@ acknowledged (PUT_OK) message is missing on any replica. Both variants of the is
   ``#3``, in the file format older brokers write, which carries no checksum): the slave is restarted
   with it while the master lives.
 * **master-id**: a copy of the running master's store is started as a fourth replica (the operator's
-  clone): it claims the master's id from another address.
+  clone): it claims the master's id from another address. Once the master is dead, the same copy is a
+  moved store: it takes the id as a slave and catches up; after ``mqha store reset-identity`` it joins
+  as a new replica with its own store id.
 
 Before the fix the controllers took both processes under one id: the second one came up MASTER at the
 master's epoch (the register reply named its id as the live master), and acknowledged messages were
@@ -180,7 +182,22 @@ def test_a_clone_of_the_masters_store_is_refused(cluster: LocalCluster) -> None:
         acked += put(cluster, 30, 30)
         assert_refused_and_stopped(cluster, spare, master)
         assert cluster.master(GROUP, timeout=10) == master
+        master_id = broker_id(cluster, master)
         kill_master_and_check(cluster, acked, watch)
+        # Its holder gone, the copy is a moved store: it takes the id (a slave now) and catches up.
+        cluster.start_node(spare)
+        wait_for(
+            lambda: (cluster.broker_status(spare) or {}).get("role") == "SLAVE", 30, "the moved store a slave"
+        )
+        assert broker_id(cluster, spare) == master_id
+        end = max(r.offset or 0 for r in acked)
+        wait_for(
+            lambda: max((row["offset"] for row in read_replica_log(spare)), default=-1) >= end, 30, "catch-up"
+        )
+        served = {row["offset"]: row["msgId"] for row in read_replica_log(spare)}
+        assert [r.offset for r in acked if served.get(r.offset) != r.msg_id] == []
+        watch.assert_one_master_per_epoch()
+        cluster.stop_node(spare)
         # The documented way to make the copy a replica of its own: a new store id and broker id.
         reset = subprocess.run(
             [sys.executable, "-m", "mqha", "store", "reset-identity", "-c", str(spare.conf)],
