@@ -154,14 +154,15 @@ def kill_master_and_check(cluster: LocalCluster, acked: list[SendResult], watch:
     running = [b for b in cluster.group_brokers(GROUP) if cluster.is_running(b)]
     assert running, "no replica left"
 
-    def logs() -> dict[str, dict[int, str]]:
-        return {b.name: served(b) for b in running}
+    seen: dict[str, dict[int, str]] = {}
 
-    wait_for(lambda: all(max(log, default=-1) >= end for log in logs().values()), 30, "replicas caught up")
+    def caught_up() -> bool:
+        seen.update({b.name: served(b) for b in running})
+        return all(max(log, default=-1) >= end for log in seen.values())
+
+    wait_for(caught_up, 30, "replicas caught up")
     watch.assert_one_master_per_epoch()
-    missing = {
-        name: [r.offset for r in acked if log.get(r.offset) != r.msg_id] for name, log in logs().items()
-    }
+    missing = {name: [r.offset for r in acked if log.get(r.offset) != r.msg_id] for name, log in seen.items()}
     assert not any(missing.values()), f"acknowledged messages missing (offsets per replica): {missing}"
 
 
