@@ -11,12 +11,13 @@ import sys
 
 from mqha import __version__
 from mqha.bench import cli as bench_cli
+from mqha.broker import store_commands
 from mqha.chaos import cli as chaos_cli
 from mqha.cluster import commands as cluster_commands
 from mqha.errors import MissingExtraError
 from mqha.extras import require_extra
 
-SUBCOMMAND_MODULES = (cluster_commands, chaos_cli, bench_cli)
+SUBCOMMAND_MODULES = (cluster_commands, chaos_cli, bench_cli, store_commands)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ case "${1:-120s}" in
     --seed 11 ;;
   soak)
     seconds="${2:-600}"
-    kinds=kill,pause,partition,loss,delay,disk-wipe,disk-full,power-loss,raft-partition,asym-partition,raft-loss,client-partition,all-controllers
+    kinds=kill,pause,partition,loss,delay,disk-wipe,disk-full,power-loss,raft-partition,asym-partition,raft-loss,client-partition,all-controllers,clone
     seed=21
     for config in $(.venv/bin/python -c 'from mqha.chaos.configs import MATRIX; print(" ".join(MATRIX))'); do
       echo "=== soak: config $config, seed $seed, $seconds s"

@@ -25,35 +25,37 @@ from mqha.broker.config import load_broker_layers
 from mqha.config import render_with_sources
 from mqha.errors import ConfigError, StorageError
 from mqha.process import StartError
+from mqha.replicas_manager import identity as identity_files
+from mqha.replicas_manager.actions import GiveUpBrokerId
 from mqha.security.credentials import masked
 
 log = logging.getLogger("mqbroker")
 PROG = "mqbroker"
-TEMP_SUFFIX = "-temp"
 PID_FILE = "mqbroker.pid"  # in storePathRootDir while the broker runs
 STOP_STEP_TIMEOUT_S = 3.0
 
 
 def check_identity_files(config: Mapping[str, Any]) -> str | None:
-    """docs/reference-behaviour.md §9.3 step 2, before anything starts: an identity file written for another
-    cluster or broker name means this store belongs to someone else. Returns the problem, or None."""
+    """docs/reference-behaviour.md §9.3 step 2 and docs/architecture.md §9.4, before anything starts: an
+    identity file written for another cluster or broker name means this store belongs to someone else;
+    a damaged one, or one written for another store, must not be read as an id. Returns the problem,
+    or None."""
     path = config["storePathBrokerIdentity"]
     expected = (config["brokerClusterName"], config["brokerName"])
-    for candidate, fields in ((path, 3), (path + TEMP_SUFFIX, 4)):
-        try:
-            with open(candidate, encoding="utf-8") as handle:
-                parts = handle.read().strip().split("#")
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return f"cannot read broker identity file {candidate}: {exc.strerror or exc}"
-        if len(parts) != fields or not all(parts):
-            continue  # not "loaded" (docs/reference-behaviour.md §9.3): the registration flow rewrites it
-        if (parts[0], parts[1]) != expected:
+    try:
+        store_id = identity_files.load_store_id(identity_files.store_id_path(config["storePathRootDir"]))
+        records = identity_files.read_records(path)
+        if records[0] is not None:
+            identity_files.check_store(path, records[0], store_id)
+    except StorageError as exc:
+        return str(exc)
+    for candidate, record in zip((path, identity_files.temp_path(path)), records, strict=True):
+        if record is not None and (record.cluster_name, record.broker_name) != expected:
             return (
-                f"broker identity file {candidate} belongs to cluster '{parts[0]}' broker '{parts[1]}' "
-                f"(id {parts[2]}), but the config says brokerClusterName='{expected[0]}' "
-                f"brokerName='{expected[1]}': fix the config or use another storePathRootDir"
+                f"broker identity file {candidate} belongs to cluster '{record.cluster_name}' broker "
+                f"'{record.broker_name}' (id {record.broker_id}), but the config says "
+                f"brokerClusterName='{expected[0]}' brokerName='{expected[1]}': fix the config or use "
+                "another storePathRootDir"
             )
     return None
 
@@ -61,7 +63,13 @@ def check_identity_files(config: Mapping[str, Any]) -> str | None:
 class Broker:
     """Everything one ``mqbroker`` runs, built from its config; ``start`` and ``stop`` in order."""
 
-    def __init__(self, config: dict[str, Any], config_path: str | None = None) -> None:
+    refusal: str | None = None
+    """Why the broker stops on its own (one line), if it does."""
+
+    def __init__(
+        self, config: dict[str, Any], config_path: str | None = None, stop: asyncio.Event | None = None
+    ) -> None:
+        """``stop``: set when the broker must stop on its own (another live process holds its id)."""
         from mqha.autoswitch_ha.config import HAConfig
         from mqha.autoswitch_ha.service import AutoSwitchHAService
         from mqha.broker.access import BrokerAccess
@@ -86,6 +94,8 @@ class Broker:
         )
 
         self.config = config
+        self.config_path = config_path
+        self._stop = stop
         self.incarnation = new_incarnation()  # this process's (docs/architecture.md §8.5)
         address = f"{config['brokerIP1']}:{config['listenPort']}"
         ha_address = f"{config['brokerIP1']}:{config['haListenPort']}"
@@ -129,6 +139,7 @@ class Broker:
             start=BrokerStart(
                 report.incarnation, report.clean_shutdown, report.lossy, report.confirm_offset_before_recovery
             ),
+            on_give_up=self._give_up,
         )
         self.ha.client.on_link_closed = self.manager.report_now
         # The test-only seams: a chaos run may plant a bug in the put path or its view of HA (mqha.testing).
@@ -178,6 +189,18 @@ class Broker:
         )
         # TEST ONLY, and only when the environment asks (mqha chaos --plant master-needs-controller)
         maybe_plant_master(self.access, self.manager.client, config["controllerHeartBeatTimeoutMills"])
+
+    def _give_up(self, action: GiveUpBrokerId) -> None:
+        """Another live process holds this broker's id (docs/architecture.md §3.2): stop, and say what
+        to do in the one line the process exits with."""
+        conf = self.config_path or "broker.conf"
+        self.refusal = (
+            f"refused: {action.remark}. If this store ({self.config['storePathRootDir']}) is a copy of "
+            f"another replica's, make it a new replica with `mqha store reset-identity -c {conf}`; "
+            "otherwise stop the other process first"
+        )
+        if self._stop is not None:
+            self._stop.set()
 
     def apply_config(self, changes: Mapping[str, Any]) -> None:
         """The runtime keys (``Key.runtime``) a ``PUT /v1/config`` changed, taken at once."""
@@ -260,13 +283,15 @@ async def serve(
     """Run one broker until ``stop`` is set (by default: until SIGTERM or SIGINT); runtime config
     changes are saved into ``config_path`` (the ``-c`` file)."""
     stop = process.stop_on_signals(stop)
-    broker = Broker(config, config_path)
+    broker = Broker(config, config_path, stop)
     try:
         await broker.start()
         await stop.wait()
         log.info("broker %s stopping", broker.runtime.address)
     finally:
         await broker.stop()
+    if broker.refusal is not None:
+        raise StartError(broker.refusal)  # the one line, exit 1
 
 
 def main(argv: Sequence[str] | None = None) -> None:

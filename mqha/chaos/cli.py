@@ -23,9 +23,10 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--faults",
         default="kill,pause,partition",
         help="kinds, comma-separated: kill,pause,partition,loss,delay,disk-wipe,disk-full,power-loss,"
-        "raft-partition,asym-partition,raft-loss,client-partition,all-controllers,bitflip (disk-wipe: 3+ "
-        "controllers; disk-full: --store-tmpfs-mib; power-loss: one broker or a whole group loses its "
+        "raft-partition,asym-partition,raft-loss,client-partition,all-controllers,bitflip,clone (disk-wipe: "
+        "3+ controllers; disk-full: --store-tmpfs-mib; power-loss: one broker or a whole group loses its "
         "un-fsynced writes; bitflip: one bit of an older commit-log segment, stopped or running; "
+        "clone: a copy of a replica's store started beside it must be refused; "
         "raft-partition, asym-partition, raft-loss, client-partition: root and nftables)",
     )
     chaos.add_argument(

@@ -35,6 +35,7 @@ from typing import TextIO
 from mqha.chaos import links as chaos_links
 from mqha.chaos.bitflips import BITFLIP_SETTINGS, BitFlips
 from mqha.chaos.clock_faults import CLOCK_SETTINGS, ClockFaults
+from mqha.chaos.clones import Clones
 from mqha.chaos.configs import group_flush_types
 from mqha.chaos.controller_network import ControllerNetwork
 from mqha.chaos.controller_stores import ControllerStores
@@ -52,6 +53,7 @@ from mqha.chaos.schedule import (
     BROKER,
     CLIENT_PARTITION,
     CLOCK,
+    CLONE,
     CONTROLLER_LEADER,
     DISK_FULL,
     DISK_WIPE,
@@ -183,6 +185,7 @@ class ChaosRun:
         self.disks = DiskFill(self.cluster)
         self.power = PowerCuts(self.cluster, self.say, self.flush_types)
         self.flips = BitFlips(self.cluster, self.say, options.seed)
+        self.clones = Clones(self.cluster, self.run_dir, self.say)
         # Controller-network and client faults: the kernel's packet filter.
         network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
         heartbeat_timeout = int(self.cluster.broker_settings["controllerHeartBeatTimeoutMills"]) / 1000
@@ -338,6 +341,8 @@ class ChaosRun:
             self.flips.hit(step, nodes)
         elif step.kind == DISK_FULL:
             self.say(f"    filled {self.disks.hit(nodes)} (until ENOSPC)")
+        elif step.kind == CLONE:
+            self.clones.hit(nodes[0])
         elif step.kind == KILL:
             for node in nodes:
                 self.cluster.kill(node)
@@ -373,6 +378,8 @@ class ChaosRun:
             self.clocks.heal(nodes)
         elif step.kind in NETWORK_KINDS:
             self.net.heal(step, nodes)
+        elif step.kind == CLONE:
+            self.clones.heal()
         elif step.kind == POWER_LOSS:
             self.power.heal(step, self.power.restart_order(step, nodes, master), self._start_stopped)
         elif step.kind == BITFLIP:
@@ -478,6 +485,8 @@ class ChaosRun:
             flips=len(self.flips.flips),
             unrepaired=tuple(unrepaired),
             retention_may_delete=self._retention_may_delete(),
+            clones=self.clones.summary(),
+            clone_problems=tuple(self.clones.problems),
         )
         verdict = judge(facts)
         write_fault_rows(self.run_dir, fault_rows(facts))
@@ -488,6 +497,7 @@ class ChaosRun:
 
     def cleanup(self) -> None:
         self.clients.cancel()
+        self.clones.stop_all()
         self.child.stop()
         with contextlib.suppress(RuntimeError):
             self.net.clear()

@@ -39,6 +39,10 @@ replica of a group at once: SIGKILL, then each store loses exactly its un-fsynce
 (``mqha.chaos.power_loss``), then after ``hold`` the nodes come back one by one, ``stagger`` seconds
 apart, in the order planned here (``nodes``), or with the master of the moment first
 (``order == MASTER_FIRST``: the replica that lost the most, when the others had flushed, returns alone).
+
+A ``clone`` step copies the store of a running replica (usually the master) and starts the copy as
+another process with its own ports (``mqha.chaos.clones``): it claims a live replica's broker id and
+must be refused and stop on its own; one still running at the heal fails the run.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ RAFT_LOSS = "raft-loss"
 CLIENT_PARTITION = "client-partition"
 BITFLIP = "bitflip"
 CLOCK = "clock"
+CLONE = "clone"
 FAULT_KINDS = (
     KILL,
     PAUSE,
@@ -78,6 +83,7 @@ FAULT_KINDS = (
     CLIENT_PARTITION,
     BITFLIP,
     CLOCK,
+    CLONE,
 )
 PACKET_FILTER_KINDS = frozenset({RAFT_PARTITION, ASYM_PARTITION, RAFT_LOSS, CLIENT_PARTITION})
 """Kinds that need the kernel's packet filter (root and nft)."""
@@ -178,6 +184,7 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     CLIENT_PARTITION: ((MASTER, WITH_LEADER), (MASTER, WITH_CONTROLLER)),
     BITFLIP: ((BROKER, STOPPED), (BROKER, RUNNING), (MASTER, RUNNING), (MASTER, STOPPED)),
     CLOCK: ((MASTER, JUMP), (MASTER, JUMP), (BROKER, JUMP), (MASTER, SKEW), (CONTROLLER_LEADER, SKEW)),
+    CLONE: ((MASTER, ""), (MASTER, ""), (BROKER, "")),
 }
 
 # Seconds a fault is held (kill: how long the node stays down before its restart), by kind.
@@ -197,6 +204,7 @@ HOLD_RANGES: dict[str, tuple[float, float]] = {
     CLIENT_PARTITION: (4.0, 10.0),  # long enough for the cut-off master to try a shrink (#7017)
     BITFLIP: (0.5, 3.0),  # stopped: down before its restart
     CLOCK: (3.0, 8.0),  # a few retention passes (cleanResourceInterval 1 s in a run with clock steps)
+    CLONE: (3.0, 6.0),  # the copy runs beside its original (it is refused within seconds)
 }
 GAP_RANGE = (1.0, 3.0)  # quiet seconds after the cluster is whole again
 LOSS_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
@@ -220,6 +228,7 @@ SETTLE_ESTIMATE = {
     CLIENT_PARTITION: 4.0,
     BITFLIP: 4.0,
     CLOCK: 4.0,
+    CLONE: 1.0,
 }  # planning only: heal -> whole
 PLAN_HEADROOM = 1.5
 """The plan holds steps for this many times the duration (by the estimates above): settling is often
@@ -322,6 +331,8 @@ class FaultStep:
             + (f"(stopped, restarted after {self.hold:.1f} s)" if self.links == STOPPED else "(running)"),
             CLOCK: f"{'step' if self.links == JUMP else 'skew'} the wall clock of {who} by "
             f"{_signed(self.fraction)} for {self.hold:.1f} s, then back",
+            CLONE: f"start a copy of the store of {who} as another replica, stop it after {self.hold:.1f} s "
+            "unless refused",
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
 

@@ -28,7 +28,8 @@ The run fails (exit 1) on any silently lost message, any invariant violation, a 
 cluster that was not whole again at the end, controllers that do not agree at the end
 (``mqha.chaos.agreement``: all voters, one voter set, one applied state), or what the clients saw
 (``mqha.chaos.client_checks``: an acknowledged message no consumer got, a producer's acks out of order,
-a lost acknowledged controller write, puts turned away during a controller-only fault). Recovery
+a lost acknowledged controller write, puts turned away during a controller-only fault), or a
+``clone`` step's copy of a store that was not refused (``mqha.chaos.clones``). Recovery
 targets are reported, not enforced: on a shared machine they measure the machine as much as the system.
 """
 
@@ -116,6 +117,8 @@ class RunFacts:
     # Retention may delete acknowledged messages in this run (forcible cleaning on a full disk, or a run
     # longer than fileReservedTime); when False, any it deleted were deleted too young (a clock step).
     retention_may_delete: bool = True
+    clones: str | None = None  # the clone steps' line (None: none ran)
+    clone_problems: tuple[str, ...] = ()  # copies of a store that were not refused
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -332,7 +335,9 @@ def judge(facts: RunFacts) -> Verdict:
         ]
     if not facts.settled:
         reasons.append("the cluster was not whole again after the final heal")
-    reasons += [f"damaged commit-log record not repaired: {problem}" for problem in facts.unrepaired]
+    reasons += [f"damaged commit-log record not repaired: {p}" for p in facts.unrepaired] + list(
+        facts.clone_problems
+    )
     if not facts.final_logs:
         reasons.append("no final master log could be read")
     if facts.controllers is not None and not facts.controllers.ok:
@@ -354,7 +359,7 @@ def judge(facts: RunFacts) -> Verdict:
     )
     if facts.power_cuts:
         lines.append(_power_line(facts, declared))
-    lines += _flip_lines(facts)
+    lines += _flip_lines(facts) + ([facts.clones] if facts.clones is not None else [])
     read_uncommitted = (facts.invariants or {}).get("read_uncommitted")
     lines.append(
         f"reads: {facts.reads:,} delivered to consumers; read-uncommitted "

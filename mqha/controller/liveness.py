@@ -313,11 +313,21 @@ class HeartbeatTable:
         del self._entries[info.key]
         return info
 
-    def remove_session(self, session: Hashable) -> list[BrokerLiveInfo]:
-        """Forget every replica whose latest heartbeat came on ``session`` (a closed connection)."""
-        gone = [info for key, info in sorted(self._entries.items()) if info.session == session]
-        for info in gone:
-            del self._entries[info.key]
+    def remove_session(
+        self, session: Hashable, moved: Mapping[LiveKey, Hashable] | None = None
+    ) -> list[BrokerLiveInfo]:
+        """Forget every replica whose latest heartbeat came on ``session`` (a closed connection), but
+        those ``moved`` names: another open session of the same process carries them on."""
+        moved = moved or {}
+        gone = []
+        for key, info in sorted(self._entries.items()):
+            if info.session != session:
+                continue
+            if key in moved:
+                self._entries[key] = replace(info, session=moved[key])
+            else:
+                gone.append(info)
+                del self._entries[key]
         return gone
 
     def remove_group(self, broker_name: str) -> None:

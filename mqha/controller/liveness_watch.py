@@ -26,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mqha.clock import wall_ms
 from mqha.codes import ResponseCode
-from mqha.controller.liveness import BrokerLiveInfo, LivenessView
+from mqha.controller.broker_claims import Claim, handle_claim
+from mqha.controller.liveness import BrokerLiveInfo, LiveKey, LivenessView
 from mqha.controller.parts import NodePart, NodeParts
 from mqha.controller.state import ControllerState
 from mqha.controller.write_path import TRIGGER_CONTROLLER
@@ -114,6 +115,13 @@ class LivenessWatch(NodePart):
         master_epoch = -1 if group is None else group.master_epoch
         now = self.clock.now_ms()
         before = self.heartbeats.info(name, broker_id)
+        refusal = handle_claim(before, Claim(name, broker_id, request.broker_addr, request.incarnation), now)
+        if refusal is not None:
+            # A clone's refusal is loud; a restart racing its old session's close is routine.
+            (log.warning if refusal.code is Code.CONTROLLER_BROKER_ID_INVALID else log.debug)(
+                "heartbeat refused: %s", refusal.remark
+            )
+            return refusal
         was_alive = before is not None and before.is_alive(now)
         is_master = group is not None and group.master_broker_id == broker_id
         info = self.heartbeats.record(now, request, session, master_epoch, from_master=is_master)
@@ -180,8 +188,9 @@ class LivenessWatch(NodePart):
         elif is_master and info.lossy:
             self.trigger_election(name, f"master {broker_id} restarted after a lossy recovery")
 
-    def on_session_closed(self, session: int) -> None:
-        gone = self.heartbeats.remove_session(session)
+    def on_session_closed(self, session: int, moved: Mapping[LiveKey, int] | None = None) -> None:
+        """``moved``: the entries another open session of the same process carries on (not gone)."""
+        gone = self.heartbeats.remove_session(session, moved)
         if self._stopping:
             return
         if gone:

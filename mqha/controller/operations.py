@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from mqha.codes import ResponseCode
+from mqha.controller.broker_claims import Claim, handle_claim, handle_store_claim
 from mqha.controller.election import ElectionPolicy, ElectionResult
 from mqha.controller.liveness import LivenessView
 from mqha.controller.records import (
@@ -142,6 +143,13 @@ def handle_register_broker(
             Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
             f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}",
         )
+    claim = Claim(name, broker_id, request.broker_address, request.incarnation)
+    # Another live process holds the id, or another store applied it (docs/architecture.md §3.2, §9.4).
+    refusal = handle_claim(liveness.info(name, broker_id), claim, liveness.now_ms)
+    if refusal is None:
+        refusal = handle_store_claim(name, broker_id, replica.register_check_code, request.store_id)
+    if refusal is not None:
+        return ControllerResult.read(refusal)
     master = group.master_broker_id
     master_alive = master is not None and liveness.is_alive(name, master)
     if master == broker_id and (request.lossy_recovery or request.clean_shutdown is False):

@@ -14,10 +14,15 @@ controller -> broker
     this node decided (docs/reference-behaviour.md §7.4), to every member of the set alive here with a session
     here.
 
-Liveness. Every heartbeat is recorded with this session's token. When the session ends (close frame,
-TCP reset, error) the owner drops the entries whose latest heartbeat came on this session -- a newer
-process of the same broker that already heartbeats on a new session keeps its entry -- and, on the
-serving leader, elects a new master at once if one of them was the master (crash detection in ms).
+Liveness. Every heartbeat is recorded with this session's token. A session is bound to the broker id
+and incarnation of its first accepted heartbeat (``broker_claims.handle_session_heartbeat``): a
+heartbeat for another id or incarnation on it is refused, and the owner refuses one for an id another
+live process holds (``broker_claims.handle_claim``). When the session ends (close frame, TCP reset,
+error) the owner drops the entries whose latest heartbeat came on this session -- a newer process of
+the same broker that already heartbeats on a new session keeps its entry, and so does the same
+process while another of its sessions is open here (the entry moves to that one: a replayed or
+duplicated session's close is not a crash) -- and, on the serving leader, elects a new master at once
+if one of them was the master (crash detection in ms).
 The controller sends WebSocket pings every ``brokerSessionPingMills`` to keep the connection
 exercised, but a missing pong does NOT end the session: hangs and partitions are the heartbeat
 timeout's job (docs/architecture.md §3), so a long GC pause is not a crash.
@@ -45,6 +50,7 @@ from typing import Any, Protocol
 from aiohttp import WSMsgType, web
 
 from mqha.codes import ResponseCode
+from mqha.controller.broker_claims import SessionBinding, handle_session_heartbeat
 from mqha.controller.liveness import LiveKey
 from mqha.errors import RequestError
 from mqha.wire.controller_api import BrokerHeartbeatRequest, Reply
@@ -62,7 +68,7 @@ class SessionOwner(Protocol):
 
     def record_heartbeat(self, request: BrokerHeartbeatRequest, session: int | None) -> Reply: ...
 
-    def on_session_closed(self, session: int) -> None: ...
+    def on_session_closed(self, session: int, moved: Mapping[LiveKey, int] | None = None) -> None: ...
 
     def max_message_bytes(self) -> int: ...
 
@@ -71,12 +77,12 @@ class SessionOwner(Protocol):
 
 @dataclass(eq=False)
 class BrokerSession:
-    """One open broker session: its WebSocket, the broker keys it carried and its pending pushes."""
+    """One open broker session: its WebSocket, the broker process it is bound to and its pending pushes."""
 
     token: int
     ws: web.WebSocketResponse
     remote: str | None
-    keys: set[LiveKey] = field(default_factory=set)
+    bound: SessionBinding | None = None  # the id and incarnation of its first accepted heartbeat
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     pushes: dict[str, tuple[int, asyncio.Task[None]]] = field(default_factory=dict)
 
@@ -154,13 +160,16 @@ class SessionRegistry:
         except RequestError as exc:
             await self._reply_error(session, exc.remark)
             return
-        reply = self._owner.record_heartbeat(heartbeat, session.token)
+        assert heartbeat.broker_id is not None  # the request refuses a heartbeat without one
+        heard = SessionBinding((heartbeat.broker_name, heartbeat.broker_id), heartbeat.incarnation)
+        reply = handle_session_heartbeat(session.bound, heard)
+        if reply is None:
+            reply = self._owner.record_heartbeat(heartbeat, session.token)
         if not reply.ok:
             await self._reply_error(session, reply.remark, reply.code)
             return
-        key = (heartbeat.broker_name, heartbeat.broker_id)
-        session.keys.add(key)
-        self._by_key[key] = session
+        session.bound = heard
+        self._by_key[heard.key] = session
 
     async def _reply_error(
         self,
@@ -184,16 +193,23 @@ class SessionRegistry:
 
     def _forget(self, session: BrokerSession) -> None:
         self._sessions.pop(session.token, None)
-        for key in session.keys:
+        moved: dict[LiveKey, int] = {}
+        if session.bound is not None:
+            key = session.bound.key
+            # Another open session of the same process carries on for it.
+            heir = next((s for s in self._sessions.values() if s.bound == session.bound), None)
+            if heir is not None:
+                moved[key] = heir.token
             if self._by_key.get(key) is session:
-                del self._by_key[key]
+                if heir is None:
+                    del self._by_key[key]
+                else:
+                    self._by_key[key] = heir
         for _, task in session.pushes.values():
             task.cancel()
-        log.debug(
-            "broker session %d closed (%s)", session.token, ",".join(f"{n}/{i}" for n, i in session.keys)
-        )
+        log.debug("broker session %d closed (%s)", session.token, session.bound)
         try:
-            self._owner.on_session_closed(session.token)
+            self._owner.on_session_closed(session.token, moved)
         except Exception:
             log.exception("handling the close of broker session %d failed", session.token)
 

@@ -49,16 +49,17 @@ class Phase(Enum):
 
 @dataclass(frozen=True)
 class BrokerIdentity:
-    """The metadata file: ``<clusterName>#<brokerName>#<brokerId>``."""
+    """The metadata file: ``<clusterName>#<brokerName>#<brokerId>#<storeId>`` (checksummed)."""
 
     cluster_name: str
     broker_name: str
     broker_id: int
+    store_id: str | None = None  # None: an older broker's file, bound to no store yet
 
 
 @dataclass(frozen=True)
 class TempBrokerIdentity:
-    """The temp file: the metadata fields plus ``registerCheckCode`` = ``<brokerAddr>;<millis>``."""
+    """The temp file: the metadata fields plus ``registerCheckCode`` = ``<brokerAddr>;<millis>;<storeId>``."""
 
     cluster_name: str
     broker_name: str
@@ -257,6 +258,15 @@ class EligibleReleaseDone(Action, phase=Phase.APPLY):
     master_epoch: int
     sync_state_set_epoch: int
     ok: bool
+
+
+class GiveUpBrokerId(Action, phase=Phase.APPLY):
+    """Stop the process: another live process holds this broker's id (docs/architecture.md §3.2).
+
+    ``remark`` is the controller's, naming the holder; the planner has fenced the broker and shut down."""
+
+    broker_id: int | None
+    remark: str
 
 
 RoleChange = BecomeMaster | BecomeSlave

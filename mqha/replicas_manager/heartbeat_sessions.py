@@ -4,7 +4,9 @@ Sessions (docs/architecture.md §3, ``mqha/controller/sessions.py``). One WebSoc
 to EVERY controller, each kept by its own task: reconnect with a doubling pause (``reconnect_min_s`` ..
 ``reconnect_max_s``; every upgrade signed afresh by the caller's signer, if any), send the latest
 heartbeat as soon as it opens (a fresh leader learns at once that we are alive), deliver
-``roleChanged`` pushes to ``on_push``, ignore other message types. The state of each session
+``roleChanged`` pushes to ``on_push``, ignore other message types. A controller's refusal of a heartbeat
+because another live process holds this broker's id (``CONTROLLER_BROKER_ID_INVALID``, by HTTP or on a
+session; docs/architecture.md §3.2) goes to ``on_refused``. The state of each session
 (``sessions()``) is for status and metrics. Heartbeats go one-way over the open sessions, or by HTTP
 to every controller when the planner wants them confirmed.
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 import aiohttp
 
+from mqha.codes import ResponseCode
 from mqha.controller_client.caller import LeaderCaller, TransportFailure
 from mqha.errors import RemoteProtocolError
 from mqha.security.signing import REFUSED_HEADER
@@ -40,8 +43,9 @@ DISCONNECTED = "disconnected"
 CLOSED = "closed"
 
 PushHandler = Callable[[str, Mapping[str, Any]], None]
+RefusalHandler = Callable[[str, str], None]  # (controller address, remark)
 
-__all__ = ["HeartbeatSessions", "PushHandler", "SessionLink"]
+__all__ = ["HeartbeatSessions", "PushHandler", "RefusalHandler", "SessionLink"]
 
 
 @dataclass
@@ -106,6 +110,17 @@ class HeartbeatSessions:
         self._links = {address: SessionLink(address) for address in self.addresses}
         self._last_heartbeat: str | None = None
         self._closing = False
+        self.on_refused: RefusalHandler | None = None
+
+    def _refused(self, address: str, code: object, remark: object) -> bool:
+        """Hand a refusal for a held id to ``on_refused``; True when it was one."""
+        if code != ResponseCode.CONTROLLER_BROKER_ID_INVALID or self.on_refused is None:
+            return False
+        try:
+            self.on_refused(address, str(remark))
+        except Exception:
+            log.exception("handling a refused heartbeat from %s failed", address)
+        return True
 
     def start(self) -> None:
         """One task per controller keeps its session open."""
@@ -148,6 +163,7 @@ class HeartbeatSessions:
             except (TransportFailure, RemoteProtocolError) as exc:
                 log.debug("heartbeat to %s: %s", address, exc)
                 return False
+            self._refused(address, answer.reply.code, answer.reply.remark)
             return answer.reply.ok
 
         results = await asyncio.gather(
@@ -240,6 +256,6 @@ class HeartbeatSessions:
                 self._on_push(link.address, obj)
             except Exception:
                 log.exception("handling a roleChanged push from %s failed", link.address)
-        elif kind == "error":
+        elif kind == "error" and not self._refused(link.address, obj.get("code"), obj.get("remark")):
             log.warning("controller %s rejected a session message: %s", link.address, obj.get("remark"))
         # Other message types are ignored (forward compatibility).

@@ -138,6 +138,7 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         self._register_failures = 0
         self._start_heartbeat_done = False
         self._start_elect_done = False
+        self._id_held_since_ms: int | None = None  # the first register refused for a held id
         # Periodic tasks (due time in ms, None = not scheduled).
         self._metadata_due: int | None = None
         self.fenced_epoch = 0  # the highest masterEpoch cleared of its master that this broker heard of
@@ -479,6 +480,12 @@ class ReplicasPlanner(RegisterFlow, RoleFlow, SyncStateSetUpkeep):
         """Bring the scheduled heartbeat forward to ``now_ms`` (none is scheduled before RUNNING)."""
         if self._heartbeat_due is not None:
             self._heartbeat_due = min(self._heartbeat_due, now_ms)
+
+    def on_heartbeat_refused(self, controller: str, remark: str, now_ms: int) -> list[act.Action]:
+        """``controller`` refused a heartbeat: another live process at another address holds this id
+        there (docs/architecture.md §3.2). It registered after this process did, so two processes run
+        under one id: stop, fenced (if both do, nothing is lost; two masters could lose acks)."""
+        return self.give_up_broker_id(f"controller {controller}: {remark}", now_ms)
 
     def on_heartbeat_sent(self, action: act.SendHeartbeat, delivered: int, now_ms: int) -> list[act.Action]:
         """The start sequence's heartbeat reached ``delivered`` controllers; go on either way."""

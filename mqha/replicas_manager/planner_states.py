@@ -118,6 +118,9 @@ class PlannerConfig:
     all_ack_in_sync_state_set: bool | None = None
     in_sync_replicas: int | None = None
     """The ack rule heartbeats report (docs/architecture.md §3.2); None: not reported (tests)."""
+    store_id: str | None = None
+    """This store's id (docs/architecture.md §9.4): in the check code, the identity file and the
+    register; None for an agent without a store (tests)."""
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> PlannerConfig:

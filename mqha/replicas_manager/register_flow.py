@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from mqha.codes import ResponseCode
 from mqha.replicas_manager.actions import (
     Action,
     ApplyBrokerId,
@@ -11,6 +12,7 @@ from mqha.replicas_manager.actions import (
     DeleteIdentity,
     DeleteTempIdentity,
     GetNextBrokerId,
+    GiveUpBrokerId,
     RegisterBroker,
     SetBrokerControllerId,
     TempBrokerIdentity,
@@ -73,6 +75,7 @@ class RegisterFlow:
             broker_id=self.broker_id,
             broker_address=self.config.broker_address,
             ha_address=self.config.ha_address,
+            store_id=self.config.store_id,
             **(self.config.start.request_fields() if self.config.start is not None else {}),
         )
         return self._call_once(lambda seq: RegisterBroker(seq, request))
@@ -116,7 +119,8 @@ class RegisterFlow:
             reason = f"applyBrokerId {temp.broker_id} failed: {_describe(reply)}"
             return [DeleteTempIdentity(), *self._fail_register(now_ms, reason)]
         self._persisting = True
-        identity = BrokerIdentity(self.config.cluster_name, self.config.broker_name, temp.broker_id)
+        cfg = self.config
+        identity = BrokerIdentity(cfg.cluster_name, cfg.broker_name, temp.broker_id, cfg.store_id)
         return [WriteIdentity(identity)]
 
     def on_identity_written(self, action: WriteIdentity, ok: bool, now_ms: int) -> list[Action]:
@@ -132,6 +136,8 @@ class RegisterFlow:
         return [DeleteTempIdentity(), SetBrokerControllerId(self.broker_id), *self._drive_start(now_ms)]
 
     def _on_register(self, reply: Reply | None, now_ms: int) -> list[Action]:
+        if reply is not None and reply.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
+            return self._on_id_held(reply.remark, now_ms)
         payload = _parse(RegisterBrokerPayload, reply) if reply is not None and reply.ok else None
         if payload is None:
             reason = f"registerBroker failed: {_describe(reply)}"
@@ -139,8 +145,31 @@ class RegisterFlow:
                 return self._fail_register(now_ms, reason)
             log.warning("%s", reason)
             return []
+        self._id_held_since_ms = None
         self._register_transition(RegisterEvent.REGISTER_SUCCEEDED)
         if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
             self._register_failures = 0
             self._transition(StateEvent.REGISTERED)
         return self._on_master_info(payload)
+
+    def _on_id_held(self, remark: str, now_ms: int) -> list[Action]:
+        """The leader refused the register: another live process at another address holds this id
+        (docs/architecture.md §3.2). Retried for one heartbeat timeout -- a replica that moved may be
+        ahead of its old process's expiry -- then given up: a copy of another replica's store, or an
+        identity file naming another replica."""
+        if self._id_held_since_ms is None:
+            self._id_held_since_ms = now_ms
+            timeout = self.config.heartbeat_timeout_ms
+            log.warning("registerBroker refused: %s; retrying for %d ms", remark, timeout)
+        if now_ms - self._id_held_since_ms < self.config.heartbeat_timeout_ms:
+            if self.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE:
+                return self._fail_register(now_ms, f"registerBroker refused: {remark}")
+            return []
+        return self.give_up_broker_id(remark, now_ms)
+
+    def give_up_broker_id(self, remark: str, now_ms: int) -> list[Action]:
+        """Stop for good: another live process holds this broker's id (a refused register that did not
+        clear within a heartbeat timeout, or a refused heartbeat: that one registered after us)."""
+        if self.state is State.SHUTDOWN:
+            return []
+        return [*self.shutdown(now_ms), GiveUpBrokerId(self.broker_id, remark)]

@@ -67,14 +67,17 @@ class ReplicasManager(SyncStateSetReporter):
         clock: Clock | None = None,
         seed: int | None = None,
         start: BrokerStart | None = None,
+        on_give_up: Callable[[act.GiveUpBrokerId], None] | None = None,
     ) -> None:
         """``start``: how this broker process started (docs/architecture.md §3.2), reported on register
-        and heartbeats."""
+        and heartbeats. ``on_give_up``: called once another live process holds this broker's id (the
+        broker stops its process; the planner has fenced it)."""
         self.hooks = hooks
         self._clock = clock or MonotonicClock()
         self._planner_config = replace(PlannerConfig.from_broker_config(config), start=start)
         self.planner = ReplicasPlanner(self._planner_config, seed=seed)
         self._identity_path: str = config["storePathBrokerIdentity"]
+        self._store_id_path = identity_files.store_id_path(config["storePathRootDir"])
         self.client = ControllerClient(
             parse_addresses(config["controllerAddr"]),
             on_push=self._on_push,
@@ -82,6 +85,8 @@ class ReplicasManager(SyncStateSetReporter):
             signer=request_signer(config),
             ssl=client_context(config),
         )
+        self.client.heartbeats.on_refused = self._on_heartbeat_refused
+        self._on_give_up = on_give_up
         self.status = ReplicasStatus(self.planner, self.client)
         """What the agent knows now, read-only (``/v1/status``, metrics, tests)."""
         self._queue: asyncio.Queue[Input] = asyncio.Queue()
@@ -98,15 +103,24 @@ class ReplicasManager(SyncStateSetReporter):
         registration goes on in the background; ``wait_running`` waits for it)."""
         if self._started:
             return
-        cfg = self._planner_config
-        identity, temp = await asyncio.to_thread(
-            identity_files.load, self._identity_path, cfg.cluster_name, cfg.broker_name
-        )
+        identity, temp = await asyncio.to_thread(self._load_identity)
         self._started = True
         self.planner.on_identity_loaded(identity, temp)
         await self.client.start()
         await self._execute(self.planner.start(self._now()))
         self._loop_task = asyncio.create_task(self._run(), name="replicas-manager")
+
+    def _load_identity(self) -> tuple[act.BrokerIdentity | None, act.TempBrokerIdentity | None]:
+        """The store id (made on a new store) and the identity files checked against it (blocking;
+        ``StorageError`` on a damaged file or one of another store, docs/architecture.md §9.4)."""
+        store_id = identity_files.ensure_store_id(self._store_id_path)
+        self._planner_config = cfg = replace(self._planner_config, store_id=store_id)
+        self.planner.config = cfg
+        path = self._identity_path
+        identity, temp = identity_files.load(path, cfg.cluster_name, cfg.broker_name, store_id)
+        if identity is not None and identity.store_id is None:  # an older broker's file
+            identity = identity_files.bind_to_store(path, identity, store_id)
+        return identity, temp
 
     async def stop(self) -> None:
         """Stop deciding, fence the broker, close the sessions (the controller notices at once)."""
@@ -237,7 +251,7 @@ class ReplicasManager(SyncStateSetReporter):
         cfg = self._planner_config
         match action:
             case act.WriteTempIdentity(broker_id=broker_id):
-                check_code = identity_files.register_check_code(cfg.broker_address, wall_ms())
+                check_code = identity_files.register_check_code(cfg.broker_address, wall_ms(), cfg.store_id)
                 temp = act.TempBrokerIdentity(cfg.cluster_name, cfg.broker_name, broker_id, check_code)
                 written: act.TempBrokerIdentity | None = temp
                 try:
@@ -324,6 +338,9 @@ class ReplicasManager(SyncStateSetReporter):
         )
         self._put(lambda now: self.planner.on_role_notification(note, now))
 
+    def _on_heartbeat_refused(self, address: str, remark: str) -> None:
+        self._put(lambda now: self.planner.on_heartbeat_refused(address, remark, now))
+
     # -- APPLY
 
     def _apply_now(self, action: act.Action) -> None:
@@ -341,6 +358,10 @@ class ReplicasManager(SyncStateSetReporter):
                 done = getattr(hooks, "eligible_release_done", None)  # hooks without an HA layer: none
                 if done is not None:
                     done(epoch, sss_epoch, ok)
+            case act.GiveUpBrokerId(remark=remark):
+                log.error("broker id %s is held by another live process: %s", action.broker_id, remark)
+                if self._on_give_up is not None:
+                    self._on_give_up(action)
             case act.CheckSyncStateSet():
                 try:
                     wanted = frozenset(hooks.maybe_shrink_sync_state_set())

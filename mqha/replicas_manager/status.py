@@ -67,6 +67,7 @@ class ReplicasStatus:
             "registerState": planner.register_state.value,
             "role": planner.role,
             "brokerControllerId": planner.broker_id,
+            "storeId": planner.config.store_id,  # docs/architecture.md §9.4
             "masterBrokerId": planner.master_broker_id,
             "masterAddress": planner.master_address,
             "masterHaAddress": planner.master_ha_address,

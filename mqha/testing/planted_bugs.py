@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ ACK_BEFORE_FSYNC_ENV = "MQHA_TEST_ONLY_ACK_BEFORE_FSYNC"
 """``=1`` in a broker's environment: under ``SYNC_FLUSH`` it answers a put (a master) and reports
 replicated data (a slave) without waiting for the fsync; the log reaches the disk only with the
 periodic flush, as under ``ASYNC_FLUSH`` -- a power cut of the group takes acknowledged messages."""
+ANY_CLAIM_STANDS_ENV = "MQHA_TEST_ONLY_ANY_CLAIM_STANDS"
+"""``=1`` in a controller's environment: a register or heartbeat for a broker id is taken whoever holds
+it (the check of ``mqha.controller.broker_claims`` always passes, as before issue 45): a copy of the
+master's store comes up MASTER beside it at the same epoch."""
 FULL_DISK_PUT_OK_ENV = "MQHA_TEST_ONLY_FULL_DISK_PUT_OK"
 """``=1`` in a broker's environment: a put its master refuses for a full disk (the disk guard's refusal,
 or ENOSPC from the append) is answered PUT_OK at the offset it would have had, though nothing was
@@ -112,6 +117,12 @@ PLANTED: dict[str, PlantedBug] = {
         "broker",
         "under SYNC_FLUSH a broker acknowledges before its fsync",
         ("power-loss",),
+    ),
+    "any-claim-stands": PlantedBug(
+        ANY_CLAIM_STANDS_ENV,
+        "controller",
+        "the controllers take a second live process under a broker id another one holds",
+        ("clone",),
     ),
     "full-disk-put-ok": PlantedBug(
         FULL_DISK_PUT_OK_ENV,
@@ -306,6 +317,8 @@ def maybe_plant_controller(
         _answer_before_commit(service.writes)
     if environ.get(WIPED_VOTER_ENV) == "1":
         _wiped_store_votes(service.parts)
+    if environ.get(ANY_CLAIM_STANDS_ENV) == "1":
+        _any_claim_stands()
     if environ.get(STALE_LEADER_ENV) != "1":
         return
     writes = service.writes
@@ -393,3 +406,13 @@ def maybe_plant_integrity(integrity: Any, environ: Mapping[str, str] = os.enviro
         return False
 
     integrity._repair = never
+
+
+def _any_claim_stands() -> None:
+    """Every claim on a broker id stands: the controller's decisions get a check that never refuses
+    (the modules are the controller's, already imported by the time it is planted; this layer may not
+    import them)."""
+    for name in ("mqha.controller.operations", "mqha.controller.liveness_watch"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.handle_claim = lambda *_args: None  # type: ignore[attr-defined]

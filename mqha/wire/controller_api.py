@@ -43,6 +43,7 @@ from mqha.wire.types import (
     Priority,
     QueueNums,
     ReplicaCount,
+    StoreId,
     TimeoutMs,
     TopicName,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "TopicRouteRequest",
     "UpdateTopicPayload",
     "UpdateTopicRequest",
+    "check_code_store_id",
     "decode_reply",
 ]
 
@@ -123,6 +125,12 @@ class ApplyBrokerIdRequest(Request, frozen=True, kw_only=True):
         return self.register_check_code.split(";", 1)[0]
 
 
+def check_code_store_id(register_check_code: str) -> str | None:
+    """The store id an mqha broker puts third in its check code (docs/architecture.md §9.4), or None."""
+    parts = register_check_code.split(";")
+    return parts[2] if len(parts) == 3 else None
+
+
 class RegisterBrokerRequest(Request, frozen=True, kw_only=True, omit_defaults=True):
     """The body of registerBroker (docs/reference-behaviour.md §5.3).
 
@@ -139,6 +147,8 @@ class RegisterBrokerRequest(Request, frozen=True, kw_only=True, omit_defaults=Tr
     clean_shutdown: bool | None = None
     lossy_recovery: bool | None = None
     confirm_offset_before_recovery: Offset | None = None
+    store_id: StoreId | None = None
+    """The broker's store (docs/architecture.md §9.4): refused when the id was applied by another."""
 
 
 class BrokerHeartbeatRequest(Request, frozen=True, kw_only=True, omit_defaults=True):

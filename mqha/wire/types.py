@@ -45,8 +45,8 @@ _PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4
 _HOST = r"(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?\])"
 ADDRESS_RULE = "host:port (a host name, IPv4 or [IPv6] address; port 1..65535)"
 ADDRESS_PATTERN = rf"^{_HOST}:{_PORT}{_END}"
-CHECK_CODE_RULE = f"address;millis with address {ADDRESS_RULE}"
-CHECK_CODE_PATTERN = rf"^{_HOST}:{_PORT};[0-9]{{1,19}}{_END}"
+CHECK_CODE_RULE = f"address;millis[;storeId] with address {ADDRESS_RULE}, storeId 32 lowercase hex digits"
+CHECK_CODE_PATTERN = rf"^{_HOST}:{_PORT};[0-9]{{1,19}}(?:;[0-9a-f]{{32}})?{_END}"
 
 Int64 = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
 BrokerId = Annotated[int, Meta(ge=-1, le=MAX_BROKER_ID)]
@@ -94,7 +94,10 @@ RaftId = Annotated[
 CheckCode = Annotated[
     str, Meta(pattern=CHECK_CODE_PATTERN, max_length=MAX_ADDRESS_LENGTH, extra={"rule": CHECK_CODE_RULE})
 ]
-"""``registerCheckCode``: ``<brokerAddress>;<epochMillis>`` (docs/reference-behaviour.md §5.2)."""
+"""``registerCheckCode``: ``<brokerAddress>;<epochMillis>`` (docs/reference-behaviour.md §5.2), mqha's
+brokers add ``;<storeId>`` (docs/architecture.md §9.4)."""
+StoreId = Annotated[str, Meta(pattern=rf"^[0-9a-f]{{32}}{_END}", extra={"rule": "32 lowercase hex digits"})]
+"""A broker store's id (docs/architecture.md §9.4)."""
 IdSet = Annotated[frozenset[BrokerId], Meta(max_length=MAX_ID_SET)]
 ReplicaCount = Annotated[int, Meta(ge=1, le=MAX_ID_SET)]
 """``inSyncReplicas``: how many replicas (the master included) an acknowledgement needs."""

@@ -69,3 +69,31 @@ def test_print_effective_config(tmp_path: Path) -> None:
     result = mqbroker("-c", str(write_config(tmp_path)), "-p")
     assert result.returncode == 0
     assert "haTransferBatchSize=32768\n" in result.stdout and "allAckInSyncStateSet=false\n" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("flip", "broker identity file is damaged"),  # issue 45: '#1' -> '#3', 0x31 -> 0x33
+        ("other-store", "was written for store"),  # a copy of another replica's identity file
+    ],
+)
+def test_a_damaged_or_foreign_identity_file_refuses_to_start(
+    tmp_path: Path, damage: str, message: str
+) -> None:
+    from mqha.replicas_manager.actions import BrokerIdentity
+    from mqha.replicas_manager.identity import format_identity, format_store_id
+
+    conf = write_config(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "storeId").write_text(format_store_id("a" * 32))
+    written_for = "a" * 32 if damage == "flip" else "b" * 32
+    text = format_identity(BrokerIdentity("c1", "bs1", 1, written_for))
+    if damage == "flip":
+        text = text.replace("#1#", "#3#")
+    (store / "brokerIdentity").write_text(text)
+    result = mqbroker("-c", str(conf))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "mqha store reset-identity" in lines[0], result.stderr

@@ -91,3 +91,19 @@ def test_a_broker_that_never_repairs_a_damaged_record_is_caught(tmp_path: Path) 
     assert code == 0, out
     assert "bit flips: 2 in older commit-log segments; every one repaired" in out, out
     assert " lost 0 " in out and "verdict: PASS" in out
+
+
+# Two runs of a minute: with the slow ones (the clone's refusal itself is in the default run,
+# tests/integration/test_broker_identity.py).
+@pytest.mark.slow
+def test_a_controller_that_takes_a_second_process_under_one_id_is_caught(tmp_path: Path) -> None:
+    # Seed 1: a copy of the master's store starts beside it (issue 45 finding 1, the master-id variant).
+    # The controllers refuse it and it stops on its own; with the bug they take it, it runs under the
+    # master's id until the heal stops it, and the run fails naming it.
+    base = ("--duration", "10", "--faults", "clone", "--seed", "1")
+    code, out, _ = _chaos(tmp_path / "planted", *base, "--plant", "any-claim-stands")
+    assert code == 1, out
+    assert "store ran" in out and "without being refused" in out and "verdict: FAIL" in out
+    code, out, _ = _chaos(tmp_path / "clean", *base)
+    assert code == 0, out
+    assert "clones: 1 started, 1 refused and stopped" in out and "verdict: PASS" in out

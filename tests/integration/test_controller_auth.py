@@ -234,6 +234,8 @@ def test_expired_and_replayed_signatures_are_refused(cluster: AuthCluster) -> No
         "brokerName": BROKER_NAME,
         "brokerAddr": master.address,
         "brokerId": master_id,
+        # the master's own process: another one is refused while it lives (docs/architecture.md §3.2)
+        "incarnation": master.status()["startReport"]["incarnation"],
     }
     raw = json.dumps(beat).encode()
     status, reply, headers = signed(leader, "POST", "/v1/brokers/heartbeat", beat)

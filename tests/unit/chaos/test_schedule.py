@@ -266,3 +266,14 @@ def test_adding_power_loss_did_not_change_the_other_kinds_schedules() -> None:
     kinds = (KILL, PAUSE, PARTITION, LOSS, DISK_WIPE)
     assert all(s.order == "" and s.stagger == 0.0 for s in plan(1, kinds, 600, TOPO))
     assert schedule_text(plan(1, (DISK_WIPE,), 20, TOPO)).count("wipe the store") == 2
+
+
+def test_clone_copies_the_store_of_a_master_or_a_replica() -> None:
+    from mqha.chaos.schedule import CLONE
+
+    steps = plan(7, (CLONE,), 600, TOPO)
+    assert {s.target for s in steps} == {BROKER, MASTER}
+    for s in steps:
+        assert HOLD_RANGES[CLONE][0] <= s.hold <= HOLD_RANGES[CLONE][1]
+        assert (len(s.nodes) == 1) == (s.target == BROKER) and s.group is not None
+        assert "start a copy of the store of" in s.describe() and "unless refused" in s.describe()

@@ -361,3 +361,11 @@ def test_puts_turned_away_during_a_controller_only_fault_fail_the_run() -> None:
     assert judge(replace(run, faults=(outcome(kill, 40.1, 43.1, 43.3),))).ok
     # The facts' pause of the leader is one, without such a stretch: its line, no failure.
     assert "data plane during controller-only faults: 1 window(s); no put turned away" in judge(facts()).text
+
+
+def test_a_copy_of_a_store_that_was_not_refused_fails_the_run() -> None:
+    refused = judge(facts(clones="clones: 2 started, 2 refused and stopped"))
+    assert refused.ok and "clones: 2 started, 2 refused and stopped" in refused.text
+    ran = "a copy of broker-a-0's store ran 30 s without being refused, serving as MASTER at masterEpoch 2"
+    verdict = judge(facts(clones="clones: 1 started, 0 refused and stopped", clone_problems=(ran,)))
+    assert not verdict.ok and f"verdict: FAIL -- {ran}" in verdict.text

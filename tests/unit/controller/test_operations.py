@@ -7,8 +7,10 @@ and applies the result's records with ``apply`` (as the reference's ReplicasInfo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import msgspec
 import pytest
 
 from mqha.codes import ResponseCode as C
@@ -337,7 +339,8 @@ def test_5_3_step3_dead_or_absent_master_leaves_master_fields_null_step4_sss_att
 
 
 def test_5_3_step5_changed_address_emits_update_record() -> None:
-    result = handle_register_broker(G1_MASTER1, register(2, "10.9.9.9:1"), alive(1, 2))
+    # The replica moved: its process at the old address is gone (not alive here).
+    result = handle_register_broker(G1_MASTER1, register(2, "10.9.9.9:1"), alive(1))
     assert result.records == (UpdateBrokerAddressRecord("c1", "g1", 2, "10.9.9.9:1", None),)
     state, reply = commit(G1_MASTER1, result)
     assert reply == result.reply
@@ -353,14 +356,37 @@ def test_5_3_step5_changed_ha_address_emits_update_record() -> None:
 
 
 def test_5_3_master_re_registering_elsewhere_reports_its_new_address() -> None:
-    result = handle_register_broker(G1_MASTER1, register(1, "10.1.1.1:1"), alive(1))
+    moved = replace(hb(1), broker_addr="10.1.1.1:1")  # it already heartbeats from there
+    result = handle_register_broker(G1_MASTER1, register(1, "10.1.1.1:1"), alive(moved))
     assert result.reply.payload_json()["masterAddress"] == "10.1.1.1:1"
     _, reply = commit(G1_MASTER1, result)
     assert reply == result.reply
 
 
-def test_5_3_reply_from_outcome_drops_master_fields_when_an_election_interleaved() -> None:
+def test_5_3_an_id_a_live_process_holds_elsewhere_is_refused_without_a_record() -> None:
+    # docs/architecture.md §3.2: a clone of 2's store (or an identity naming 2) at another address.
     result = handle_register_broker(G1_MASTER1, register(2, "10.9.9.9:1"), alive(1, 2))
+    assert result.records == ()
+    assert result.reply.code == C.CONTROLLER_BROKER_ID_INVALID
+    assert "10.0.0.2:10911" in result.reply.remark and "10.9.9.9:1" in result.reply.remark
+
+
+def test_5_3_an_id_another_store_applied_is_refused_even_with_nobody_alive() -> None:
+    # docs/architecture.md §9.4: the store id recorded at apply time (third in the check code).
+    store = "0123456789abcdef0123456789abcdef"
+    applied = ReplicaInfo("10.0.0.2:10911", "10.0.0.2:10912", f"10.0.0.2:10911;2;{store}")
+    state = state_of(group(master_broker_id=1, master_epoch=1, replicas={**replicas(1, 3), 2: applied}))
+    other = msgspec.structs.replace(register(2), store_id="f" * 32)
+    result = handle_register_broker(state, other, NOBODY)
+    assert result.records == () and result.reply.code == C.CONTROLLER_BROKER_ID_INVALID
+    assert f"was applied by store {store}" in result.reply.remark
+    assert handle_register_broker(
+        state, msgspec.structs.replace(register(2), store_id=store), NOBODY
+    ).reply.ok
+
+
+def test_5_3_reply_from_outcome_drops_master_fields_when_an_election_interleaved() -> None:
+    result = handle_register_broker(G1_MASTER1, register(2, "10.9.9.9:1"), alive(1))
     # Before the register's record commits, another write elects 3.
     moved = state_of(replace_group(G1_MASTER1, master_broker_id=3, master_epoch=2, sync_state_set={3}))
     _, outcome = apply(moved, result.records[0], 11)

@@ -811,3 +811,45 @@ def test_a_closed_master_link_makes_a_slave_heartbeat_at_once() -> None:
     master = running_master()
     master.on_master_link_closed(2)
     assert not any(isinstance(a, act.SendHeartbeat) for a in master.tick(2))
+
+
+# -- another live process holds this broker's id (docs/architecture.md §3.2)
+# -----------------------------------
+
+
+HELD = "BrokerId: 3 of broker-set: b1 is held by another live process at 10.0.0.9:10911"
+
+
+def test_a_register_refused_for_a_held_id_retries_for_one_heartbeat_timeout_then_gives_up() -> None:
+    p = ReplicasPlanner(CFG, seed=3)
+    call = one(register_with_files(p, 3), act.RegisterBroker)
+    now = 0
+    while now < CFG.heartbeat_timeout_ms:  # a replica that moved may be ahead of its old entry's expiry
+        assert p.on_controller_reply(call, err(Code.CONTROLLER_BROKER_ID_INVALID, HELD), now) == []
+        assert p.state is State.FIRST_TIME_SYNC_CONTROLLER_METADATA_DONE
+        retry: list[act.Action] = []
+        while not retry:
+            now += 100
+            retry = without_refresh(p.tick(now))
+        call = one(retry, act.RegisterBroker)
+    out = p.on_controller_reply(call, err(Code.CONTROLLER_BROKER_ID_INVALID, HELD), now)
+    assert out == [act.SetFenced(True), act.GiveUpBrokerId(3, HELD)]
+    assert p.state is State.SHUTDOWN
+    assert p.tick(now + 60_000) == []  # nothing more is asked
+
+
+def test_a_register_that_passes_after_a_refusal_starts_the_grace_afresh() -> None:
+    p = ReplicasPlanner(CFG, seed=3)
+    call = one(register_with_files(p, 3), act.RegisterBroker)
+    assert p.on_controller_reply(call, err(Code.CONTROLLER_BROKER_ID_INVALID, HELD), 0) == []
+    call = one(without_refresh(p.tick(1000)), act.RegisterBroker)
+    p.on_controller_reply(call, registered_reply(**master_info(1, 2, {1}, 1)), 1000)
+    assert p._id_held_since_ms is None
+
+
+def test_a_refused_heartbeat_gives_up_at_once_fenced() -> None:
+    p = ReplicasPlanner(CFG, seed=3)
+    register_with_files(p, 3)
+    out = p.on_heartbeat_refused("10.0.0.1:9876", HELD, 5)
+    assert out == [act.SetFenced(True), act.GiveUpBrokerId(3, f"controller 10.0.0.1:9876: {HELD}")]
+    assert p.on_heartbeat_refused("10.0.0.2:9876", HELD, 6) == []  # once
