@@ -70,6 +70,13 @@ def controller_addr(links: Sequence[Link], broker: str) -> str:
     return ";".join(link.listen for link in links if link.source == broker and link.scope == CONTROLLER_LINKS)
 
 
+def controller_aliases(links: Sequence[Link], controller_api: str) -> str:
+    """The ``controllerNodeAliases`` value of the controller at ``controller_api``: every link address
+    that forwards to it (brokers sign for the address they dial)."""
+    fronting = (link for link in links if link.scope == CONTROLLER_LINKS and link.upstream == controller_api)
+    return ",".join(link.listen for link in fronting)
+
+
 def translations(links: Sequence[Link], broker: str) -> tuple[tuple[bytes, bytes], ...]:
     """Real address -> ``broker``'s link address, for every node ``broker`` has a link to: applied to
     what controllers send ``broker``."""

@@ -164,6 +164,10 @@ class ChaosRun:
             {b.name: b.ha_address or "" for b in self.cluster.brokers},
             _link_ports(),
         )
+        for controller in self.cluster.controllers:
+            self.cluster.node_settings.setdefault(controller.name, {})["controllerNodeAliases"] = (
+                chaos_links.controller_aliases(self.links, controller.address)
+            )
         self.flush_types = group_flush_types(options.flush_disk_type, self.cluster.groups)
         for broker in self.cluster.brokers:
             self.cluster.node_settings[broker.name] = {

@@ -37,7 +37,10 @@ class ControllerAuth:
         text = config_store.config["innerClientAuthenticationCredentials"]
         credentials = parse_inner_credentials(text) if text else None
         # Secrets cannot change through the config API: the verifier is built once.
-        self._verifier = RequestVerifier({credentials.access_key: credentials} if credentials else {}, node)
+        aliases = [a.strip() for a in config_store.config["controllerNodeAliases"].split(",") if a.strip()]
+        self._verifier = RequestVerifier(
+            {credentials.access_key: credentials} if credentials else {}, node, aliases=aliases
+        )
         self.watch = SignatureWatch(config_store.config["controllerSignatureStallMills"])
         self.refused: Counter[str] = Counter()  # refused signatures by reason (metrics)
 

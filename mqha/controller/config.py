@@ -25,6 +25,10 @@ ADDRESS_LIST = Rule(
     lambda value: all(is_valid_address(part.strip()) for part in value.split(",")),
     f"a comma-separated list of {ADDRESS_RULE}",
 )
+OPTIONAL_ADDRESS_LIST = Rule(
+    lambda value: not value.strip() or ADDRESS_LIST.test(value),
+    f"empty, or a comma-separated list of {ADDRESS_RULE}",
+)
 
 
 def _default_store_path(values: Mapping[str, Any]) -> str:
@@ -318,6 +322,15 @@ CONTROLLER_CONFIG = ConfigSpec(
             64,
             "web console event streams served at once; more get 503 (code 2 SYSTEM_BUSY)",
             rule=rules.POSITIVE_INT,
+            rocketmq=False,
+        ),
+        Key(
+            "controllerNodeAliases",
+            str,
+            "",
+            "other host:port addresses brokers reach this node by (a port forward or NAT); a signature "
+            "made for one of them counts as made for this node",
+            rule=OPTIONAL_ADDRESS_LIST,
             rocketmq=False,
         ),
         Key(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from mqha.security.credentials import InnerCredentials
@@ -160,10 +160,16 @@ class RequestVerifier:
     One replay guard remembers the nonces."""
 
     def __init__(
-        self, credentials: Mapping[str, InnerCredentials], node: str, window_ms: int = REPLAY_WINDOW_MS
+        self,
+        credentials: Mapping[str, InnerCredentials],
+        node: str,
+        window_ms: int = REPLAY_WINDOW_MS,
+        aliases: Iterable[str] = (),
     ) -> None:
+        """``aliases``: other addresses signers may reach this node by (a port forward, NAT)."""
         self._by_access_key = dict(credentials)
         self.node = node
+        self.names = frozenset({node, *aliases})
         self.guard = ReplayGuard(window_ms)
 
     def verify(self, method: str, target: str, header: str | None, now_ms: int) -> Verdict:
@@ -177,13 +183,13 @@ class RequestVerifier:
         credentials = self._by_access_key.get(fields["AccessKey"])
         if credentials is None:
             return Verdict(Denial(401, "unknown access key", "unknown_key"))
-        if fields["Node"] != self.node:
+        if fields["Node"] not in self.names:
             remark = f"signature made for node {fields['Node'][:80]!r}, not for this node {self.node!r}"
             return Verdict(Denial(401, remark, "other_node"))
         timestamp = int(fields["Timestamp"])
         message = canonical_request(
             method,
-            self.node,
+            fields["Node"],
             target,
             timestamp_ms=timestamp,
             nonce=fields["Nonce"],

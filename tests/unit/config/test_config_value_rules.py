@@ -62,7 +62,8 @@ def bad_values(key: Key) -> list[str]:
     if key.choices:
         return ["", "nope", key.choices[0].lower() + "x"]
     if key.rule is not None:
-        return ["", " ", "a\x01b", "line\nbreak"]
+        # An optional list whose default is empty takes empty (and blank) as "none".
+        return (["", " "] if key.default != "" else []) + ["a\x01b", "line\nbreak"]
     return []
 
 
