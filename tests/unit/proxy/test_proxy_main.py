@@ -44,6 +44,11 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
             'initAuthenticationUser={"username": "u", "password": "secret-password"}\n',
             "innerClientAuthenticationCredentials",
         ),
+        (  # a copied example's placeholder, even with authentication off
+            "controllerAddr=127.0.0.1:9878\n"
+            'initAuthenticationUser={"username": "u", "password": "CHANGE-ME-app-password"}\n',
+            "initAuthenticationUser",
+        ),
         ("controllerAddr=127.0.0.1:9878\nflushConsumerOffsetInterval=50\n", "flushConsumerOffsetInterval"),
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=one\n", "proxyCpuAffinity"),
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=1-0\n", "proxyCpuAffinity"),
