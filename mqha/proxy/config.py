@@ -11,13 +11,22 @@ from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
 from mqha.errors import ConfigError
 from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import check_authentication_keys
-from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS
+from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS, TLS_KEYS
+from mqha.security.tls import CERT_KEY, PRIVATE_KEY_KEY, server_context
 from mqha.wire.types import is_valid_address
 
 _MIB = 1024 * 1024
 INNER_CREDENTIALS_KEY = next(
     k for k in AUTHENTICATION_KEYS if k.name == "innerClientAuthenticationCredentials"
 )
+_TLS_ON_GRPC = "TLS on the gRPC port (clients: Java enableSsl, Python tls_enable, Node sslEnabled)"
+SERVER_TLS_KEYS = tuple(
+    Key(k.name, k.kind, k.default, _TLS_ON_GRPC if k.name == "tlsEnable" else k.doc)
+    for k in TLS_KEYS
+    if k.name in ("tlsEnable", CERT_KEY, PRIVATE_KEY_KEY)
+)
+"""The brokers' server-side TLS keys; the proxy still speaks plain HTTP to brokers (§13), so it takes
+no ``tls.client.*`` key."""
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
 
 
@@ -138,6 +147,7 @@ PROXY_CONFIG = ConfigSpec(
             unit="s",
             rocketmq=False,
         ),
+        *SERVER_TLS_KEYS,
     ]
 )
 
@@ -155,6 +165,11 @@ def check_proxy_config(values: Mapping[str, Any]) -> None:
     check_authentication_keys(values, ("initAuthenticationUser", "innerClientAuthenticationCredentials"))
     if values["authorizationEnabled"] and not values["authenticationEnabled"]:
         raise ConfigError("authorizationEnabled", "needs authenticationEnabled=true (decisions need a user)")
+    if values["tlsEnable"]:
+        for key in (CERT_KEY, PRIVATE_KEY_KEY):
+            if not values[key]:
+                raise ConfigError(key, "required when tlsEnable=true")
+        server_context(values)  # files readable, PEM, the key the certificate's
     cpus, allowed = parse_cpu_list(values["proxyCpuAffinity"]), allowed_cpus()
     if not cpus <= allowed:
         raise ConfigError(

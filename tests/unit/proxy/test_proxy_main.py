@@ -49,6 +49,13 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
             'initAuthenticationUser={"username": "u", "password": "CHANGE-ME-app-password"}\n',
             "initAuthenticationUser",
         ),
+        ("controllerAddr=127.0.0.1:9878\ntlsEnable=true\n", "tls.server.certPath"),
+        (  # TLS on the gRPC port: the files are checked at start, as on the brokers
+            "controllerAddr=127.0.0.1:9878\ntlsEnable=true\ntls.server.certPath=/nonexistent/c.pem\n"
+            "tls.server.keyPath=/nonexistent/k.pem\n",
+            "tls.server.certPath",
+        ),
+        ("controllerAddr=127.0.0.1:9878\ntls.client.trustCertPath=/ca.pem\n", "tls.client.trustCertPath"),
         ("controllerAddr=127.0.0.1:9878\nflushConsumerOffsetInterval=50\n", "flushConsumerOffsetInterval"),
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=one\n", "proxyCpuAffinity"),
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=1-0\n", "proxyCpuAffinity"),
