@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 PROG = "mqproxy"
 STOP_GRACE_S = 2.0
-GRPC_ENVELOPE_BYTES = 1024 * 1024
+OWN_FILES = 1024
+"""Open files the proxy keeps for itself beyond its clients' connections (brokers, controllers, logs)."""
 log = logging.getLogger("mqha.proxy")
 
 
@@ -39,6 +40,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     from mqha.proxy.brokers import BrokerGroups
     from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
+    from mqha.proxy.limits import InFlightBytes, grpc_options
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
 
@@ -47,20 +49,18 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     problem = _bind_problem(config["grpcBindAddress"], config["grpcServerPort"])
     if problem is not None:  # gRPC's own failure is a C-core log line plus a vague error
         raise process.StartError(f"cannot listen on {address}: {problem}")
+    _fit_open_files(config["grpcMaxConnections"])
     groups = BrokerGroups(config)
     await groups.start()
-    # A message of maxMessageSize plus its envelope must fit one gRPC message (gRPC's default: 4 MiB).
-    limit = config["maxMessageSize"] + GRPC_ENVELOPE_BYTES
     options = [
         ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", limit),
-        ("grpc.max_send_message_length", limit),
         # No BDP probing: it answers a client's stream of small requests with PINGs the client must
         # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
         # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
-        # once instead, to one largest message.
+        # once instead, to one largest request.
         ("grpc.http2.bdp_probe", 0),
-        ("grpc.http2.lookahead_bytes", limit),
+        ("grpc.http2.lookahead_bytes", config["grpcMaxInboundMessageSize"]),
+        *grpc_options(config),  # connections, streams, request size (mqha.proxy.limits)
     ]
     # The interceptor only with the exporter on: without it the send path pays nothing.
     metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
@@ -77,7 +77,11 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             )
         if acl_source is not None:  # users and policies from the controllers (§12.11)
             await acl_source.start()
-        add_servicer(service if access is None else GuardedService(service, access), server)
+        in_flight = InFlightBytes(config["grpcMaxInflightBytesPerConnection"], config["grpcMaxInflightBytes"])
+        if metrics is not None:
+            metrics.watch_in_flight(lambda: in_flight.total)
+        guarded = service if access is None else GuardedService(service, access)
+        add_servicer(guarded, server, in_flight, metrics.limit_refused if metrics else None)
         try:
             bound = _add_port(server, address, config)
         except RuntimeError as exc:
@@ -100,6 +104,22 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             await exporter.cleanup()
         await service.close()
         await groups.close()
+
+
+def _fit_open_files(connections: int) -> None:
+    """Raise the soft open-files limit to fit ``connections`` clients and the proxy's own files and
+    broker connections (often 1024 by default), as far as the hard limit allows; warn when it does
+    not: past it, accepting a connection fails instead of being refused by gRPC's limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + OWN_FILES
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < wanted:
+        wanted_text = f"grpcMaxConnections={connections} + {OWN_FILES}"
+        log.warning("open files are limited to %d, fewer than %s", hard, wanted_text)
 
 
 def _add_port(server: Any, address: str, config: Mapping[str, Any]) -> int:

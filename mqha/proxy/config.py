@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqha.affinity import allowed_cpus, format_cpu_list, parse_cpu_list
-from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
+from mqha.config import INT32_MAX, PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
 from mqha.errors import ConfigError
 from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import check_authentication_keys
@@ -16,6 +16,8 @@ from mqha.security.tls import CERT_KEY, PRIVATE_KEY_KEY, server_context
 from mqha.wire.types import is_valid_address
 
 _MIB = 1024 * 1024
+GRPC_ENVELOPE_BYTES = _MIB
+"""What a request carries besides its message body (properties, ids, protobuf and gRPC framing)."""
 INNER_CREDENTIALS_KEY = next(
     k for k in AUTHENTICATION_KEYS if k.name == "innerClientAuthenticationCredentials"
 )
@@ -72,6 +74,56 @@ PROXY_CONFIG = ConfigSpec(
             "largest message body a client may send (the brokers' maxMessageSize bounds the record)",
             rule=POSITIVE_INT,
             unit="bytes",
+        ),
+        Key(
+            "grpcMaxInboundMessageSize",
+            int,
+            lambda values: values["maxMessageSize"] + GRPC_ENVELOPE_BYTES,
+            "largest gRPC request the proxy reads; a larger one is RESOURCE_EXHAUSTED before it is read",
+            rule=POSITIVE_INT,
+            unit="bytes",
+            default_text="maxMessageSize + 1048576",
+            deviation="RocketMQ's proxy reads up to 130 MiB (32 messages of 4 MiB); mqproxy one largest "
+            "message and gRPC's envelope, so a batch carries at most that much in all",
+        ),
+        Key(
+            "grpcMaxConcurrentCallsPerConnection",
+            int,
+            256,
+            "calls one connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS): a client's "
+            "further calls wait for one to end",
+            rule=between(1, INT32_MAX),
+            deviation="RocketMQ's default is unlimited; 256 bounds what one connection holds "
+            "(the official clients use a few streams each)",
+        ),
+        Key(
+            "grpcMaxConnections",
+            int,
+            10_000,
+            "client connections at once; one more is closed when accepted (the process raises its "
+            "open-files limit to fit, as far as the hard limit allows)",
+            rule=between(1, 1_000_000),
+            rocketmq=False,
+        ),
+        Key(
+            "grpcMaxInflightBytesPerConnection",
+            int,
+            64 * _MIB,
+            "bytes of one connection's requests held until answered; past it a request is "
+            "RESOURCE_EXHAUSTED (at least grpcMaxInboundMessageSize)",
+            rule=POSITIVE_INT,
+            unit="bytes",
+            rocketmq=False,
+        ),
+        Key(
+            "grpcMaxInflightBytes",
+            int,
+            256 * _MIB,
+            "bytes of all connections' requests held until answered; past it a request is "
+            "RESOURCE_EXHAUSTED (at least grpcMaxInflightBytesPerConnection)",
+            rule=POSITIVE_INT,
+            unit="bytes",
+            rocketmq=False,
         ),
         Key(
             "proxySendHoldMarginMillis",
@@ -165,6 +217,12 @@ def check_proxy_config(values: Mapping[str, Any]) -> None:
     check_authentication_keys(values, ("initAuthenticationUser", "innerClientAuthenticationCredentials"))
     if values["authorizationEnabled"] and not values["authenticationEnabled"]:
         raise ConfigError("authorizationEnabled", "needs authenticationEnabled=true (decisions need a user)")
+    if values["grpcMaxInflightBytesPerConnection"] < values["grpcMaxInboundMessageSize"]:
+        raise ConfigError(
+            "grpcMaxInflightBytesPerConnection", "must be at least grpcMaxInboundMessageSize (one request)"
+        )
+    if values["grpcMaxInflightBytes"] < values["grpcMaxInflightBytesPerConnection"]:
+        raise ConfigError("grpcMaxInflightBytes", "must be at least grpcMaxInflightBytesPerConnection")
     if values["tlsEnable"]:
         for key in (CERT_KEY, PRIVATE_KEY_KEY):
             if not values[key]:
