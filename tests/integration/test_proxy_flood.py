@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 RSS_BOUND = 400 * 1024 * 1024
 """Bytes: the proxy's resident memory under the full flood (measured 105 MiB; docs/architecture.md §13)."""
 SENDS = 400
-SLACK_S = 0.002
-"""Added to 2x the quiet p99 in the default run only: 2 ms of scheduling noise on a shared machine."""
+SLACK_S = 0.005
+"""Added to 2x the quiet p99 in the default run only: 5 ms of scheduling noise on a shared machine."""
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +80,12 @@ def p99(values: list[float]) -> float:
 
 
 def last_line(process: ManagedProcess, key: str, timeout: float) -> dict[str, Any]:
-    """The flood's latest JSON line holding ``key``, waiting up to ``timeout`` for one."""
+    """The flood's latest JSON line with a true ``key``, waiting up to ``timeout`` for one."""
     assert process.log_path is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = [json.loads(raw) for raw in process.log_path.read_text().splitlines() if raw.startswith("{")]
-        found = [line for line in found if key in line]
+        found = [line for line in found if line.get(key)]
         if found:
             return found[-1]
         assert process.is_running(), process.log_tail()
@@ -117,7 +117,7 @@ def flood(proxied: tuple[LocalCluster, ManagedProcess, str], run_dir: Path, idle
             peak = rss(proxy.pid)
             with grpc.insecure_channel(access, options=[("grpc.use_local_subchannel_pool", 1)]) as late:
                 latencies(service_grpc.MessagingServiceStub(late), 5, "new")  # a new client is served too
-            counts = last_line(hostile, "oversized_exhausted", timeout=5)
+            counts = last_line(hostile, "oversized_exhausted", timeout=30)  # one 6 MiB request ended
             assert hostile.is_running(), hostile.log_tail()
         after = latencies(stub, 50, "after")
     ratio = p99(flooded) / p99(quiet)
