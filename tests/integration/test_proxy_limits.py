@@ -10,15 +10,23 @@ three in all:
 * a request larger than ``grpcMaxInboundMessageSize`` is RESOURCE_EXHAUSTED (gRPC, before reading);
 * the exporter counts the refusals; once the broker runs again the held sends are stored and the
   budget is free again (nothing is left counted).
+
+A second proxy with ``grpcMaxConnections=20`` and ``grpcMaxConcurrentCallsPerConnection=4``: of 40
+idle HTTP/2 connections those past the limit are closed at once while a connected client is served
+on, and a new one once they leave; a connection with four open streams makes its fifth call wait
+(until a stream ends) while another connection's call is answered at once.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +140,72 @@ def test_one_connection_cannot_hold_what_the_others_need(limited: tuple[LocalClu
         assert first.send(7).result(timeout=20).status.code == 20000  # the budget is free again
         for connection in (first, second):
             connection.channel.close()
+
+
+def test_connections_past_the_limit_are_closed_and_streams_wait_on_their_own_connection(
+    limited: tuple[LocalCluster, str, int], tmp_path: Path
+) -> None:
+    """``grpcMaxConnections`` closes connections past it at once; ``grpcMaxConcurrentCallsPerConnection``
+    makes a connection's further calls wait for a free stream while other connections are served."""
+    from mqha.proxy.v2 import service as s
+    from mqha.proxy.v2 import service_grpc
+
+    cluster, _, _ = limited
+    with ProcessGroup() as group:
+        settings = "grpcMaxConnections=20\ngrpcMaxConcurrentCallsPerConnection=4\n"
+        access = start_proxy(group, cluster, tmp_path, settings)[1]
+        host, port = access.rsplit(":", 1)
+        with ThreadPoolExecutor(4) as pool:
+            steady = Connection(access, pool)
+            assert steady.send(100, 10).result(timeout=20).status.code == 20000
+            idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(40)]
+            for conn in idle:
+                conn.sendall(PREFACE_AND_SETTINGS)
+            time.sleep(1.0)
+            closed = sum(1 for conn in idle if is_closed(conn))
+            assert 40 - 19 <= closed < 40, closed  # 19 besides the steady client's; the rest closed
+            assert steady.send(101, 10).result(timeout=20).status.code == 20000  # still served
+            for conn in idle:
+                conn.close()
+            time.sleep(1.0)  # the proxy sees them closed
+
+            # A new client is served again; four Telemetry streams fill its connection: a fifth call
+            # there waits, another connection's does not.
+            busy = Connection(access, pool)
+            hello = busy.stub.Heartbeat(s.HeartbeatRequest(), timeout=15, wait_for_ready=True)
+            assert hello.status.code == 20000
+            release = threading.Event()
+
+            def silent() -> Iterator[Any]:
+                release.wait(30)
+                yield from ()
+
+            streams = [busy.stub.Telemetry(silent(), timeout=30) for _ in range(4)]
+            time.sleep(0.5)
+            waiting = busy.stub.Heartbeat.future(s.HeartbeatRequest(), timeout=20)
+            time.sleep(1.0)
+            assert not waiting.done(), "a fifth call on a full connection did not wait"
+            other = service_grpc.MessagingServiceStub(steady.channel)
+            assert other.Heartbeat(s.HeartbeatRequest(), timeout=5).status.code == 20000
+            release.set()
+            assert waiting.result(timeout=20).status.code == 20000  # served once a stream ended
+            for stream in streams:
+                stream.cancel()
+            for connection in (steady, busy):
+                connection.channel.close()
+
+
+PREFACE_AND_SETTINGS = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def is_closed(conn: socket.socket) -> bool:
+    """Whether the proxy closed ``conn`` (what it sent on one it keeps is read and dropped)."""
+    conn.setblocking(False)
+    try:
+        while True:
+            if not conn.recv(65536):
+                return True
+    except BlockingIOError:
+        return False
+    except ConnectionError:
+        return True
