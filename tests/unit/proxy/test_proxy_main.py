@@ -81,3 +81,28 @@ def test_a_bad_config_is_one_line_naming_the_key(
     assert stopped.value.code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"mqproxy: config key '{key}'"), err
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected", "warns"),
+    [
+        ((1024, 524288), 11024, False),  # raised to fit grpcMaxConnections=10000 + the proxy's own
+        ((1024, 4096), 4096, True),  # as far as the hard limit allows, with a warning
+        ((65536, 524288), None, False),  # already enough: left alone
+    ],
+)
+def test_the_open_files_limit_is_raised_to_fit_the_connections(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    limits: tuple[int, int],
+    expected: int | None,
+    warns: bool,
+) -> None:
+    import resource
+
+    set_to: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits)
+    monkeypatch.setattr(resource, "setrlimit", lambda which, new: set_to.append(new))
+    proxy_main._fit_open_files(10_000)
+    assert set_to == ([] if expected is None else [(expected, limits[1])])
+    assert ("grpcMaxConnections=10000" in caplog.text) is warns
