@@ -49,7 +49,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     problem = _bind_problem(config["grpcBindAddress"], config["grpcServerPort"])
     if problem is not None:  # gRPC's own failure is a C-core log line plus a vague error
         raise process.StartError(f"cannot listen on {address}: {problem}")
-    _fit_open_files(config["grpcMaxConnections"])
+    connections = _fit_open_files(config["grpcMaxConnections"])
     groups = BrokerGroups(config)
     await groups.start()
     options = [
@@ -60,7 +60,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         # once instead, to one largest request.
         ("grpc.http2.bdp_probe", 0),
         ("grpc.http2.lookahead_bytes", config["grpcMaxInboundMessageSize"]),
-        *grpc_options(config),  # connections, streams, request size (mqha.proxy.limits)
+        *grpc_options({**config, "grpcMaxConnections": connections}),  # mqha.proxy.limits
     ]
     # The interceptor only with the exporter on: without it the send path pays nothing.
     metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
@@ -106,10 +106,11 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         await groups.close()
 
 
-def _fit_open_files(connections: int) -> None:
+def _fit_open_files(connections: int) -> int:
     """Raise the soft open-files limit to fit ``connections`` clients and the proxy's own files and
-    broker connections (often 1024 by default), as far as the hard limit allows; warn when it does
-    not: past it, accepting a connection fails instead of being refused by gRPC's limit."""
+    broker connections (often 1024 by default), as far as the hard limit allows; the connections
+    that fit. Where they do not all fit, gRPC's limit is lowered to what does (with a warning), so
+    one more is closed cleanly instead of failing to be accepted for want of a descriptor."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -117,9 +118,17 @@ def _fit_open_files(connections: int) -> None:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    if target < wanted:
-        wanted_text = f"grpcMaxConnections={connections} + {OWN_FILES}"
-        log.warning("open files are limited to %d, fewer than %s", hard, wanted_text)
+    if target >= wanted:
+        return connections
+    fitting = max(1, target - min(OWN_FILES, target // 4))
+    log.warning(
+        "open files are limited to %d, fewer than grpcMaxConnections=%d + %d: serving at most %d connections",
+        hard,
+        connections,
+        OWN_FILES,
+        fitting,
+    )
+    return fitting
 
 
 def _add_port(server: Any, address: str, config: Mapping[str, Any]) -> int:

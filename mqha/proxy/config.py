@@ -101,7 +101,7 @@ PROXY_CONFIG = ConfigSpec(
             int,
             10_000,
             "client connections at once; one more is closed when accepted (the process raises its "
-            "open-files limit to fit, as far as the hard limit allows)",
+            "open-files limit to fit; under a lower hard limit it serves as many as fit)",
             rule=between(1, 1_000_000),
             rocketmq=False,
         ),

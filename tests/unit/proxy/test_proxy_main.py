@@ -84,11 +84,12 @@ def test_a_bad_config_is_one_line_naming_the_key(
 
 
 @pytest.mark.parametrize(
-    ("limits", "expected", "warns"),
+    ("limits", "expected", "served"),
     [
-        ((1024, 524288), 11024, False),  # raised to fit grpcMaxConnections=10000 + the proxy's own
-        ((1024, 4096), 4096, True),  # as far as the hard limit allows, with a warning
-        ((65536, 524288), None, False),  # already enough: left alone
+        ((1024, 524288), 11024, 10_000),  # raised to fit grpcMaxConnections=10000 + the proxy's own
+        ((1024, 4096), 4096, 3072),  # as far as the hard limit allows; gRPC's limit lowered to fit
+        ((1024, 1024), None, 768),
+        ((65536, 524288), None, 10_000),  # already enough: left alone
     ],
 )
 def test_the_open_files_limit_is_raised_to_fit_the_connections(
@@ -96,13 +97,13 @@ def test_the_open_files_limit_is_raised_to_fit_the_connections(
     caplog: pytest.LogCaptureFixture,
     limits: tuple[int, int],
     expected: int | None,
-    warns: bool,
+    served: int,
 ) -> None:
     import resource
 
     set_to: list[tuple[int, int]] = []
     monkeypatch.setattr(resource, "getrlimit", lambda which: limits)
     monkeypatch.setattr(resource, "setrlimit", lambda which, new: set_to.append(new))
-    proxy_main._fit_open_files(10_000)
+    assert proxy_main._fit_open_files(10_000) == served
     assert set_to == ([] if expected is None else [(expected, limits[1])])
-    assert ("grpcMaxConnections=10000" in caplog.text) is warns
+    assert ("grpcMaxConnections=10000" in caplog.text) is (served < 10_000)
