@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqha.affinity import allowed_cpus, format_cpu_list, parse_cpu_list
-from mqha.config import INT32_MAX, PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
+from mqha.config import INT32_MAX, PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between, refused
 from mqha.errors import ConfigError
 from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import check_authentication_keys
@@ -22,13 +22,15 @@ INNER_CREDENTIALS_KEY = next(
     k for k in AUTHENTICATION_KEYS if k.name == "innerClientAuthenticationCredentials"
 )
 _TLS_ON_GRPC = "TLS on the gRPC port (clients: Java enableSsl, Python tls_enable, Node sslEnabled)"
-SERVER_TLS_KEYS = tuple(
+_NO_TLS_TO_BROKERS = refused("mqproxy speaks plain HTTP to the brokers: run them without tlsEnable")
+PROXY_TLS_KEYS = tuple(
     Key(k.name, k.kind, k.default, _TLS_ON_GRPC if k.name == "tlsEnable" else k.doc)
-    for k in TLS_KEYS
     if k.name in ("tlsEnable", CERT_KEY, PRIVATE_KEY_KEY)
+    else Key(k.name, k.kind, k.default, k.doc, support=_NO_TLS_TO_BROKERS)
+    for k in TLS_KEYS
 )
-"""The brokers' server-side TLS keys; the proxy still speaks plain HTTP to brokers (§13), so it takes
-no ``tls.client.*`` key."""
+"""The brokers' TLS keys: the server side puts TLS on the gRPC port; the proxy still speaks plain
+HTTP to brokers (§13), so a ``tls.client.*`` value other than the default is refused, saying why."""
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
 
 
@@ -199,7 +201,7 @@ PROXY_CONFIG = ConfigSpec(
             unit="s",
             rocketmq=False,
         ),
-        *SERVER_TLS_KEYS,
+        *PROXY_TLS_KEYS,
     ]
 )
 
