@@ -40,7 +40,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     from mqha.proxy.brokers import BrokerGroups
     from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
-    from mqha.proxy.limits import InFlightBytes, grpc_options
+    from mqha.proxy.limits import InFlightBytes
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
 
@@ -49,19 +49,9 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     problem = _bind_problem(config["grpcBindAddress"], config["grpcServerPort"])
     if problem is not None:  # gRPC's own failure is a C-core log line plus a vague error
         raise process.StartError(f"cannot listen on {address}: {problem}")
-    connections = _fit_open_files(config["grpcMaxConnections"])
     groups = BrokerGroups(config)
     await groups.start()
-    options = [
-        ("grpc.so_reuseport", 0),
-        # No BDP probing: it answers a client's stream of small requests with PINGs the client must
-        # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
-        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
-        # once instead, to one largest request.
-        ("grpc.http2.bdp_probe", 0),
-        ("grpc.http2.lookahead_bytes", config["grpcMaxInboundMessageSize"]),
-        *grpc_options({**config, "grpcMaxConnections": connections}),  # mqha.proxy.limits
-    ]
+    options = _server_options(config)
     # The interceptor only with the exporter on: without it the send path pays nothing.
     metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
     server = grpc.aio.server(options=options, interceptors=[MetricsInterceptor(metrics)] if metrics else None)
@@ -82,12 +72,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             metrics.watch_in_flight(lambda: in_flight.total)
         guarded = service if access is None else GuardedService(service, access)
         add_servicer(guarded, server, in_flight, metrics.limit_refused if metrics else None)
-        try:
-            bound = _add_port(server, address, config)
-        except RuntimeError as exc:
-            raise process.StartError(f"cannot listen on {address}: {exc}") from None
-        if not bound:
-            raise process.StartError(f"cannot listen on {address}")
+        _listen(server, address, config)
         await server.start()
         # What exists now (modules, protobuf descriptors, gRPC, the groups' clients) lives as long as
         # the process: kept out of the collector's sight, a full collection under load takes ~8 ms of
@@ -104,6 +89,34 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             await exporter.cleanup()
         await service.close()
         await groups.close()
+
+
+def _server_options(config: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The gRPC server's options: its limits (``mqha.proxy.limits``, connections fitted to the
+    open-files limit) and flow control."""
+    from mqha.proxy.limits import grpc_options
+
+    connections = _fit_open_files(config["grpcMaxConnections"])
+    return [
+        ("grpc.so_reuseport", 0),
+        # No BDP probing: it answers a client's stream of small requests with PINGs the client must
+        # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
+        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
+        # once instead, to one largest request.
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", config["grpcMaxInboundMessageSize"]),
+        *grpc_options({**config, "grpcMaxConnections": connections}),
+    ]
+
+
+def _listen(server: Any, address: str, config: Mapping[str, Any]) -> None:
+    """Bind ``address`` (TLS with ``tlsEnable``), or stop with one line saying why not."""
+    try:
+        bound = _add_port(server, address, config)
+    except RuntimeError as exc:
+        raise process.StartError(f"cannot listen on {address}: {exc}") from None
+    if not bound:
+        raise process.StartError(f"cannot listen on {address}")
 
 
 def _fit_open_files(connections: int) -> int:
