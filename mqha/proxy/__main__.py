@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 PROG = "mqproxy"
 STOP_GRACE_S = 2.0
-GRPC_ENVELOPE_BYTES = 1024 * 1024
+OWN_FILES = 1024
+"""Open files the proxy keeps for itself beyond its clients' connections (brokers, controllers, logs)."""
 log = logging.getLogger("mqha.proxy")
 
 
@@ -39,6 +40,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     from mqha.proxy.brokers import BrokerGroups
     from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
+    from mqha.proxy.limits import InFlightBytes
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
 
@@ -49,19 +51,7 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
         raise process.StartError(f"cannot listen on {address}: {problem}")
     groups = BrokerGroups(config)
     await groups.start()
-    # A message of maxMessageSize plus its envelope must fit one gRPC message (gRPC's default: 4 MiB).
-    limit = config["maxMessageSize"] + GRPC_ENVELOPE_BYTES
-    options = [
-        ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", limit),
-        ("grpc.max_send_message_length", limit),
-        # No BDP probing: it answers a client's stream of small requests with PINGs the client must
-        # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
-        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
-        # once instead, to one largest message.
-        ("grpc.http2.bdp_probe", 0),
-        ("grpc.http2.lookahead_bytes", limit),
-    ]
+    options = _server_options(config)
     # The interceptor only with the exporter on: without it the send path pays nothing.
     metrics = ProxyMetrics() if config["metricsExporterType"] == "PROM" else None
     server = grpc.aio.server(options=options, interceptors=[MetricsInterceptor(metrics)] if metrics else None)
@@ -77,19 +67,19 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             )
         if acl_source is not None:  # users and policies from the controllers (§12.11)
             await acl_source.start()
-        add_servicer(service if access is None else GuardedService(service, access), server)
-        try:
-            bound = server.add_insecure_port(address)
-        except RuntimeError as exc:
-            raise process.StartError(f"cannot listen on {address}: {exc}") from None
-        if not bound:
-            raise process.StartError(f"cannot listen on {address}")
+        in_flight = InFlightBytes(config["grpcMaxInflightBytesPerConnection"], config["grpcMaxInflightBytes"])
+        if metrics is not None:
+            metrics.watch_in_flight(lambda: in_flight.total)
+        guarded = service if access is None else GuardedService(service, access)
+        add_servicer(guarded, server, in_flight, metrics.limit_refused if metrics else None)
+        _listen(server, address, config)
         await server.start()
         # What exists now (modules, protobuf descriptors, gRPC, the groups' clients) lives as long as
         # the process: kept out of the collector's sight, a full collection under load takes ~8 ms of
         # CPU instead of ~60 ms (measured with gc.callbacks, 16 senders).
         gc.freeze()
-        log.info("mqproxy serving apache.rocketmq.v2.MessagingService on %s", address)
+        tls = " (TLS)" if config["tlsEnable"] else ""
+        log.info("mqproxy serving apache.rocketmq.v2.MessagingService on %s%s", address, tls)
         await stop.wait()
     finally:
         await server.stop(STOP_GRACE_S)
@@ -99,6 +89,71 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             await exporter.cleanup()
         await service.close()
         await groups.close()
+
+
+def _server_options(config: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The gRPC server's options: its limits (``mqha.proxy.limits``, connections fitted to the
+    open-files limit) and flow control."""
+    from mqha.proxy.limits import grpc_options
+
+    connections = _fit_open_files(config["grpcMaxConnections"])
+    return [
+        ("grpc.so_reuseport", 0),
+        # No BDP probing: it answers a client's stream of small requests with PINGs the client must
+        # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
+        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
+        # once instead, to one largest request.
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", config["grpcMaxInboundMessageSize"]),
+        *grpc_options({**config, "grpcMaxConnections": connections}),
+    ]
+
+
+def _listen(server: Any, address: str, config: Mapping[str, Any]) -> None:
+    """Bind ``address`` (TLS with ``tlsEnable``), or stop with one line saying why not."""
+    try:
+        bound = _add_port(server, address, config)
+    except RuntimeError as exc:
+        raise process.StartError(f"cannot listen on {address}: {exc}") from None
+    if not bound:
+        raise process.StartError(f"cannot listen on {address}")
+
+
+def _fit_open_files(connections: int) -> int:
+    """Raise the soft open-files limit to fit ``connections`` clients and the proxy's own files and
+    broker connections (often 1024 by default), as far as the hard limit allows; the connections
+    that fit. Where they do not all fit, gRPC's limit is lowered to what does (with a warning), so
+    one more is closed cleanly instead of failing to be accepted for want of a descriptor."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + OWN_FILES
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target >= wanted:
+        return connections
+    fitting = max(1, target - min(OWN_FILES, target // 4))
+    log.warning(
+        "open files are limited to %d, fewer than grpcMaxConnections=%d + %d: serving at most %d connections",
+        hard,
+        connections,
+        OWN_FILES,
+        fitting,
+    )
+    return fitting
+
+
+def _add_port(server: Any, address: str, config: Mapping[str, Any]) -> int:
+    """Listen on ``address``: TLS with ``tlsEnable`` (the files were checked at load), else plain."""
+    import grpc
+
+    if not config["tlsEnable"]:
+        return int(server.add_insecure_port(address))
+    with open(config["tls.server.keyPath"], "rb") as key, open(config["tls.server.certPath"], "rb") as cert:
+        pair = (key.read(), cert.read())
+    # No client certificates: identity is authenticationEnabled's job, as on the HTTP ports (§12.5).
+    return int(server.add_secure_port(address, grpc.ssl_server_credentials([pair])))
 
 
 def _bind_problem(host: str, port: int) -> str | None:

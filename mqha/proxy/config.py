@@ -7,17 +7,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqha.affinity import allowed_cpus, format_cpu_list, parse_cpu_list
-from mqha.config import PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between
+from mqha.config import INT32_MAX, PORT, POSITIVE_INT, ConfigSpec, Key, Rule, between, refused
 from mqha.errors import ConfigError
 from mqha.exporter_keys import exporter_keys
 from mqha.security.credentials import check_authentication_keys
-from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS
+from mqha.security.keys import AUTHENTICATION_KEYS, BROKER_USER_KEYS, TLS_KEYS
+from mqha.security.tls import CERT_KEY, PRIVATE_KEY_KEY, server_context
 from mqha.wire.types import is_valid_address
 
 _MIB = 1024 * 1024
+GRPC_ENVELOPE_BYTES = _MIB
+"""What a request carries besides its message body (properties, ids, protobuf and gRPC framing)."""
 INNER_CREDENTIALS_KEY = next(
     k for k in AUTHENTICATION_KEYS if k.name == "innerClientAuthenticationCredentials"
 )
+_TLS_ON_GRPC = "TLS on the gRPC port (clients: Java enableSsl, Python tls_enable, Node sslEnabled)"
+_NO_TLS_TO_BROKERS = refused("mqproxy speaks plain HTTP to the brokers: run them without tlsEnable")
+PROXY_TLS_KEYS = tuple(
+    Key(k.name, k.kind, k.default, _TLS_ON_GRPC if k.name == "tlsEnable" else k.doc)
+    if k.name in ("tlsEnable", CERT_KEY, PRIVATE_KEY_KEY)
+    else Key(k.name, k.kind, k.default, k.doc, support=_NO_TLS_TO_BROKERS)
+    for k in TLS_KEYS
+)
+"""The brokers' TLS keys: the server side puts TLS on the gRPC port; the proxy still speaks plain
+HTTP to brokers (§13), so a ``tls.client.*`` value other than the default is refused, saying why."""
 HOST = Rule(lambda value: is_valid_address(f"{value}:1"), "a host name, IPv4 or [IPv6] address")
 
 
@@ -63,6 +76,56 @@ PROXY_CONFIG = ConfigSpec(
             "largest message body a client may send (the brokers' maxMessageSize bounds the record)",
             rule=POSITIVE_INT,
             unit="bytes",
+        ),
+        Key(
+            "grpcMaxInboundMessageSize",
+            int,
+            lambda values: values["maxMessageSize"] + GRPC_ENVELOPE_BYTES,
+            "largest gRPC request the proxy reads; a larger one is RESOURCE_EXHAUSTED before it is read",
+            rule=POSITIVE_INT,
+            unit="bytes",
+            default_text="maxMessageSize + 1048576",
+            deviation="RocketMQ's proxy reads up to 130 MiB (32 messages of 4 MiB); mqproxy one largest "
+            "message and gRPC's envelope, so a batch carries at most that much in all",
+        ),
+        Key(
+            "grpcMaxConcurrentCallsPerConnection",
+            int,
+            256,
+            "calls one connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS): a client's "
+            "further calls wait for one to end",
+            rule=between(1, INT32_MAX),
+            deviation="RocketMQ's default is unlimited; 256 bounds what one connection holds "
+            "(the official clients use a few streams each)",
+        ),
+        Key(
+            "grpcMaxConnections",
+            int,
+            10_000,
+            "client connections at once; one more is closed when accepted (the process raises its "
+            "open-files limit to fit; under a lower hard limit it serves as many as fit)",
+            rule=between(1, 1_000_000),
+            rocketmq=False,
+        ),
+        Key(
+            "grpcMaxInflightBytesPerConnection",
+            int,
+            64 * _MIB,
+            "bytes of one connection's requests held until answered; past it a request is "
+            "RESOURCE_EXHAUSTED (at least grpcMaxInboundMessageSize)",
+            rule=POSITIVE_INT,
+            unit="bytes",
+            rocketmq=False,
+        ),
+        Key(
+            "grpcMaxInflightBytes",
+            int,
+            256 * _MIB,
+            "bytes of all connections' requests held until answered; past it a request is "
+            "RESOURCE_EXHAUSTED (at least grpcMaxInflightBytesPerConnection)",
+            rule=POSITIVE_INT,
+            unit="bytes",
+            rocketmq=False,
         ),
         Key(
             "proxySendHoldMarginMillis",
@@ -138,6 +201,7 @@ PROXY_CONFIG = ConfigSpec(
             unit="s",
             rocketmq=False,
         ),
+        *PROXY_TLS_KEYS,
     ]
 )
 
@@ -155,6 +219,17 @@ def check_proxy_config(values: Mapping[str, Any]) -> None:
     check_authentication_keys(values, ("initAuthenticationUser", "innerClientAuthenticationCredentials"))
     if values["authorizationEnabled"] and not values["authenticationEnabled"]:
         raise ConfigError("authorizationEnabled", "needs authenticationEnabled=true (decisions need a user)")
+    if values["grpcMaxInflightBytesPerConnection"] < values["grpcMaxInboundMessageSize"]:
+        raise ConfigError(
+            "grpcMaxInflightBytesPerConnection", "must be at least grpcMaxInboundMessageSize (one request)"
+        )
+    if values["grpcMaxInflightBytes"] < values["grpcMaxInflightBytesPerConnection"]:
+        raise ConfigError("grpcMaxInflightBytes", "must be at least grpcMaxInflightBytesPerConnection")
+    if values["tlsEnable"]:
+        for key in (CERT_KEY, PRIVATE_KEY_KEY):
+            if not values[key]:
+                raise ConfigError(key, "required when tlsEnable=true")
+        server_context(values)  # files readable, PEM, the key the certificate's
     cpus, allowed = parse_cpu_list(values["proxyCpuAffinity"]), allowed_cpus()
     if not cpus <= allowed:
         raise ConfigError(

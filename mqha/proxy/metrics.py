@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from mqha.process import metrics_response
 from mqha.proxy.v2 import definition as d
@@ -56,9 +56,27 @@ class ProxyMetrics:
             ["method", "reason"],
             registry=self.registry,
         )
+        self.limit_refusals = Counter(
+            "mqha_proxy_limit_refusals",
+            "requests refused RESOURCE_EXHAUSTED by the in-flight budget named by limit",
+            ["limit"],
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "mqha_proxy_inflight_bytes",
+            "bytes of requests received and not yet answered (grpcMaxInflightBytes bounds it)",
+            registry=self.registry,
+        )
 
     def refused(self, method: str, reason: str) -> None:
         self.auth_refusals.labels(method, reason).inc()
+
+    def limit_refused(self, limit: str) -> None:
+        self.limit_refusals.labels(limit).inc()
+
+    def watch_in_flight(self, total: Callable[[], float]) -> None:
+        """Report ``total()`` as the in-flight bytes at each scrape."""
+        self.in_flight.set_function(total)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,6 +8,7 @@ is a ``ConfigError`` naming the key; the secret itself never appears in a messag
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,12 @@ MASK = "******"
 
 MIN_SECRET_LENGTH = 8
 """A secret shorter than this is refused at start: a guessable secret protects nothing."""
+
+_PLACEHOLDER = re.compile(
+    r"(?<![a-z])(change|replace)[-_ .]?me(?![a-z])|(?<![a-z])placeholder|<[^<>]*>|\$\{[^}]*\}", re.IGNORECASE
+)
+"""What an example says instead of a secret: ``CHANGE-ME-...`` (conf/), ``replace_me``, ``<your
+secret>``, a ``${VAR}`` no shell expanded. Whole words only: ``exchange-mechanic`` is a secret."""
 
 
 def masked(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,9 +97,32 @@ def render_user(user: User) -> str:
     return json.dumps({"username": user.username, "password": user.password})
 
 
+def is_placeholder(secret: str) -> bool:
+    """Whether ``secret`` is an example's stand-in rather than a secret (``CHANGE-ME-...``,
+    ``<password>``, ``${TOKEN}``)."""
+    return _PLACEHOLDER.search(secret) is not None
+
+
+def check_no_placeholder_secrets(values: Mapping[str, Any]) -> None:
+    """Refuse a secret key whose value (or a JSON field of it) is a placeholder: a copied example
+    would otherwise run with a secret everyone can read. Raises ``ConfigError`` naming the key."""
+    for key in sorted(SECRET_KEYS):
+        text = values.get(key) or ""
+        if not isinstance(text, str) or not text:
+            continue
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        fields = [v for v in parsed.values() if isinstance(v, str)] if isinstance(parsed, dict) else [text]
+        if any(is_placeholder(field) for field in fields):
+            raise ConfigError(key, "holds a placeholder, not a secret: set one (e.g. openssl rand -hex 24)")
+
+
 def check_authentication_keys(values: Mapping[str, Any], required: tuple[str, ...]) -> None:
     """With ``authenticationEnabled``, each key of ``required`` must be set and well-formed; a set key
-    is checked either way. Raises ``ConfigError`` naming the key."""
+    is checked either way, and no secret may be a placeholder. Raises ``ConfigError`` naming the key."""
+    check_no_placeholder_secrets(values)
     enabled = bool(values.get("authenticationEnabled"))
     parsers = {
         "innerClientAuthenticationCredentials": parse_inner_credentials,

@@ -56,13 +56,15 @@ def start_producer(
     interval: float = 0,
     credentials: tuple[str, str] | None = None,
     name: str = "",
+    env: dict[str, str] | None = None,
 ) -> ManagedProcess:
-    """The official Python producer; ``credentials``: its (access key, secret key)."""
+    """The official Python producer; ``credentials``: its (access key, secret key); ``env``: more of
+    its environment."""
     return group.start(
         [str(client), str(SCRIPTS / "python_producer.py"), access_point, topic, str(count), str(interval)],
         log_path=run_dir / f"producer-{topic}{name}.out",
         # the client writes its own log under ~/logs/rocketmq_python
-        env={"HOME": str(run_dir), **client_env(credentials)},
+        env={"HOME": str(run_dir), **client_env(credentials), **(env or {})},
     )
 
 

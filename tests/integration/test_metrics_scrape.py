@@ -141,6 +141,8 @@ PROXY_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "mqha_proxy_messages_in_total": ("counter", frozenset({"code"})),
     "mqha_proxy_messages_out_total": ("counter", frozenset()),
     "mqha_proxy_auth_refusals_total": ("counter", frozenset({"method", "reason"})),
+    "mqha_proxy_limit_refusals_total": ("counter", frozenset({"limit"})),
+    "mqha_proxy_inflight_bytes": ("gauge", frozenset()),
 }
 
 

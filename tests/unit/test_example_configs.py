@@ -4,9 +4,16 @@ Each ``conf/**/*.conf`` goes through what ``mqcontroller -c`` / ``mqbroker -c`` 
 starting anything (``load_controller_config`` + ``check_config``; ``load_broker_config``;
 ``load_proxy_layers``), chosen by the file name: ``controller*.conf``, ``broker*.conf`` or
 ``proxy*.conf``. A file with any other name fails, so no example goes untested.
-No process, no socket, no directory is created: the loaders check text only.
+No process or socket is created: the loaders check text only.
+
+The secrets in conf/ are ``CHANGE-ME-...`` placeholders, which every process refuses at start naming
+the key; the other tests load copies with each placeholder replaced by a secret (the same one for the
+same placeholder, so files that must agree still do).
 """
 
+import hashlib
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +25,7 @@ from mqha.config import parse_properties
 from mqha.controller import __main__ as controller_main
 from mqha.controller.config import load_controller_config, parse_peers
 from mqha.controller.config_store import check_config
+from mqha.errors import ConfigError
 from mqha.proxy import __main__ as proxy_main
 from mqha.proxy.config import load_proxy_layers
 from mqha.security.credentials import MASK, SECRET_KEYS, masked
@@ -29,6 +37,22 @@ BROKER_A = ["broker-a/broker-a-host1.conf", "broker-a/broker-a-host2.conf"]
 STANDALONE_CONTROLLER = "controller-standalone.conf"
 STANDALONE_BROKER = "broker-standalone.conf"
 STANDALONE_PROXY = "proxy-standalone.conf"
+PLACEHOLDER = re.compile(r"CHANGE-ME[-A-Za-z]*")
+_ready: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ready_copies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """conf/ with every placeholder replaced by a secret derived from it, as an operator would."""
+    root = tmp_path_factory.mktemp("conf-ready")
+    for name in CONF_FILES:
+        text = (CONF / name).read_text(encoding="utf-8")
+        ready = PLACEHOLDER.sub(lambda m: hashlib.sha256(m.group().encode()).hexdigest()[:32], text)
+        _ready[name] = root / name
+        _ready[name].parent.mkdir(parents=True, exist_ok=True)
+        _ready[name].write_text(ready, encoding="utf-8")
+    yield
+    _ready.clear()
 
 
 def kind_of(name: str) -> str:
@@ -45,8 +69,8 @@ def kind_of(name: str) -> str:
 
 
 def load(name: str) -> dict[str, Any]:
-    """The effective config of conf/<name>, exactly as the process's ``-c`` would load it."""
-    path = str(CONF / name)
+    """The effective config of conf/<name> (placeholders replaced), as the process's ``-c`` loads it."""
+    path = str(_ready[name])
     if kind_of(name) == "controller":
         values = load_controller_config(path)
         check_config(values)
@@ -76,12 +100,21 @@ def test_print_flag_accepts_every_file(name: str, capsys: pytest.CaptureFixture[
     main = {"controller": controller_main.main, "broker": broker_main.main, "proxy": proxy_main.main}[
         kind_of(name)
     ]
-    main(["-c", str(CONF / name), "-p"])
+    main(["-c", str(_ready[name]), "-p"])
     printed = parse_properties(capsys.readouterr().out)
     expected = masked(load(name))  # secrets are printed as MASK
     assert printed == {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in expected.items()}
     given = parse_properties((CONF / name).read_text(encoding="utf-8"))
     assert all(printed[key] == MASK for key in SECRET_KEYS if given.get(key))
+
+
+@pytest.mark.parametrize("name", [n for n in CONF_FILES if PLACEHOLDER.search((CONF / n).read_text())])
+def test_a_file_with_placeholders_is_refused_naming_a_secret_key(name: str) -> None:
+    """Started unedited, an example would run with secrets everyone can read: it stops instead."""
+    with pytest.raises(ConfigError) as caught:
+        loaders = {"controller": load_controller_config, "broker": load_broker_config}
+        loaders[kind_of(name)](str(CONF / name))
+    assert caught.value.key in SECRET_KEYS and "placeholder" in str(caught.value)
 
 
 def test_every_file_is_listed_in_conf_readme() -> None:

@@ -3,7 +3,8 @@
 //   node node_producer.js ACCESS_POINT TOPIC COUNT
 // One JSON line per send on stdout -- {"seq", "ok", "msgId", "t", "error"?} -- and a last line
 // {"done": true, "ok": N, "failed": M}. Message i: body "seq-<i>", tag "TagN", keys "k<i>",
-// property seq=<i>.
+// property seq=<i>. With MQHA_TEST_TLS=1 the client's sslEnabled option is on (it trusts
+// GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, grpc-js's own variable).
 'use strict';
 const { Producer } = require('rocketmq-client-nodejs');
 
@@ -24,7 +25,9 @@ function withTimeout(promise, ms, what) {
 }
 
 async function main() {
-  const producer = new Producer({ endpoints: accessPoint, topics: [topic], requestTimeout: 3000, sessionCredentials });
+  const sslEnabled = process.env.MQHA_TEST_TLS === '1';
+  const options = { endpoints: accessPoint, topics: [topic], requestTimeout: 3000, sessionCredentials, sslEnabled };
+  const producer = new Producer(options);
   // Node waits for the server's Settings without a timeout of its own.
   await withTimeout(producer.startup(), 30000, 'producer.startup');
   let ok = 0;

@@ -7,7 +7,8 @@ generated copies of the v2 protos). usage::
 
 One JSON line per send on stdout -- ``{"seq", "ok", "msgId", "t", "error"?}`` -- and a last line
 ``{"done": true, "ok": N, "failed": M}``. Message i has body ``seq-<i>``, tag ``TagA``, keys
-``k<i>`` and ``order-<i>``, user property ``seq=<i>``.
+``k<i>`` and ``order-<i>``, user property ``seq=<i>``. With ``MQHA_TEST_TLS=1`` the client's TLS option
+is on (it trusts ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``, gRPC's own variable).
 """
 
 import json
@@ -26,7 +27,9 @@ def credentials() -> Credentials:
 def main() -> None:
     access_point, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     interval = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
-    producer = Producer(ClientConfiguration(access_point, credentials(), request_timeout=3), (topic,))
+    tls = os.environ.get("MQHA_TEST_TLS") == "1"
+    configuration = ClientConfiguration(access_point, credentials(), request_timeout=3)
+    producer = Producer(configuration, (topic,), tls_enable=tls)
     producer.startup()
     ok = failed = 0
     try:

@@ -44,6 +44,18 @@ def test_print_shows_every_key_and_masks_the_user(tmp_path: Path, capsys: pytest
             'initAuthenticationUser={"username": "u", "password": "secret-password"}\n',
             "innerClientAuthenticationCredentials",
         ),
+        (  # a copied example's placeholder, even with authentication off
+            "controllerAddr=127.0.0.1:9878\n"
+            'initAuthenticationUser={"username": "u", "password": "CHANGE-ME-app-password"}\n',
+            "initAuthenticationUser",
+        ),
+        ("controllerAddr=127.0.0.1:9878\ntlsEnable=true\n", "tls.server.certPath"),
+        (  # TLS on the gRPC port: the files are checked at start, as on the brokers
+            "controllerAddr=127.0.0.1:9878\ntlsEnable=true\ntls.server.certPath=/nonexistent/c.pem\n"
+            "tls.server.keyPath=/nonexistent/k.pem\n",
+            "tls.server.certPath",
+        ),
+        ("controllerAddr=127.0.0.1:9878\ntls.client.trustCertPath=/ca.pem\n", "tls.client.trustCertPath"),
         ("controllerAddr=127.0.0.1:9878\nflushConsumerOffsetInterval=50\n", "flushConsumerOffsetInterval"),
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=one\n", "proxyCpuAffinity"),
         ("controllerAddr=127.0.0.1:9878\nproxyCpuAffinity=1-0\n", "proxyCpuAffinity"),
@@ -69,3 +81,29 @@ def test_a_bad_config_is_one_line_naming_the_key(
     assert stopped.value.code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"mqproxy: config key '{key}'"), err
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected", "served"),
+    [
+        ((1024, 524288), 11024, 10_000),  # raised to fit grpcMaxConnections=10000 + the proxy's own
+        ((1024, 4096), 4096, 3072),  # as far as the hard limit allows; gRPC's limit lowered to fit
+        ((1024, 1024), None, 768),
+        ((65536, 524288), None, 10_000),  # already enough: left alone
+    ],
+)
+def test_the_open_files_limit_is_raised_to_fit_the_connections(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    limits: tuple[int, int],
+    expected: int | None,
+    served: int,
+) -> None:
+    import resource
+
+    set_to: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits)
+    monkeypatch.setattr(resource, "setrlimit", lambda which, new: set_to.append(new))
+    assert proxy_main._fit_open_files(10_000) == served
+    assert set_to == ([] if expected is None else [(expected, limits[1])])
+    assert ("grpcMaxConnections=10000" in caplog.text) is (served < 10_000)

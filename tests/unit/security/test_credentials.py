@@ -10,6 +10,7 @@ from mqha.security.credentials import (
     MASK,
     User,
     check_authentication_keys,
+    is_placeholder,
     masked,
     parse_inner_credentials,
     parse_user,
@@ -66,6 +67,35 @@ def test_authentication_on_requires_the_keys() -> None:
             keys,
         )
     assert info.value.key == "adminAuthToken"
+
+
+@pytest.mark.parametrize(
+    ("key", "text"),
+    [
+        ("adminAuthToken", "CHANGE-ME-admin-token"),
+        ("controllerRaftPassword", "change_me_please"),
+        ("adminAuthToken", "<admin token>"),
+        ("adminAuthToken", "${MQHA_ADMIN_TOKEN}"),
+        ("innerClientAuthenticationCredentials", '{"accessKey": "a", "secretKey": "CHANGE-ME-inner-secret"}'),
+        ("initAuthenticationUser", '{"username": "app", "password": "Replace.Me.Now"}'),
+    ],
+)
+def test_placeholder_secrets_are_refused_naming_the_key(key: str, text: str) -> None:
+    """conf/ ships CHANGE-ME values: whatever authenticationEnabled says, a process refuses them."""
+    for enabled in (False, True):
+        with pytest.raises(ConfigError) as caught:
+            check_authentication_keys({"authenticationEnabled": enabled, key: text}, ())
+        message = str(caught.value)
+        assert f"'{key}'" in message and "placeholder" in message and "\n" not in message
+        secret = text.rsplit('": "', maxsplit=1)[-1].rstrip('"}')
+        assert secret not in message
+
+
+def test_real_secrets_are_not_placeholders() -> None:
+    for secret in ("0123456789abcdef", "pa55word-long", "c" * 48, "exchange-mechanic-88"):
+        assert not is_placeholder(secret)
+    enabled = {"authenticationEnabled": True, "innerClientAuthenticationCredentials": INNER}
+    check_authentication_keys(enabled, ())
 
 
 def test_masking_hides_set_secrets_only() -> None:
