@@ -67,3 +67,15 @@ NODE_CLIENT=.mqha/rocketmq-client-nodejs
 mkdir -p "$NODE_CLIENT"
 cp tests/integration/rocketmq_clients/node/package.json tests/integration/rocketmq_clients/node/package-lock.json "$NODE_CLIENT/"
 (cd "$NODE_CLIENT" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)
+# The official RocketMQ 5 Java and Go clients, driven by our small programs (interop/java-client,
+# interop/go-client): jars from Maven Central, modules from the Go module proxy, both into their caches
+# (~/.m2, ~/go/pkg/mod), so a second run works offline. Java 17 is installed above; Maven when missing.
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "setup: installing maven (the Java client's driver is built with it)"
+    apt_install maven
+fi
+if ! command -v go >/dev/null 2>&1; then
+    echo "setup: mqha's tests need the Go toolchain (1.22 or newer) on PATH for the official Go client" >&2
+    exit 1
+fi
+.venv/bin/python -c 'from tests.helpers.rocketmq_client import go_client, java_client; java_client(); go_client()'

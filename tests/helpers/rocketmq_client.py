@@ -69,3 +69,41 @@ def node_client(directory: Path = NODE_DIR) -> Path:
             timeout=_INSTALL_TIMEOUT_S,
         )
     return directory / "node_modules"
+
+
+JAVA_CLIENT = REPO / "interop" / "java-client"
+GO_CLIENT = REPO / "interop" / "go-client"
+GO_BINARY = REPO / ".mqha" / "goclient"
+
+
+def java_client() -> list[str]:
+    """The command that runs the official Java client's driver (``interop/java-client``); built with
+    Maven (from its cache when it has the jars) when the jar or its classpath is missing or older."""
+    jar = JAVA_CLIENT / "target" / "java-client-1.jar"
+    classpath = JAVA_CLIENT / "target" / "classpath.txt"
+    sources = [JAVA_CLIENT / "pom.xml", *JAVA_CLIENT.glob("src/**/*.java")]
+    built = jar.stat().st_mtime if jar.exists() and classpath.exists() else 0.0
+    if max(p.stat().st_mtime for p in sources) > built:
+        subprocess.run(
+            ["mvn", "-q", "-B", "package", "dependency:build-classpath", f"-Dmdep.outputFile={classpath}"],
+            cwd=JAVA_CLIENT,
+            check=True,
+            timeout=_INSTALL_TIMEOUT_S,
+        )
+    return [
+        "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        "-cp", f"{jar}:{classpath.read_text().strip()}", "io.mqha.interop.Client",
+    ]  # fmt: skip
+
+
+def go_client() -> list[str]:
+    """The command that runs the official Go client's driver (``interop/go-client``), built with the Go
+    toolchain (modules from the Go proxy or its cache) when the binary is missing or older."""
+    sources = [GO_CLIENT / "go.mod", GO_CLIENT / "go.sum", *GO_CLIENT.glob("*.go")]
+    built = GO_BINARY.stat().st_mtime if GO_BINARY.exists() else 0.0
+    if max(p.stat().st_mtime for p in sources) > built:
+        GO_BINARY.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["go", "build", "-o", str(GO_BINARY), "."], cwd=GO_CLIENT, check=True, timeout=_INSTALL_TIMEOUT_S
+        )
+    return [str(GO_BINARY)]

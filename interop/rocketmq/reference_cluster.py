@@ -1,0 +1,321 @@
+"""Launches the Apache RocketMQ reference cluster beside mqha on 127.0.0.1 (a test fixture, issue 47).
+
+The topology is `mqha demo`'s: one NameServer, three standalone controllers (DLedger, the reference's
+default), one broker group of three replicas in controller mode with `allAckInSyncStateSet=true`, and
+one proxy in cluster mode. The jars come from Maven Central through `interop/rocketmq/pom.xml` into the
+local Maven cache (`scripts/interop.sh setup`); nothing is vendored.
+
+    python interop/rocketmq/reference_cluster.py up [--dir DIR]    # returns once the group has a master
+    python interop/rocketmq/reference_cluster.py status [--dir DIR]
+    python interop/rocketmq/reference_cluster.py down [--dir DIR]  # stops every process by its pid
+
+`up` writes `cluster.json` in DIR (ports, pids, addresses); `down` reads it. Every process is started
+in a session of its own and stopped by pid (SIGTERM, then SIGKILL after 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CLASSPATH_FILE = HERE / "target" / "classpath.txt"
+DEFAULT_DIR = Path(os.environ.get("MQHA_INTEROP_DIR", "/tmp/mqha-rocketmq-reference"))
+CLUSTER = "DefaultCluster"
+GROUP = "broker-a"
+REPLICAS = 3
+CONTROLLERS = 3
+
+# Sized for 2 cores and 24 GiB with mqha running beside it: 8 JVMs. RocketMQ's own scripts ask for
+# 4-8 GiB heaps; these small heaps carry a test load. SerialGC and one compiler thread keep each JVM
+# from spreading over both cores; --add-opens lets the store unmap its MappedByteBuffers on Java 17.
+JVM_COMMON = [
+    "-XX:+UseSerialGC",
+    "-XX:CICompilerCount=2",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.net.preferIPv4Stack=true",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+]
+HEAP = {"namesrv": "128m", "controller": "192m", "broker": "512m", "proxy": "256m"}
+MAIN = {
+    "namesrv": "org.apache.rocketmq.namesrv.NamesrvStartup",
+    "controller": "org.apache.rocketmq.controller.ControllerStartup",
+    "broker": "org.apache.rocketmq.broker.BrokerStartup",
+    "proxy": "org.apache.rocketmq.proxy.ProxyStartup",
+    "admin": "org.apache.rocketmq.tools.command.MQAdminStartup",
+}
+
+
+@dataclass
+class Process:
+    """One started JVM of the reference cluster: its role, name, pid and log file."""
+
+    role: str
+    name: str
+    pid: int
+    log: str
+
+
+@dataclass
+class Layout:
+    """Where every part of the reference cluster listens, and what it started."""
+
+    dir: str
+    namesrv_port: int
+    controller_ports: list[int]  # DLedger's port; the controller serves brokers and mqadmin on it too
+    broker_ports: list[int]
+    proxy_grpc_port: int
+    proxy_remoting_port: int
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def controllers(self) -> str:
+        return ";".join(f"127.0.0.1:{port}" for port in self.controller_ports)
+
+    @property
+    def proxy(self) -> str:
+        return f"127.0.0.1:{self.proxy_grpc_port}"
+
+
+def classpath() -> str:
+    if not CLASSPATH_FILE.exists():
+        raise SystemExit(f"{CLASSPATH_FILE} is missing: run scripts/interop.sh setup first")
+    return CLASSPATH_FILE.read_text().strip()
+
+
+def _free_ports(count: int, stride: int = 1) -> list[int]:
+    """Ports whose whole stride (a broker takes listenPort-2 .. listenPort+1) is free now."""
+    ports: list[int] = []
+    while len(ports) < count:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = sock.getsockname()[1]
+        if base + stride < 65000 and all(_is_free(base + k) for k in range(-2, stride)):
+            ports.append(base)
+    return ports
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _write_conf(path: Path, values: dict[str, object]) -> Path:
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    return path
+
+
+def _start(layout: Layout, role: str, name: str, args: list[str]) -> Process:
+    root = Path(layout.dir)
+    log = root / f"{name}.log"
+    env = dict(os.environ, ROCKETMQ_HOME=str(root), JAVA_TOOL_OPTIONS="")
+    command = [
+        "java", f"-Xms{HEAP[role]}", f"-Xmx{HEAP[role]}", *JVM_COMMON,
+        f"-Duser.home={root / name}", f"-Drocketmq.home.dir={root}",
+        "-cp", classpath(), MAIN[role], *args,
+    ]  # fmt: skip
+    (root / name).mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        child = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=root / name, env=env, start_new_session=True
+        )
+    process = Process(role, name, child.pid, str(log))
+    layout.processes.append(process)
+    _save(layout)
+    return process
+
+
+def _save(layout: Layout) -> None:
+    Path(layout.dir, "cluster.json").write_text(json.dumps(asdict(layout), indent=2))
+
+
+def load(directory: Path = DEFAULT_DIR) -> Layout:
+    data = json.loads((directory / "cluster.json").read_text())
+    data["processes"] = [Process(**p) for p in data["processes"]]
+    return Layout(**data)
+
+
+def _wait_port(port: int, process: Process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(process.pid):
+            raise RuntimeError(f"{process.name} exited; see {process.log}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"{process.name} did not listen on {port} within {timeout:.0f} s; see {process.log}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie of ours counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == 0
+
+
+def admin(layout: Layout, *args: str, timeout: float = 60) -> str:
+    """Runs the reference's mqadmin with ARGS and returns its output."""
+    command = ["java", "-Xmx128m", *JVM_COMMON, "-cp", classpath(), MAIN["admin"], *args]
+    env = dict(os.environ, ROCKETMQ_HOME=layout.dir)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    return done.stdout + done.stderr
+
+
+def sync_state(layout: Layout) -> tuple[int | None, list[int]]:
+    """(master broker id, SyncStateSet) as the reference's controllers report them."""
+    out = admin(layout, "getSyncStateSet", "-a", layout.controllers.split(";")[0], "-b", GROUP)
+    master, in_sync = None, []
+    for line in out.splitlines():
+        words = line.replace(":", " ").split()
+        if "MasterBrokerId" in words:
+            master = int(words[words.index("MasterBrokerId") + 1])
+        if "SyncStateSet" in words:
+            tail = line.split("SyncStateSet", 1)[1]
+            in_sync = [
+                int(x)
+                for x in tail.replace("[", " ").replace("]", " ").replace(",", " ").split()
+                if x.lstrip("-").isdigit()
+            ]
+    return master, in_sync
+
+
+def up(directory: Path = DEFAULT_DIR, timeout: float = 180) -> Layout:
+    directory.mkdir(parents=True, exist_ok=True)
+    controller_ports = _free_ports(CONTROLLERS)
+    broker_ports = _free_ports(REPLICAS, stride=2)
+    namesrv_port, grpc_port, remoting_port = _free_ports(3)
+    layout = Layout(str(directory), namesrv_port, controller_ports, broker_ports, grpc_port, remoting_port)
+    try:
+        _up(layout, timeout)
+    except BaseException:
+        down(layout)
+        raise
+    return layout
+
+
+def _up(layout: Layout, timeout: float) -> None:
+    root = Path(layout.dir)
+    namesrv_conf = _write_conf(root / "namesrv.conf", {"listenPort": layout.namesrv_port})
+    ns = _start(layout, "namesrv", "namesrv", ["-c", str(namesrv_conf)])
+    peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(layout.controller_ports))
+    controllers = []
+    for i, port in enumerate(layout.controller_ports):
+        conf = _write_conf(root / f"controller{i}.conf", {
+            "controllerDLegerGroup": "group1",
+            "controllerDLegerPeers": peers,
+            "controllerDLegerSelfId": f"n{i}",
+            "controllerStorePath": root / f"controller{i}" / "store",
+            "enableElectUncleanMaster": "false",
+            "notifyBrokerRoleChanged": "true",
+        })  # fmt: skip
+        controllers.append((port, _start(layout, "controller", f"controller{i}", ["-c", str(conf)])))
+    _wait_port(layout.namesrv_port, ns, timeout)
+    for port, process in controllers:
+        _wait_port(port, process, timeout)
+    brokers = []
+    for i, port in enumerate(layout.broker_ports):
+        store = root / f"broker{i}" / "store"
+        conf = _write_conf(root / f"broker{i}.conf", {
+            "brokerClusterName": CLUSTER,
+            "brokerName": GROUP,
+            "brokerIP1": "127.0.0.1",
+            "listenPort": port,
+            "namesrvAddr": layout.namesrv,
+            "enableControllerMode": "true",
+            "controllerAddr": layout.controllers,
+            "allAckInSyncStateSet": "true",
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+            "autoCreateTopicEnable": "true",
+            "syncBrokerMemberGroupPeriod": 1000,
+        })  # fmt: skip
+        brokers.append((port, _start(layout, "broker", f"broker{i}", ["-c", str(conf)])))
+    for port, process in brokers:
+        _wait_port(port, process, timeout)
+    proxy_conf = root / "rmq-proxy.json"
+    proxy_conf.write_text(json.dumps({
+        "rocketMQClusterName": CLUSTER,
+        "namesrvAddr": layout.namesrv,
+        "grpcServerPort": layout.proxy_grpc_port,
+        "remotingListenPort": layout.proxy_remoting_port,
+    }))  # fmt: skip
+    proxy = _start(layout, "proxy", "proxy", ["-pc", str(proxy_conf), "-pm", "cluster"])
+    _wait_port(layout.proxy_grpc_port, proxy, timeout)
+    _wait_in_sync(layout, timeout)
+
+
+def _wait_in_sync(layout: Layout, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen: tuple[int | None, list[int]] = (None, [])
+    while time.monotonic() < deadline:
+        seen = sync_state(layout)
+        if seen[0] is not None and len(seen[1]) == REPLICAS:
+            return
+        time.sleep(2)
+    raise TimeoutError(f"the group has no master with a SyncStateSet of {REPLICAS}: {seen}")
+
+
+def down(layout: Layout) -> None:
+    for process in reversed(layout.processes):
+        if _alive(process.pid):
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for process in layout.processes:
+        while _alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        started = time.monotonic()
+        layout = up(args.dir)
+        print(
+            f"reference cluster up in {time.monotonic() - started:.1f} s: proxy {layout.proxy}, "
+            f"namesrv {layout.namesrv}, controllers {layout.controllers}; state in {args.dir}/cluster.json"
+        )
+    elif args.command == "status":
+        layout = load(args.dir)
+        for process in layout.processes:
+            print(f"{process.name:12} pid {process.pid:7} {'up' if _alive(process.pid) else 'gone'}")
+        print("master, SyncStateSet:", sync_state(layout))
+    else:
+        down(load(args.dir))
+        print("reference cluster stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The Apache RocketMQ reference beside mqha (issue 47), apart from the default test run:
+#   scripts/interop.sh setup   resolve the pinned RocketMQ release (interop/rocketmq/pom.xml) into ~/.m2
+#   scripts/interop.sh up      start the reference cluster on 127.0.0.1 (returns once the group has a master)
+#   scripts/interop.sh status  its processes, master and SyncStateSet
+#   scripts/interop.sh down    stop every process it started, by pid
+# MQHA_INTEROP_DIR (default /tmp/mqha-rocketmq-reference) holds its stores, logs and cluster.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REFERENCE=interop/rocketmq
+case "${1:-}" in
+    setup)
+        scripts/setup.sh
+        mkdir -p "$REFERENCE/target"
+        (cd "$REFERENCE" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
+        echo "interop: RocketMQ $(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$REFERENCE/pom.xml") resolved"
+        ;;
+    up|down|status)
+        [ -f "$REFERENCE/target/classpath.txt" ] || "$0" setup
+        exec .venv/bin/python "$REFERENCE/reference_cluster.py" "$1"
+        ;;
+    *)
+        echo "usage: scripts/interop.sh setup|up|status|down" >&2
+        exit 2
+        ;;
+esac
