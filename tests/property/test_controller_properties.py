@@ -57,6 +57,7 @@ from mqha.wire.controller_api import (
     ElectMasterRequest,
     RegisterBrokerRequest,
 )
+from mqha.wire.records import AclEntry, DeleteAclUserRecord, PutAclPolicyRecord, PutAclUserRecord
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -222,6 +223,9 @@ VALID = [
     UpdateTopicRecord("t1", ("g1",), 4, 4, 6),
     DeleteTopicRecord("t1", ("g1",)),
     UpdateConsumerOffsetRecord((ConsumerOffsetEntry("cg", "t1", "g1", 0, 10),)),
+    PutAclUserRecord("u1", "Normal", "sealed"),
+    DeleteAclUserRecord("u1"),
+    PutAclPolicyRecord("u1", (AclEntry("Topic:t1", ("Pub",), "Allow"),)),
 ]
 
 
