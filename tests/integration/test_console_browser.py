@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -86,6 +87,19 @@ def _wait(driver: WebDriver, what: str, predicate: Any, timeout: float = 10.0) -
     return WebDriverWait(driver, timeout, poll_frequency=0.05).until(predicate, message=what)
 
 
+def _click(driver: WebDriver, by: str, value: str, what: str) -> None:
+    """Click the element, finding it again when the page re-rendered between the find and the click."""
+
+    def attempt(d: WebDriver) -> bool:
+        try:
+            d.find_element(by, value).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    _wait(driver, what, attempt)
+
+
 def _shot(driver: WebDriver, name: str) -> None:
     full_page_screenshot(driver, ARTIFACTS / f"{name}.png")
 
@@ -131,7 +145,7 @@ def test_console_follows_a_failover_and_guards_admin_actions(
     _shot(browser, "01-overview")
 
     # Group page, then kill -9 the master broker: the page updates itself, no reload.
-    browser.find_element(By.LINK_TEXT, GROUP).click()
+    _click(browser, By.LINK_TEXT, GROUP, "the group link")
     _wait(browser, "the group page", lambda d: _value(d, f"master-{GROUP}") == old_id)
     old_epoch = int(_value(browser, f"master-epoch-{GROUP}") or 0)
     assert "null" not in _text(browser, "main").split(), _text(browser, "main")  # issue 30's screenshots
