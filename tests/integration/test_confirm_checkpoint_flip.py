@@ -41,16 +41,22 @@ def flip_a_digit(path: Path, *, up: bool) -> tuple[int, int]:
     raise AssertionError(f"no one-bit flip of {value} goes {'up' if up else 'down'}")
 
 
+def _one_controller_and_a_master(group: ProcessGroup, tmp_path: Path) -> tuple[str, Broker]:
+    """One controller and one broker that has become master: the controller's address and the broker."""
+    controllers = ControllerCluster(group, tmp_path / "controllers", size=1)
+    controllers.start()
+    controllers.leader(timeout=15)
+    address = controllers.nodes[0].address
+    broker = Broker("m", tmp_path / "m", BROKER_TEST_SETTINGS)
+    broker.start(group, address)
+    wait_until(lambda: broker.serving_role() == "MASTER", 20, message="the broker is master")
+    return address, broker
+
+
 @pytest.mark.parametrize("up", [True, False], ids=["up", "down"])
 def test_a_flipped_bit_in_the_confirm_offset_checkpoint_reads_as_unknown(tmp_path: Path, up: bool) -> None:
     with ProcessGroup() as group:
-        controllers = ControllerCluster(group, tmp_path / "controllers", size=1)
-        controllers.start()
-        controllers.leader(timeout=15)
-        address = controllers.nodes[0].address
-        broker = Broker("m", tmp_path / "m", BROKER_TEST_SETTINGS)
-        broker.start(group, address)
-        wait_until(lambda: broker.serving_role() == "MASTER", 20, message="the broker is master")
+        address, broker = _one_controller_and_a_master(group, tmp_path)
         acked = []
         for seq in range(0, 400, 40):  # a confirm offset with several digits, led by a 1-bit-flippable one
             code, reply = broker.put([f"m{i}-" + "y" * 200 for i in range(seq, seq + 40)])
@@ -73,13 +79,7 @@ def test_a_clean_stop_keeps_the_confirm_offset_the_master_answered_with(tmp_path
     confirm offset its last answer exposed, not the never-updated stored value (it wrote 0 on a
     one-replica master: a later lossy restart could not have been told)."""
     with ProcessGroup() as group:
-        controllers = ControllerCluster(group, tmp_path / "controllers", size=1)
-        controllers.start()
-        controllers.leader(timeout=15)
-        address = controllers.nodes[0].address
-        broker = Broker("m", tmp_path / "m", BROKER_TEST_SETTINGS)
-        broker.start(group, address)
-        wait_until(lambda: broker.serving_role() == "MASTER", 20, message="the broker is master")
+        _, broker = _one_controller_and_a_master(group, tmp_path)
         for seq in range(0, 400, 40):
             code, reply = broker.put([f"m{i}-" + "y" * 200 for i in range(seq, seq + 40)])
             assert code == 200 and reply["status"] == "PUT_OK", reply
