@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from mqha.bench.failover import KILL, _fault_cycle
-from mqha.bench.put import BODY, MODES, message_payload, put_load, put_target
+from mqha.bench.put import BODY, MODES
+from mqha.bench.put_kit import message_payload, put_load, put_target
 from mqha.bench.report import fmt, format_table, median
 from mqha.cluster.client_auth import broker_user
 from mqha.cluster.local import LocalCluster

@@ -3,15 +3,11 @@ asks the controller leader; what to ask and print is ``mqha.admin_cli.commands.a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import acl
-
-if TYPE_CHECKING:
-    from mqha.admin_cli.__main__ import Context
-
-Output = tuple[str, Any]
+from mqha.admin_cli.context import Context, Output
 
 
 async def _done(ctx: Context, call: Any, what: str) -> Output:

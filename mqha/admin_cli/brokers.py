@@ -5,18 +5,14 @@ ask each broker's own API. What to ask and what to print are ``mqha.admin_cli.co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import CommandFailed, UsageError
 from mqha.admin_cli.commands import brokers as pure
 from mqha.admin_cli.commands.calls import ReplicaTarget
+from mqha.admin_cli.context import Context, Output
 from mqha.codes import ResponseCode
-
-if TYPE_CHECKING:
-    from mqha.admin_cli.__main__ import Context
-
-Output = tuple[str, Any]
 
 
 async def _cluster_replicas(ctx: Context, cluster: str | None) -> list[tuple[str, ReplicaTarget, str | None]]:

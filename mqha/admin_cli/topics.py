@@ -5,19 +5,13 @@ are ``mqha.admin_cli.commands.topics`` (pure)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import CommandFailed, topics
 from mqha.admin_cli.commands import brokers as core_brokers
 from mqha.admin_cli.commands.failures import UsageError
+from mqha.admin_cli.context import Context, Output
 from mqha.wire.controller_api import DEFAULT_TOPIC_QUEUE_NUMS
 from mqha.wire.types import MAX_QUEUE_NUMS
-
-if TYPE_CHECKING:
-    from mqha.admin_cli.__main__ import Context
-
-Output = tuple[str, Any]
 
 
 def _count(value: int | None, option: str) -> int:

@@ -9,16 +9,11 @@ A controller being removed may be down, so removeControllerPeer never contacts i
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
 
 from mqha.admin_cli import commands as core
 from mqha.admin_cli.commands import Answer, CommandFailed, HttpCall
+from mqha.admin_cli.context import Context, Controllers, Output
 from mqha.codes import ResponseCode
-
-if TYPE_CHECKING:
-    from mqha.admin_cli.__main__ import Context, Controllers
-
-Output = tuple[str, Any]
 
 
 async def run_get_controller_quorum(ctx: Context) -> Output:

@@ -14,55 +14,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mqha.analysis import coverage as cov
 from mqha.analysis import invariants as inv
-from mqha.analysis.timeline_svg import esc, legend, render_timeline_svg
+from mqha.analysis.timeline_svg import GroupTimeline, esc, legend, render_timeline_svg
 from mqha.history.schema import VERDICT_FILE
 
 SUMMARY_FILE = "summary.txt"
 HTML_FILE = "report.html"
 
 Row = Mapping[str, Any]
-
-
-@dataclass
-class GroupTimeline:
-    """One broker set's rows for the HTML timeline.
-
-    Controller events, roles, epochs and truncations, and ``end``: the set's last recorded ack or read
-    (the picture runs until then).
-    """
-
-    broker_name: str
-    controller: list[dict[str, Any]] = field(default_factory=list)
-    roles: list[dict[str, Any]] = field(default_factory=list)
-    epochs: list[dict[str, Any]] = field(default_factory=list)
-    truncations: list[dict[str, Any]] = field(default_factory=list)
-    end: int | None = None
-
-    def broker_ids(self) -> list[int]:
-        ids = {
-            r["brokerId"]
-            for r in [*self.roles, *self.epochs, *self.truncations]
-            if r.get("brokerId") is not None
-        }
-        ids |= {r["masterBrokerId"] for r in self.controller if r.get("masterBrokerId") is not None}
-        return sorted(ids)
-
-    def time_range(self) -> tuple[int, int]:
-        stamps = [
-            r["ts"] for r in [*self.controller, *self.roles, *self.epochs, *self.truncations] if r.get("ts")
-        ]
-        if not stamps:
-            return (0, 1)
-        # The states in force at the last event lasted at least until the last ack or read: without
-        # ``end`` a rejoin or election near the end would be a sliver at the right border.
-        low, high = min(stamps), max([*stamps, self.end or 0])
-        return (low, high if high > low else low + 1)
 
 
 def _ts_key(row: Row) -> tuple[int, int]:

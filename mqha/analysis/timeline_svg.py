@@ -12,14 +12,49 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from mqha.analysis import invariants as inv
 
-if TYPE_CHECKING:
-    from mqha.analysis.report import GroupTimeline
-
 Row = Mapping[str, Any]
+
+
+@dataclass
+class GroupTimeline:
+    """One broker set's rows for the HTML timeline.
+
+    Controller events, roles, epochs and truncations, and ``end``: the set's last recorded ack or read
+    (the picture runs until then).
+    """
+
+    broker_name: str
+    controller: list[dict[str, Any]] = field(default_factory=list)
+    roles: list[dict[str, Any]] = field(default_factory=list)
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    truncations: list[dict[str, Any]] = field(default_factory=list)
+    end: int | None = None
+
+    def broker_ids(self) -> list[int]:
+        ids = {
+            r["brokerId"]
+            for r in [*self.roles, *self.epochs, *self.truncations]
+            if r.get("brokerId") is not None
+        }
+        ids |= {r["masterBrokerId"] for r in self.controller if r.get("masterBrokerId") is not None}
+        return sorted(ids)
+
+    def time_range(self) -> tuple[int, int]:
+        stamps = [
+            r["ts"] for r in [*self.controller, *self.roles, *self.epochs, *self.truncations] if r.get("ts")
+        ]
+        if not stamps:
+            return (0, 1)
+        # The states in force at the last event lasted at least until the last ack or read: without
+        # ``end`` a rejoin or election near the end would be a sliver at the right border.
+        low, high = min(stamps), max([*stamps, self.end or 0])
+        return (low, high if high > low else low + 1)
+
 
 _PALETTE = ("#2f6fde", "#e8710a", "#1e8e3e", "#9334e6", "#b5482e", "#d01884", "#12939a", "#7b8a00")
 _WIDTH, _LEFT, _RIGHT, _LANE, _TOP, _AXIS = 1100, 132, 24, 30, 8, 40

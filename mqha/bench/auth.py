@@ -39,7 +39,7 @@ from mqha.bench.controller import (
 )
 from mqha.bench.lean_http import LeanHttp
 from mqha.bench.loadgen import closed_loop, http_session
-from mqha.bench.put import interleaved_puts, message_payload
+from mqha.bench.put_kit import interleaved_puts, message_payload
 from mqha.bench.replication import (
     KIB,
     MIB,

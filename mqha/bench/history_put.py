@@ -4,7 +4,7 @@ side in one run (issue 28: at most 5 % slower).
 
 Two local clusters (one controller, one group of 3 mqbroker replicas, ``allAckInSyncStateSet=true``, the
 mode the no-loss proof checks), the same but for ``historyRecordPutAcks``; the same 1 KiB single-message
-load in interleaved rounds (``mqha.bench.put.interleaved_puts``); the ratio is on/off. The row count of
+load in interleaved rounds (``mqha.bench.put_kit.interleaved_puts``); the ratio is on/off. The row count of
 each master's ``acks`` table afterwards shows the recording side recorded and the other did not.
 """
 
@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from mqha.bench.put import interleaved_puts, message_payload, put_target, start_group
+from mqha.bench.put_kit import interleaved_puts, message_payload, put_target, start_group
 from mqha.bench.report import fmt, format_table, ratio, side_rows
 from mqha.cluster.local import LocalCluster
 

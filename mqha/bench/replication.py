@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.bench.loadgen import closed_loop, http_session
-from mqha.bench.put import PutClient, message_payload
+from mqha.bench.put_kit import PutClient, message_payload
 from mqha.bench.report import Outcome, Target, fmt, format_table, ratio
 from mqha.cluster.client_auth import client_headers
 from mqha.cluster.local import LocalCluster

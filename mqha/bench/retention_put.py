@@ -7,7 +7,7 @@ on its own tmpfs (root only; skipped with the reason otherwise), 1 MiB segments,
 with a filler file, so the puts keep it above the ratio and every pass deletes the oldest segments
 (forcibly, as RocketMQ does on a nearly full disk) while the load runs. "off": a file system large
 enough that no pass ever deletes. The same 1 KiB single-message load, interleaved rounds
-(``mqha.bench.put.interleaved_puts``); the ratio is on/off.
+(``mqha.bench.put_kit.interleaved_puts``); the ratio is on/off.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mqha.bench.put import interleaved_puts, message_payload, put_target, start_group
+from mqha.bench.put_kit import interleaved_puts, message_payload, put_target, start_group
 from mqha.bench.report import fmt, format_table, ratio, side_rows
 from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import http_json

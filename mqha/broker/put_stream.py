@@ -22,7 +22,8 @@ import asyncio
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import msgspec
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -31,10 +32,21 @@ from mqha.broker.protocol import internal_error_reply, request_error_reply
 from mqha.errors import RequestError
 from mqha.wire.broker_api import encode_stream_reply
 
-if TYPE_CHECKING:
-    from mqha.broker.server import BrokerHttpServer
-
 log = logging.getLogger(__name__)
+
+
+class PutServer(Protocol):
+    """What a put stream needs of the broker's HTTP server (``mqha.broker.server``)."""
+
+    max_body: int
+    put_streams: set[web.WebSocketResponse]
+
+    def client_refusal(self, request: web.Request, route: str) -> web.Response | None: ...
+
+    async def put_body(
+        self, read: Callable[[], Awaitable[bytes]], started: float
+    ) -> tuple[int, dict[str, Any]]: ...
+
 
 CLOSE_WAIT_S = 0.5
 """How long closing a put stream waits for the client's side of the closing handshake."""
@@ -43,7 +55,7 @@ IDLE_CLOSE_S = 75.0
 connection (its ``keepalive_timeout``); clients stop reusing theirs sooner."""
 
 
-async def serve_put_stream(server: BrokerHttpServer, request: web.Request) -> web.StreamResponse:
+async def serve_put_stream(server: PutServer, request: web.Request) -> web.StreamResponse:
     """Upgrade to the put stream and serve its puts until the client closes it."""
     refused = server.client_refusal(request, "put")
     if refused is not None:
@@ -76,7 +88,7 @@ async def close_put_streams(streams: set[web.WebSocketResponse]) -> None:
     )
 
 
-async def _serve(server: BrokerHttpServer, stream: web.WebSocketResponse) -> None:
+async def _serve(server: PutServer, stream: web.WebSocketResponse) -> None:
     async for frame in stream:
         if frame.type is not WSMsgType.BINARY:  # a text frame, or aiohttp's report of a broken one
             await stream.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"put frames are binary")

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from mqha.codes import ResponseCode
 from mqha.controller import acls
+from mqha.controller import http_kit as api
 from mqha.controller.result import ControllerResult
 from mqha.controller.state import ControllerState
 from mqha.security.acl import AclError, check_password
@@ -27,45 +28,36 @@ from mqha.wire import acl_api
 from mqha.wire.controller_api import Reply
 
 
-def _api() -> Any:
-    from mqha.controller import http_api  # imported here: http_api imports this module
-
-    return http_api
-
-
 def _sealed(request: web.Request, body: acl_api.UserRequest) -> str | None:
     """The request's password sealed under the inner credentials (None: it names no password)."""
     if body.password is None:
         return None
-    text = _api()._service(request).parts.config.get("innerClientAuthenticationCredentials") or ""
+    text = api.service_of(request).parts.config.get("innerClientAuthenticationCredentials") or ""
     if not text:
         remark = "ACL users need innerClientAuthenticationCredentials on the controllers (it seals passwords)"
-        raise _api().HttpError(400, Reply(ResponseCode.CONTROLLER_INVALID_REQUEST, remark))
+        raise api.HttpError(400, Reply(ResponseCode.CONTROLLER_INVALID_REQUEST, remark))
     try:
         password = check_password(body.password)
     except AclError as exc:
-        raise _api().HttpError(400, Reply(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))) from None
+        raise api.HttpError(400, Reply(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))) from None
     return seal(parse_inner_credentials(text).secret_key, body.username, password)
 
 
 async def _write(
     request: web.Request, username: str, decide: Callable[[ControllerState], ControllerResult]
 ) -> web.Response:
-    api = _api()
     return api.respond(
-        request, await api._service(request).writes.acl_write(acls.acl_lock_key(username), decide)
+        request, await api.service_of(request).writes.acl_write(acls.acl_lock_key(username), decide)
     )
 
 
 async def _read(request: web.Request, decide: Callable[[ControllerState], ControllerResult]) -> web.Response:
-    api = _api()
-    return api.respond(request, await api._service(request).writes.acl_read(decide))
+    return api.respond(request, await api.service_of(request).writes.acl_read(decide))
 
 
 async def _user_body(request: web.Request) -> acl_api.UserRequest:
-    api = _api()
-    body = await api._read_request(request, acl_api.UserRequest)
-    api._require_admin(request)
+    body = await api.read_request(request, acl_api.UserRequest)
+    api.require_admin(request)
     return body
 
 
@@ -87,16 +79,14 @@ async def delete_user(request: web.Request) -> web.Response:
 
 
 async def list_users(request: web.Request) -> web.Response:
-    api = _api()
-    api._require_admin(request)
-    query = api._parse(acl_api.UserQuery, api._query(request, ("username", "filter")))
+    api.require_admin(request)
+    query = api.parse(acl_api.UserQuery, api.query_params(request, ("username", "filter")))
     return await _read(request, lambda state: acls.handle_list_users(state, query))
 
 
 async def _policy_body(request: web.Request, cls: type[Any]) -> Any:
-    api = _api()
-    body = await api._read_request(request, cls)
-    api._require_admin(request)
+    body = await api.read_request(request, cls)
+    api.require_admin(request)
     return body
 
 
@@ -118,15 +108,13 @@ async def delete_acl(request: web.Request) -> web.Response:
 
 
 async def list_acls(request: web.Request) -> web.Response:
-    api = _api()
-    api._require_admin(request)
-    query = api._parse(acl_api.AclQuery, api._query(request, ("subject", "resource")))
+    api.require_admin(request)
+    query = api.parse(acl_api.AclQuery, api.query_params(request, ("subject", "resource")))
     return await _read(request, lambda state: acls.handle_list_acls(state, query))
 
 
 async def acl_book(request: web.Request) -> web.Response:
-    api = _api()
-    api._query(request, ())
+    api.query_params(request, ())
     return await _read(request, acls.handle_acl_book)
 
 
@@ -143,86 +131,3 @@ ROUTES = (
 )
 """(method, path, name, handler) as ``http_api.ROUTES``; the names are RocketMQ's mqadmin commands."""
 
-
-MESSAGES = (
-    acl_api.UserRequest,
-    acl_api.UsersPayload,
-    acl_api.PutAclRequest,
-    acl_api.DeleteAclRequest,
-    acl_api.AclsPayload,
-    acl_api.AclBookPayload,
-)
-"""The bodies the OpenAPI document describes."""
-
-
-def _write_operation(summary: str, cls: type[Any]) -> dict[str, Any]:
-    from mqha.controller import openapi as o
-
-    return {
-        "summary": f"docs/architecture.md §12.11, leader, admin: {summary}",
-        "requestBody": o._body(o.request_schema(cls)),
-        "responses": o._responses(o._WRITE),
-    }
-
-
-def _read_operation(summary: str, parameters: list[dict[str, Any]], payload: type[Any]) -> dict[str, Any]:
-    from mqha.controller import openapi as o
-
-    return {"summary": summary, "parameters": parameters, "responses": o._responses(o._READ, payload)}
-
-
-def operations() -> list[tuple[str, str, str, dict[str, Any]]]:
-    """The routes' OpenAPI operations (``mqha.controller.openapi``)."""
-    from mqha.controller import openapi as o
-
-    user, put, delete = acl_api.UserRequest, acl_api.PutAclRequest, acl_api.DeleteAclRequest
-    users = _read_operation(
-        "docs/architecture.md §12.11, leader, admin: getUser / listUser, never a password",
-        [o._query_param("username", "one user (getUser)"), o._query_param("filter", "names containing this")],
-        acl_api.UsersPayload,
-    )
-    policies = _read_operation(
-        "docs/architecture.md §12.11, leader, admin: getAcl / listAcl",
-        [
-            o._query_param("subject", "User:NAME (getAcl, listAcl -s)"),
-            o._query_param("resource", "only policies with an entry of this resource (listAcl -r)"),
-        ],
-        acl_api.AclsPayload,
-    )
-    book = _read_operation(
-        "docs/architecture.md §12.11, leader, broker credentials (mqproxy): every user with its sealed "
-        "password and every policy",
-        [],
-        acl_api.AclBookPayload,
-    )
-    return [
-        (
-            "POST",
-            "/v1/acl/users/create",
-            "createUser",
-            _write_operation("createUser (-u -p -t), sealed", user),
-        ),
-        ("POST", "/v1/acl/users/update", "updateUser", _write_operation("updateUser (-u [-p] [-t])", user)),
-        (
-            "POST",
-            "/v1/acl/users/delete",
-            "deleteUser",
-            _write_operation("deleteUser (-u) and its policy", user),
-        ),
-        ("GET", "/v1/acl/users", "listUser", users),
-        (
-            "POST",
-            "/v1/acl/policies/create",
-            "createAcl",
-            _write_operation("createAcl (-s -r -a -d [-i])", put),
-        ),
-        (
-            "POST",
-            "/v1/acl/policies/update",
-            "updateAcl",
-            _write_operation("updateAcl (-s -r -a -d [-i])", put),
-        ),
-        ("POST", "/v1/acl/policies/delete", "deleteAcl", _write_operation("deleteAcl (-s [-r])", delete)),
-        ("GET", "/v1/acl/policies", "listAcl", policies),
-        ("GET", "/v1/acl/book", "getAclBook", book),
-    ]

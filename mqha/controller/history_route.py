@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mqha.controller import http_kit as api
 from mqha.history.pages import NDJSON, serve_page
 
 
 async def get_history_rows(request: web.Request) -> web.Response:
     """Admin: one NDJSON page of ``<controllerStorePath>/history.db``."""
-    from mqha.controller import http_api as api  # imported here: http_api imports this module
 
-    api._require_admin(request)
-    store = api._service(request).config_store.config["controllerStorePath"]
-    request[api._CODE] = api.Code.SUCCESS.name  # a bad query's HttpError is answered by _envelope
-    return web.Response(body=await serve_page(store, request.query, api._bad_request), content_type=NDJSON)
+    api.require_admin(request)
+    store = api.service_of(request).config_store.config["controllerStorePath"]
+    request[api.CODE_KEY] = api.Code.SUCCESS.name  # a bad query's HttpError is answered by _envelope
+    return web.Response(body=await serve_page(store, request.query, api.bad_request), content_type=NDJSON)

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 
 from mqha.codes import ResponseCode
-from mqha.controller import acl_routes
 from mqha.controller.access import Access, route_access
+from mqha.wire import acl_api
 from mqha.wire.controller_api import (
     AlterSyncStateSetPayload,
     AlterSyncStateSetRequest,
@@ -45,6 +45,17 @@ from mqha.wire.controller_api import (
 )
 from mqha.wire.controller_quorum import AddControllerPeerRequest, RemoveControllerPeerRequest
 from mqha.wire.offsets_api import ConsumerOffsetsPayload, UpdateConsumerOffsetRequest
+
+ACL_MESSAGES = (
+    acl_api.UserRequest,
+    acl_api.UsersPayload,
+    acl_api.PutAclRequest,
+    acl_api.DeleteAclRequest,
+    acl_api.AclsPayload,
+    acl_api.AclBookPayload,
+)
+"""The ACL routes' bodies (``mqha.controller.acl_routes``)."""
+
 
 _REF = "#/components/schemas/{name}"
 _MESSAGES: tuple[type[msgspec.Struct], ...] = (
@@ -75,7 +86,7 @@ _MESSAGES: tuple[type[msgspec.Struct], ...] = (
     TopicRoutePayload,
     UpdateConsumerOffsetRequest,
     ConsumerOffsetsPayload,
-    *acl_routes.MESSAGES,
+    *ACL_MESSAGES,
 )
 
 
@@ -584,7 +595,79 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
                 "responses": _responses(_WRITE, ConsumerOffsetsPayload),
             },
         ),
-        *acl_routes.operations(),
+        *_acl_operations(),
+    ]
+
+
+def _acl_write_operation(summary: str, cls: type[Any]) -> dict[str, Any]:
+    return {
+        "summary": f"docs/architecture.md §12.11, leader, admin: {summary}",
+        "requestBody": _body(request_schema(cls)),
+        "responses": _responses(_WRITE),
+    }
+
+
+def _acl_read_operation(summary: str, parameters: list[dict[str, Any]], payload: type[Any]) -> dict[str, Any]:
+    return {"summary": summary, "parameters": parameters, "responses": _responses(_READ, payload)}
+
+
+def _acl_operations() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The ACL routes' operations (``mqha.controller.acl_routes``)."""
+    user, put, delete = acl_api.UserRequest, acl_api.PutAclRequest, acl_api.DeleteAclRequest
+    users = _acl_read_operation(
+        "docs/architecture.md §12.11, leader, admin: getUser / listUser, never a password",
+        [_query_param("username", "one user (getUser)"), _query_param("filter", "names containing this")],
+        acl_api.UsersPayload,
+    )
+    policies = _acl_read_operation(
+        "docs/architecture.md §12.11, leader, admin: getAcl / listAcl",
+        [
+            _query_param("subject", "User:NAME (getAcl, listAcl -s)"),
+            _query_param("resource", "only policies with an entry of this resource (listAcl -r)"),
+        ],
+        acl_api.AclsPayload,
+    )
+    book = _acl_read_operation(
+        "docs/architecture.md §12.11, leader, broker credentials (mqproxy): every user with its sealed "
+        "password and every policy",
+        [],
+        acl_api.AclBookPayload,
+    )
+    return [
+        (
+            "POST",
+            "/v1/acl/users/create",
+            "createUser",
+            _acl_write_operation("createUser (-u -p -t), sealed", user),
+        ),
+        (
+            "POST",
+            "/v1/acl/users/update",
+            "updateUser",
+            _acl_write_operation("updateUser (-u [-p] [-t])", user),
+        ),
+        (
+            "POST",
+            "/v1/acl/users/delete",
+            "deleteUser",
+            _acl_write_operation("deleteUser (-u) and its policy", user),
+        ),
+        ("GET", "/v1/acl/users", "listUser", users),
+        (
+            "POST",
+            "/v1/acl/policies/create",
+            "createAcl",
+            _acl_write_operation("createAcl (-s -r -a -d [-i])", put),
+        ),
+        (
+            "POST",
+            "/v1/acl/policies/update",
+            "updateAcl",
+            _acl_write_operation("updateAcl (-s -r -a -d [-i])", put),
+        ),
+        ("POST", "/v1/acl/policies/delete", "deleteAcl", _acl_write_operation("deleteAcl (-s [-r])", delete)),
+        ("GET", "/v1/acl/policies", "listAcl", policies),
+        ("GET", "/v1/acl/book", "getAclBook", book),
     ]
 
 

@@ -12,52 +12,44 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mqha.controller import http_kit as api
 from mqha.wire import controller_api as wire
 from mqha.wire import offsets_api
 
 
 async def update_topic(request: web.Request) -> web.Response:
-    from mqha.controller import http_api as api  # imported here: http_api imports this module
-
-    req = await api._read_request(request, wire.UpdateTopicRequest)
-    api._require_admin(request)
-    return api.respond(request, await api._service(request).update_topic(req))
+    req = await api.read_request(request, wire.UpdateTopicRequest)
+    api.require_admin(request)
+    return api.respond(request, await api.service_of(request).update_topic(req))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
-    from mqha.controller import http_api as api
-
-    req = await api._read_request(request, wire.DeleteTopicRequest)
-    api._require_admin(request)
-    return api.respond(request, await api._service(request).delete_topic(req))
+    req = await api.read_request(request, wire.DeleteTopicRequest)
+    api.require_admin(request)
+    return api.respond(request, await api.service_of(request).delete_topic(req))
 
 
 async def topic_list(request: web.Request) -> web.Response:
-    from mqha.controller import http_api as api
 
-    api._query(request, ())
-    return api.respond(request, await api._service(request).topic_list())
+    api.query_params(request, ())
+    return api.respond(request, await api.service_of(request).topic_list())
 
 
 async def topic_route(request: web.Request) -> web.Response:
-    from mqha.controller import http_api as api
-
-    req = api._parse(wire.TopicRouteRequest, api._query(request, ("topic",)))
-    return api.respond(request, await api._service(request).topic_route(req))
+    req = api.parse(wire.TopicRouteRequest, api.query_params(request, ("topic",)))
+    return api.respond(request, await api.service_of(request).topic_route(req))
 
 
 async def update_consumer_offset(request: web.Request) -> web.Response:
-    from mqha.controller import http_api as api
-
-    req = await api._read_request(request, offsets_api.UpdateConsumerOffsetRequest)
-    return api.respond(request, await api._service(request).update_consumer_offset(req))
+    req = await api.read_request(request, offsets_api.UpdateConsumerOffsetRequest)
+    return api.respond(request, await api.service_of(request).update_consumer_offset(req))
 
 
 async def query_consumer_offset(request: web.Request) -> web.Response:
-    from mqha.controller import http_api as api
-
-    req = api._parse(offsets_api.QueryConsumerOffsetRequest, api._query(request, ("consumerGroup", "topic")))
-    return api.respond(request, await api._service(request).query_consumer_offset(req))
+    req = api.parse(
+        offsets_api.QueryConsumerOffsetRequest, api.query_params(request, ("consumerGroup", "topic"))
+    )
+    return api.respond(request, await api.service_of(request).query_consumer_offset(req))
 
 
 ROUTES = (

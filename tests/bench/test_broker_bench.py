@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from mqha.bench.put import message_payload, put_load
+from mqha.bench.put_kit import message_payload, put_load
 from mqha.bench.replication import raw_copy, settle
 from mqha.bench.report import summarize
 
