@@ -571,7 +571,14 @@ def _console_script(name: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+# Real processes for three variants in the default run, every variant with -m slow (each costs seconds).
+REAL_PROCESS_VARIANTS = ("default", "five-controllers-three-groups", "auth-off")
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [v if v in REAL_PROCESS_VARIANTS else pytest.param(v, marks=pytest.mark.slow) for v in VARIANTS],
+)
 def test_real_processes_accept_the_rendered_config(variant: str, tmp_path: Path) -> None:
     """mqcontroller/mqbroker -p: the processes themselves load, check and print the config."""
     r = rendered(variant)

@@ -64,6 +64,7 @@ def _read(client: ClientHistory, broker: Any) -> int:
     return len(messages)
 
 
+@pytest.mark.slow  # 67 s; test_analysis_live proves a live run in the default run
 def test_real_run_export_then_analyze_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.integration.controller_cluster import ControllerCluster, request
     from tests.integration.test_broker_cluster import BrokerCluster

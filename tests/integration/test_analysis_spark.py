@@ -166,6 +166,7 @@ def test_recorder_export_analyze_round_trip(spark: Any, tmp_path: Path) -> None:
     assert max(r["offset"] for r in exported["final_logs"]) == h.BIG
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 def test_parquet_exports_read_the_same_in_both_engines(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +191,7 @@ def test_parquet_exports_read_the_same_in_both_engines(
     assert max(r["offset"] for r in read_tables(tmp_path / "parquet")["final_logs"]) == h.BIG
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 def test_synthetic_history_is_clean_and_counts_every_table(spark: Any, tmp_path: Path) -> None:
     """The benchmark's generator (``mqha.analysis.synthetic``) at a tiny size: ``ok``, and the counts it
     returns are the checker's for every table the schema has (a table added to the schema later must

@@ -211,6 +211,7 @@ def test_power_loss_with_sync_flush_passes_and_cuts_only_unacknowledged_tails(tm
     assert " lost 0 " in out and "declared-lost 0" in out and "verdict: PASS" in out
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 def test_power_loss_with_async_flush_loses_nothing_silently(tmp_path: Path) -> None:
     # ASYNC_FLUSH, a whole-group cut first (seed 1): what no replica had fsynced is truly gone and must be
     # declared by the controller; nothing else may be lost, and the run passes.
@@ -221,6 +222,7 @@ def test_power_loss_with_async_flush_loses_nothing_silently(tmp_path: Path) -> N
     assert " lost 0 " in out and "verdict: PASS" in out
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 @pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
 def test_controller_network_faults_and_all_controllers_down_lose_nothing(tmp_path: Path) -> None:
     # Seed 8: the leader isolated, then deaf to the others (one direction), every controller killed at
@@ -237,6 +239,7 @@ def test_controller_network_faults_and_all_controllers_down_lose_nothing(tmp_pat
     assert " lost 0 " in out and "verdict: PASS" in out
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 def test_a_master_that_needs_the_controllers_is_caught_when_they_are_all_down(tmp_path: Path) -> None:
     # Seed 1: every controller killed, restarted after 3.3 s. The planted master refuses puts once no
     # controller has answered for the 1.5 s heartbeat timeout, until one answers again: the producer
@@ -290,6 +293,7 @@ def test_80_percent_loss_between_the_controllers_catches_a_master_that_needs_the
     assert "stretch(es) NOT SERVED" in out
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 @pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
 def test_80_percent_loss_between_the_controllers_loses_nothing_and_puts_go_on(tmp_path: Path) -> None:
     code, out, _ = _chaos(tmp_path, *_RAFT_LOSS)
@@ -326,6 +330,7 @@ def test_planted_ack_before_replication_is_caught(tmp_path: Path) -> None:
     assert "verdict: FAIL" in out
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 def test_late_controller_links_catch_a_master_that_acknowledges_alone(tmp_path: Path) -> None:
     # Seed 19: the master's controller links 1.5 x the heartbeat timeout late for 6.9 s. The
     # controllers give up on it and elect a slave while it goes on serving; with the planted bug it
@@ -337,6 +342,7 @@ def test_late_controller_links_catch_a_master_that_acknowledges_alone(tmp_path: 
     assert "late (+-" in out  # the proxies held the chunks back
 
 
+@pytest.mark.slow  # the default run keeps one of its kind; scripts/test.sh -m slow runs it
 @pytest.mark.skipif(packet_filter_problem() is not None, reason=str(packet_filter_problem()))
 def test_a_stale_controller_leader_is_caught_by_a_client_partition(tmp_path: Path) -> None:
     # The RocketMQ #7017 shape (seed 55: 9.9 s): the old master, the controller leader and every client
