@@ -1,20 +1,12 @@
 """Broker liveness on this node and the elections it triggers (shell; docs/reference-behaviour.md §7).
 
 Liveness is soft state: every node records the heartbeats it receives (HTTP or session) in its own
-``HeartbeatTable``, never in the log. Elections the controller triggers itself (docs/reference-behaviour.md
-§7.3), only on the serving leader, with up to ``electMasterMaxRetryCount`` attempts of <= 3 s each:
-
-- heartbeat expiry scan (every node; first after 2 s, then every ``scanNotActiveBrokerInterval``):
-  expired entries are dropped (and their session closed); an expired current master -> election;
-- session close (``sessions``): entries whose latest heartbeat came on the session are dropped; a
-  current master among them -> election at once;
-- inactive-master scan (leader; every ``scanInactiveMasterInterval``, first after one interval): a
-  set whose master is not alive while another replica is -> election; a set that waits for a complete
-  replica (docs/architecture.md §3.2) -> election again (its wait may have timed out);
-- a heartbeat in a set that waits, of a new broker process (incarnation), of a replica back from
-  expiry, of one whose maxOffset now reaches the watermark or of one whose fresh report the set waits
-  for -> election at once (it may be complete);
-  of the current master after a lossy recovery -> election.
+``HeartbeatTable``, never in the log. What this node sees -- a heartbeat, a closed session, an expired
+entry (every node; first after 2 s, then every ``scanNotActiveBrokerInterval``), the inactive-master scan
+(leader; every ``scanInactiveMasterInterval``) -- is reduced to an event, and the election core's
+``TRANSITIONS`` table says whether to elect (``mqha.controller.election.needs_election``,
+docs/architecture.md §3.2). Only the serving leader elects, with up to ``electMasterMaxRetryCount``
+attempts of <= 3 s each (docs/reference-behaviour.md §7.3).
 
 Retries stop at the first definitive answer (SUCCESS, 2004 no candidate, 2011 master alive, 2010 set
 gone, 2007 not leader); only fenced, timed-out or failed attempts are retried, after 100 ms. (The
