@@ -387,4 +387,8 @@ class WritePath(NodePart):
     def _incarnations(self, name: str, members: frozenset[int] | set[int]) -> dict[int, str]:
         """The incarnations ``members`` heartbeat with now, as far as this node knows."""
         infos = {b: self.heartbeats.info(name, b) for b in members}
-        return {b: info.incarnation for b, info in infos.items() if info is not None and info.incarnation}
+        return {
+            b: info.incarnation
+            for b, info in infos.items()
+            if info is not None and info.incarnation is not None
+        }
