@@ -32,7 +32,7 @@ TIMELINE_RECORDS = (ElectMasterRecord, AlterSyncStateSetRecord, CleanBrokerDataR
 
 
 class WaitView(Protocol):
-    """A set's wait for a complete replica (``mqha.controller.election_waits.Waiting``)."""
+    """A set's wait for a complete replica (``mqha.controller.election.Waiting``)."""
 
     @property
     def since_ms(self) -> int: ...

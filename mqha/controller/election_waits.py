@@ -3,25 +3,15 @@
 
 An election that finds no alive replica holding every acknowledged message, while one that might is not
 alive, does not elect: the set *waits*, up to ``uncleanRecoveryTimeoutMills`` from the first attempt that
-had to wait. The first waiting attempt is remembered here; the next decision gets how long the set has
-waited. Like liveness, this is never in the log: a new leader starts the clock again (it can only wait
-longer, never elect a lossy replica sooner). Time enters as ``now_ms`` arguments.
+had to wait. The first waiting attempt is remembered here (``mqha.controller.election.after_election``
+decides it); the next decision gets how long the set has waited. Like liveness, this is never in the
+log: a new leader starts the clock again (it can only wait longer, never elect a lossy replica sooner).
+Time enters as ``now_ms`` arguments.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from mqha.controller.election import ElectionResult
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """One set's wait: since when, for whom, and the watermark it waits to see held."""
-
-    since_ms: int
-    waiting_for: tuple[int, ...]
-    watermark: int
+from mqha.controller.election import Waiting
 
 
 class ElectionWaits:
@@ -35,14 +25,12 @@ class ElectionWaits:
         wait = self._waits.get(broker_name)
         return None if wait is None else max(0, now_ms - wait.since_ms)
 
-    def update(self, broker_name: str, result: ElectionResult, now_ms: int) -> None:
-        """After a decision: a waiting result starts (or continues) the wait, anything else ends it."""
-        if not result.waiting:
+    def set(self, broker_name: str, wait: Waiting | None) -> None:
+        """The set's wait as ``after_election`` decided it (None: it does not wait)."""
+        if wait is None:
             self._waits.pop(broker_name, None)
-            return
-        known = self._waits.get(broker_name)
-        since = now_ms if known is None else known.since_ms
-        self._waits[broker_name] = Waiting(since, result.waiting_for, result.watermark)
+        else:
+            self._waits[broker_name] = wait
 
     def clear(self, broker_name: str) -> None:
         self._waits.pop(broker_name, None)

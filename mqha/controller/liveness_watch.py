@@ -1,20 +1,12 @@
 """Broker liveness on this node and the elections it triggers (shell; docs/reference-behaviour.md §7).
 
 Liveness is soft state: every node records the heartbeats it receives (HTTP or session) in its own
-``HeartbeatTable``, never in the log. Elections the controller triggers itself (docs/reference-behaviour.md
-§7.3), only on the serving leader, with up to ``electMasterMaxRetryCount`` attempts of <= 3 s each:
-
-- heartbeat expiry scan (every node; first after 2 s, then every ``scanNotActiveBrokerInterval``):
-  expired entries are dropped (and their session closed); an expired current master -> election;
-- session close (``sessions``): entries whose latest heartbeat came on the session are dropped; a
-  current master among them -> election at once;
-- inactive-master scan (leader; every ``scanInactiveMasterInterval``, first after one interval): a
-  set whose master is not alive while another replica is -> election; a set that waits for a complete
-  replica (docs/architecture.md §3.2) -> election again (its wait may have timed out);
-- a heartbeat in a set that waits, of a new broker process (incarnation), of a replica back from
-  expiry, of one whose maxOffset now reaches the watermark or of one whose fresh report the set waits
-  for -> election at once (it may be complete);
-  of the current master after a lossy recovery -> election.
+``HeartbeatTable``, never in the log. What this node sees -- a heartbeat, a closed session, an expired
+entry (every node; first after 2 s, then every ``scanNotActiveBrokerInterval``), the inactive-master scan
+(leader; every ``scanInactiveMasterInterval``) -- is reduced to an event, and the election core's
+``TRANSITIONS`` table says whether to elect (``mqha.controller.election.needs_election``,
+docs/architecture.md §3.2). Only the serving leader elects, with up to ``electMasterMaxRetryCount``
+attempts of <= 3 s each (docs/reference-behaviour.md §7.3).
 
 Retries stop at the first definitive answer (SUCCESS, 2004 no candidate, 2011 master alive, 2010 set
 gone, 2007 not leader); only fenced, timed-out or failed attempts are retried, after 100 ms. (The
@@ -32,9 +24,17 @@ from typing import Any
 from mqha.clock import wall_ms
 from mqha.codes import ResponseCode
 from mqha.controller.broker_claims import Claim, handle_claim
-from mqha.controller.liveness import BrokerLiveInfo, LiveKey, LivenessView
+from mqha.controller.election import (
+    Then,
+    gone_event,
+    heartbeat_event,
+    is_new_process,
+    needs_election,
+    scan_event,
+    set_state,
+)
+from mqha.controller.liveness import BrokerLiveInfo, LiveKey
 from mqha.controller.parts import NodePart, NodeParts
-from mqha.controller.state import ControllerState
 from mqha.controller.write_path import TRIGGER_CONTROLLER
 from mqha.history.schema import BROKER_STARTS
 from mqha.wire.controller_api import BrokerHeartbeatRequest, ElectMasterRequest, Reply
@@ -60,19 +60,6 @@ _FINAL_ELECT_CODES = frozenset(
 )
 
 ElectMaster = Callable[..., Awaitable[Reply]]  # WritePath.elect_master
-
-
-def groups_needing_election(state: ControllerState, liveness: LivenessView) -> list[str]:
-    """docs/reference-behaviour.md §3.4 (pure): sets whose master is not alive while at least one replica
-    is."""
-    names = []
-    for name, group in sorted(state.groups.items()):
-        master = group.master_broker_id
-        if master is None or liveness.is_alive(name, master):
-            continue
-        if any(liveness.is_alive(name, broker_id) for broker_id in group.replicas):
-            names.append(name)
-    return names
 
 
 class LivenessWatch(NodePart):
@@ -122,26 +109,15 @@ class LivenessWatch(NodePart):
                 "heartbeat refused: %s", refusal.remark
             )
             return refusal
-        was_alive = before is not None and before.is_alive(now)
         is_master = group is not None and group.master_broker_id == broker_id
         info = self.heartbeats.record(now, request, session, master_epoch, from_master=is_master)
-        if group is not None and is_master:
+        if is_master:
             self.heartbeats.note_master_confirm(name, master_epoch, info.confirm_offset)
-        new_process = info.incarnation is not None and (
-            before is None or before.incarnation != info.incarnation
-        )
-        if new_process:
+        if is_new_process(before, info):
             self._on_new_incarnation(info)
         wait = self.waits.get(name)
-        caught_up = (
-            wait is not None
-            and info.max_offset >= wait.watermark
-            and (before is None or before.max_offset < wait.watermark)
-        )
-        # A set waits for this replica's fresh report (inSyncReplicas, docs/architecture.md §3.2).
-        awaited = wait is not None and broker_id in wait.waiting_for and was_alive
-        if group is not None and (new_process or not was_alive or caught_up or awaited):
-            self._on_replica_back(name, broker_id, info, is_master=is_master)
+        event = heartbeat_event(before, info, now, is_master=is_master, wait=wait)
+        self._act(name, broker_id, needs_election(set_state(group, wait), event))
         return Reply(Code.SUCCESS, "Heart beat success")
 
     def _on_new_incarnation(self, info: BrokerLiveInfo) -> None:
@@ -176,17 +152,18 @@ class LivenessWatch(NodePart):
                 },
             )
 
-    def _on_replica_back(self, name: str, broker_id: int, info: BrokerLiveInfo, *, is_master: bool) -> None:
-        """A replica (re)appeared: a waiting set may now have a complete replica; a master that came back
-        lossy must not stay master (docs/architecture.md §3.2)."""
-        if self._stopping or not self.log.is_serving_leader():
-            return
-        if self.waits.get(name) is not None:
-            self.trigger_election(
-                name, f"broker {broker_id} is back while the set waits for a complete replica"
-            )
-        elif is_master and info.lossy:
-            self.trigger_election(name, f"master {broker_id} restarted after a lossy recovery")
+    def _act(self, name: str, broker_id: int | None, then: Then, why: str = "") -> None:
+        """Carry out what the election core's ``TRANSITIONS`` say follows (serving leader only)."""
+        if then is Then.FORGET_WAIT:
+            self.waits.clear(name)
+        elif then.elects:
+            if self._stopping or not self.log.is_serving_leader():
+                # Said once per lost master; heartbeats that would trigger one are routine.
+                (log.info if then is Then.ELECT_MASTER_INACTIVE else log.debug)(
+                    "%s: %s; not the serving leader, not electing", name, then.reason(broker_id, why)
+                )
+                return
+            self.trigger_election(name, then.reason(broker_id, why))
 
     def on_session_closed(self, session: int, moved: Mapping[LiveKey, int] | None = None) -> None:
         """``moved``: the entries another open session of the same process carries on (not gone)."""
@@ -203,14 +180,11 @@ class LivenessWatch(NodePart):
     def _on_broker_inactive(self, broker_name: str, broker_id: int, why: str) -> None:
         """docs/reference-behaviour.md §7.3: only the serving leader acts, and only for the current master."""
         group = self.applier.state.group(broker_name)
-        is_master = group is not None and group.master_broker_id == broker_id
-        if not is_master:
-            log.debug("broker %s/%d inactive (%s); not the master", broker_name, broker_id, why)
-            return
-        if not self.log.is_serving_leader():
-            log.info("master %s/%d inactive (%s); not the leader, not electing", broker_name, broker_id, why)
-            return
-        self.trigger_election(broker_name, f"master {broker_id} inactive: {why}")
+        event = gone_event(group, broker_id)
+        log.debug("broker %s/%d inactive (%s): %s", broker_name, broker_id, why, event.value)
+        self._act(
+            broker_name, broker_id, needs_election(set_state(group, self.waits.get(broker_name)), event), why
+        )
 
     def trigger_election(self, broker_name: str, reason: str) -> bool:
         """Start a controller-triggered election of ``broker_name`` unless one is running."""
@@ -276,14 +250,11 @@ class LivenessWatch(NodePart):
         if not self.log.is_serving_leader():
             return
         view = self.heartbeats.view(self.clock.now_ms())
-        for name in groups_needing_election(self.applier.state, view):
-            self.trigger_election(name, "inactive-master scan: master not alive")
         state = self.applier.state
-        for name in sorted(self.waits.waiting()):
-            if state.group(name) is None:
-                self.waits.clear(name)
-                continue
-            self.trigger_election(name, "the set waits for a replica holding every acknowledged message")
+        for name in sorted({*state.groups, *self.waits.waiting()}):
+            group = state.group(name)
+            then = needs_election(set_state(group, self.waits.get(name)), scan_event(group, view))
+            self._act(name, None, then)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

@@ -27,7 +27,15 @@ from dataclasses import replace
 
 from mqha.codes import ResponseCode
 from mqha.controller.broker_claims import Claim, handle_claim, handle_store_claim
-from mqha.controller.election import ElectionPolicy, ElectionResult
+from mqha.controller.election import (
+    ElectionPolicy,
+    ElectionResult,
+    Verdict,
+    asker,
+    attempt_verdict,
+    found,
+    restart_keeps_master,
+)
 from mqha.controller.liveness import LivenessView
 from mqha.controller.records import (
     AckedDataLost,
@@ -152,11 +160,8 @@ def handle_register_broker(
         return ControllerResult.read(refusal)
     master = group.master_broker_id
     master_alive = master is not None and liveness.is_alive(name, master)
-    if master == broker_id and (request.lossy_recovery or request.clean_shutdown is False):
-        # A master back from a crash never resumes on its own say-so; its election decides and gives
-        # it a new masterEpoch (docs/architecture.md §3.2): it may have lost acknowledged data, or a
-        # tail its slaves hold, where it would write other messages under the same epoch.
-        master_alive = False
+    if master == broker_id and not restart_keeps_master(request.lossy_recovery, request.clean_shutdown):
+        master_alive = False  # a master back from a crash: its election decides (docs/architecture.md §3.2)
     address_changed = replica.address != request.broker_address
     ha_changed = request.ha_address is not None and replica.ha_address != request.ha_address
     if not (address_changed or ha_changed):
@@ -236,48 +241,53 @@ def _decide_elect_master(
         result = policy.elect(group, liveness, prefer=prefer, waited_ms=waited_ms)
 
     old_master = group.master_broker_id
-    if result.broker_id is not None and result.broker_id == old_master and result.lost is None:
-        if requested == old_master and not request.designate_elect:  # the master asks: it restarted
-            # re-elected under a new masterEpoch (handle_register_broker)
-            return result, _write(state, _elect_record(group, old_master, result), Reply(SUCCESS))
-        return result, _reject(
+    verdict = attempt_verdict(
+        found(result, old_master, waited_ms),
+        asker(requested, request.designate_elect, old_master),
+        master_to_clear=not group.is_first_election and old_master is not None,
+    )
+    return result, _carry_out(state, group, verdict, result)
+
+
+def _carry_out(
+    state: ControllerState, group: BrokerGroupState, verdict: Verdict, result: ElectionResult
+) -> ControllerResult:
+    """The records and the answer of an election attempt's verdict (``mqha.controller.election.after``)."""
+    name, old_master = group.broker_name, group.master_broker_id
+    if verdict is Verdict.REELECT:  # the master asked for itself: it restarted (handle_register_broker)
+        return _write(state, _elect_record(group, old_master, result), Reply(SUCCESS))
+    if verdict is Verdict.STILL_MASTER:
+        return _reject(
             Code.CONTROLLER_MASTER_STILL_EXIST,
             f"The old master {old_master} is still alive, not need to elect new master for broker {name}",
             elect_payload(group, with_member_group=False),
         )
-    if result.broker_id is not None:
+    if verdict is Verdict.ELECT:
         remark = ""
         if result.lost is not None:
             remark = (
                 f"acknowledged data lost: offsets [{result.lost[0]}, {result.lost[1]}) of {name} are on no "
                 f"live replica; broker {result.broker_id} elected with its log ending at {result.lost[0]}"
             )
-        return result, _write(state, _elect_record(group, result.broker_id, result), Reply(SUCCESS, remark))
+        return _write(state, _elect_record(group, result.broker_id, result), Reply(SUCCESS, remark))
     wait = f"; {result.describe_wait()}" if result.waiting else ""
-    if requested is None and not group.is_first_election:
-        no_master = "Old master has down and failed to elect a new broker master" + wait
-        if group.master_broker_id is None or (result.waiting and waited_ms is None and not result.reports):
-            # Nothing to clear (the set already has no master), or the first attempt of a wait: the
-            # alive replicas' heartbeats may just be older than the master's last ack point, so the
-            # master is cleared only if the next attempt still waits (one election, one epoch). A set
-            # that acknowledges by count is cleared at once: the new masterEpoch is the fence its
-            # members report from behind (docs/architecture.md §3.2).
-            return result, _reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master, NO_MASTER_ELECT_PAYLOAD)
-        # Controller trigger without a candidate: the master is cleared and the failure reported.
-        draft = Reply(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master)
-        return result, _write(state, _elect_record(group, None, result), draft)
-    if requested is None:
-        # Deviation: a set that never had a master has none to clear. The reference still bumps
-        # masterEpoch to 1, after which no first election is possible and, with an empty
-        # SyncStateSet, no clean election either: the set would be stuck for good.
-        return result, _reject(
-            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-            "Old master has down and failed to elect a new broker master",
+    if verdict is Verdict.REFUSE:
+        return _reject(
+            Code.CONTROLLER_ELECT_MASTER_FAILED,
+            "Failed to elect a new master" + wait,
             NO_MASTER_ELECT_PAYLOAD,
         )
-    return result, _reject(
-        Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master" + wait, NO_MASTER_ELECT_PAYLOAD
-    )
+    # Deviation: a set that never had a master has none to clear. The reference still bumps masterEpoch
+    # to 1, after which no first election is possible and, with an empty SyncStateSet, no clean election
+    # either: the set would be stuck for good.
+    no_master = "Old master has down and failed to elect a new broker master"
+    if not group.is_first_election:
+        no_master += wait
+    if verdict is Verdict.HOLD:
+        return _reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master, NO_MASTER_ELECT_PAYLOAD)
+    # Controller trigger without a candidate: the master is cleared and the failure reported.
+    draft = Reply(Code.CONTROLLER_MASTER_NOT_AVAILABLE, no_master)
+    return _write(state, _elect_record(group, None, result), draft)
 
 
 def _elect_record(

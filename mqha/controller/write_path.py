@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from mqha.codes import ResponseCode
@@ -34,7 +34,14 @@ from mqha.controller.consumer_offsets import (
     handle_query_consumer_offset,
     handle_update_consumer_offset,
 )
-from mqha.controller.election import ElectionPolicy, ElectionResult
+from mqha.controller.election import (
+    AfterElection,
+    ElectionOutcome,
+    ElectionPolicy,
+    ElectionResult,
+    after_alter_sync_state_set,
+    after_election,
+)
 from mqha.controller.liveness import LivenessView
 from mqha.controller.metrics import ControllerMetrics
 from mqha.controller.operations import (
@@ -248,13 +255,21 @@ class WritePath(NodePart):
         reply = await self._write(
             request.broker_name, lambda state, live: handle_alter_sync_state_set(state, request, live)
         )
-        if reply.ok:
-            old = frozenset() if before is None else before.sync_state_set
-            self._note_members(request.broker_name, request.sync_state_set, old, request.member_incarnations)
-        if reply.ok and request.confirm_offset is not None:
-            # This master's confirm offset is an ack point (it sends one only then): its heartbeats'
-            # confirm offsets count in the election watermark (docs/architecture.md §3.2).
-            self.heartbeats.mark_acking_master(request.broker_name, request.master_epoch)
+        name, members = request.broker_name, request.sync_state_set
+        kept = frozenset() if before is None else before.sync_state_set
+        effects = after_alter_sync_state_set(
+            reply.code,
+            members,
+            kept,
+            known=self._joined(name, kept),
+            vouched=request.member_incarnations,
+            current=self._incarnations(name, members),
+            confirm_offset=request.confirm_offset,
+        )
+        if effects.note_members is not None:
+            self.heartbeats.note_members(name, effects.note_members)
+        if effects.acking_master:
+            self.heartbeats.mark_acking_master(name, request.master_epoch)
         return reply
 
     async def clean_broker_data(self, request: CleanBrokerDataRequest) -> Reply:
@@ -304,13 +319,7 @@ class WritePath(NodePart):
         reply = await self._write(name, decide, timeout)
         if reply.code != Code.CONTROLLER_NOT_LEADER:
             self.metrics.observe_election(trigger, reply.code.name, time.monotonic() - started)
-        if decided and reply.code != Code.CONTROLLER_NOT_LEADER:
-            self._after_decision(name, decided[-1], reply, now)
-            if decided[-1].reports:
-                self._push_fence(name, before)
         if reply.ok and isinstance(payload := reply.payload, ElectMasterPayload):
-            if payload.master_broker_id is not None:
-                self._note_members(name, frozenset({payload.master_broker_id}), frozenset())
             log.info(
                 "%s election of %s: master %s, masterEpoch %s, syncStateSet %s",
                 trigger,
@@ -319,52 +328,67 @@ class WritePath(NodePart):
                 payload.master_epoch,
                 sorted(payload.sync_state_set or ()),
             )
-            self._notify_role_change(name, payload)
+        if decided:
+            effects = after_election(self._outcome(name, decided[-1], reply, now, before))
+            self._carry_out(name, effects, decided[-1], reply)
         return reply
 
-    def _push_fence(self, name: str, before: BrokerGroupState | None) -> None:
-        """An election by count cleared the master: tell the members at once, so they stop following it
-        and report from behind the fence (docs/architecture.md §3.2)."""
-        group = self.applier.state.group(name)
-        if group is None or group.master_broker_id is not None:
-            return
-        if before is not None and group.master_epoch <= before.master_epoch:
-            return
-        self._notify_role_change(name, elect_payload(group, with_member_group=True))
+    def _outcome(
+        self, name: str, result: ElectionResult, reply: Reply, now_ms: int, before: BrokerGroupState | None
+    ) -> ElectionOutcome:
+        """What the election core needs to know of an answered attempt (plain values)."""
+        payload = reply.payload
+        new_master = (
+            payload.master_broker_id if isinstance(payload, ElectMasterPayload) and reply.ok else None
+        )
+        after = self.applier.state.group(name)
+        known = {} if new_master is None else self._incarnations(name, {new_master})
+        return ElectionOutcome(
+            result,
+            reply.code,
+            now_ms,
+            wait_before=self.waits.get(name),
+            new_master=new_master,
+            new_master_incarnation=None if new_master is None else known.get(new_master),
+            epoch_before=None if before is None else before.master_epoch,
+            master_after=None if after is None else after.master_broker_id,
+            epoch_after=None if after is None else after.master_epoch,
+        )
 
-    def _note_members(
-        self,
-        name: str,
-        members: frozenset[int],
-        kept: frozenset[int],
-        vouched: Mapping[int, str] | None = None,
-    ) -> None:
-        """Remember with which process (incarnation) each SyncStateSet member joined (docs/architecture.md
-        §3.2): an added member as the master vouched for it, else as it heartbeats now; a kept one as
-        before. Soft, this node only: a new leader knows none and judges members by their offsets."""
-        joined: dict[int, str | None] = {}
-        for broker_id in members:
-            known = self.heartbeats.member_incarnation(name, broker_id) if broker_id in kept else None
-            if known is None and vouched is not None:
-                known = vouched.get(broker_id)
-            if known is None:
-                info = self.heartbeats.info(name, broker_id)
-                known = None if info is None else info.incarnation
-            joined[broker_id] = known
-        self.heartbeats.note_members(name, joined)
-
-    def _after_decision(self, name: str, election: ElectionResult, reply: Reply, now_ms: int) -> None:
-        """The soft state of the election rule (docs/architecture.md §3.2): the wait, and a declared loss."""
-        was_waiting = self.waits.get(name) is not None
-        self.waits.update(name, election, now_ms)
-        if election.waiting and not was_waiting:
-            log.warning("election of %s waits: %s", name, election.describe_wait())
-        if election.lost is not None and reply.ok:
+    def _carry_out(self, name: str, effects: AfterElection, result: ElectionResult, reply: Reply) -> None:
+        """Carry out the soft effects of an election attempt (``mqha.controller.election.after_election``)."""
+        if effects.wait_changes:
+            self.waits.set(name, effects.wait)
+        if effects.wait_started:
+            log.warning("election of %s waits: %s", name, result.describe_wait())
+        if effects.declared_loss is not None:
             self.metrics.observe_acked_data_lost(name)
             log.error(
                 "ACKNOWLEDGED DATA LOST in %s: offsets [%d, %d) are on no live replica; broker %s elected",
                 name,
-                election.lost[0],
-                election.lost[1],
-                election.broker_id,
+                effects.declared_loss[0],
+                effects.declared_loss[1],
+                result.broker_id,
             )
+        group = self.applier.state.group(name)
+        if effects.push_fence and group is not None:
+            # The members stop following the cleared master and report from behind the fence.
+            self._notify_role_change(name, elect_payload(group, with_member_group=True))
+        if effects.note_members is not None:
+            self.heartbeats.note_members(name, effects.note_members)
+        if effects.push_role_change and isinstance(reply.payload, ElectMasterPayload):
+            self._notify_role_change(name, reply.payload)
+
+    def _joined(self, name: str, members: frozenset[int]) -> dict[int, str]:
+        """The incarnations with which ``members`` joined the SyncStateSet, as far as this node knows."""
+        found = {b: self.heartbeats.member_incarnation(name, b) for b in members}
+        return {b: incarnation for b, incarnation in found.items() if incarnation is not None}
+
+    def _incarnations(self, name: str, members: frozenset[int] | set[int]) -> dict[int, str]:
+        """The incarnations ``members`` heartbeat with now, as far as this node knows."""
+        infos = {b: self.heartbeats.info(name, b) for b in members}
+        return {
+            b: info.incarnation
+            for b, info in infos.items()
+            if info is not None and info.incarnation is not None
+        }

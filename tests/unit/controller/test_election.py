@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.controller.election import ElectionPolicy, ElectionResult, elect, rank_key
+from mqha.controller.election import ElectionInputs, ElectionPolicy, ElectionResult, elect, rank_key
 from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
 from mqha.controller.state import BrokerGroupState, ReplicaInfo
 
@@ -24,12 +24,15 @@ def run(
     all_replicas: set[int] | None = None,
 ) -> ElectionResult:
     return elect(
-        sss,
-        all_replicas,
-        old_master=old,
-        prefer=prefer,
-        is_alive=live.__contains__,
-        live_info=live.get,
+        ElectionInputs(
+            frozenset(sss),
+            replicas=frozenset(all_replicas or ()),
+            alive=frozenset(live),
+            reports={b: i for b, i in live.items() if i is not None},
+            old_master=old,
+            prefer=prefer,
+            unclean=all_replicas is not None,
+        )
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqha.controller.election import ElectionPolicy, ElectionResult, elect
+from mqha.controller.election import ElectionInputs, ElectionPolicy, ElectionResult, elect
 from mqha.controller.liveness import AckRule, BrokerLiveInfo, LivenessSnapshot
 from mqha.controller.state import BrokerGroupState, ReplicaInfo
 
@@ -44,19 +44,19 @@ def run(
     timeout_ms: int = 300_000,
 ) -> ElectionResult:
     return elect(
-        sss,
-        None,
-        old_master=old,
-        prefer=None,
-        is_alive=live.__contains__,
-        live_info=live.get,
-        watermark=watermark,
-        waited_ms=waited_ms,
-        wait_timeout_ms=timeout_ms,
-        joined_as=(joined or {}).get,
-        registered=sss,
-        acks_needed=needed,
-        fresh_since_ms=LOST_AT,
+        ElectionInputs(
+            sss,
+            replicas=sss,
+            alive=frozenset(live),
+            reports=live,
+            old_master=old,
+            watermark=watermark,
+            waited_ms=waited_ms,
+            wait_timeout_ms=timeout_ms,
+            joined_as=joined or {},
+            acks_needed=needed,
+            fresh_since_ms=LOST_AT,
+        )
     )
 
 
@@ -87,14 +87,14 @@ def test_stale_reports_make_the_set_wait_for_them_without_clearing_anything() ->
 def test_the_first_attempt_has_no_fresh_report_yet() -> None:
     live = {2: info(2, 480, reported_ms=LOST_AT), 3: info(3, 660, reported_ms=LOST_AT)}
     result = elect(
-        {1, 2, 3},
-        None,
-        old_master=1,
-        prefer=None,
-        is_alive=live.__contains__,
-        live_info=live.get,
-        acks_needed=2,
-        fresh_since_ms=LOST_AT + 1,  # the attempt's own time: nothing arrived since
+        ElectionInputs(
+            frozenset({1, 2, 3}),
+            alive=frozenset(live),
+            reports=live,
+            old_master=1,
+            acks_needed=2,
+            fresh_since_ms=LOST_AT + 1,  # the attempt's own time: nothing arrived since
+        )
     )
     assert result.waiting_for == (2, 3) and result.reports
 
@@ -183,15 +183,14 @@ def fenced(broker_id: int, offset: int, known: int) -> BrokerLiveInfo:
 def after_clearing(live: dict[int, BrokerLiveInfo]) -> ElectionResult:
     """An attempt once the master (epoch 8) was cleared at 9."""
     return elect(
-        {1, 2, 3},
-        None,
-        old_master=None,
-        prefer=None,
-        is_alive=live.__contains__,
-        live_info=live.get,
-        acks_needed=2,
-        fence_epoch=9,
-        waited_ms=10,
+        ElectionInputs(
+            frozenset({1, 2, 3}),
+            alive=frozenset(live),
+            reports=live,
+            acks_needed=2,
+            fence_epoch=9,
+            waited_ms=10,
+        )
     )
 
 

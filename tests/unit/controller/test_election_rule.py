@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from mqha.controller.election import (
     WAIT_FOREVER,
+    ElectionInputs,
     ElectionPolicy,
     ElectionResult,
     elect,
@@ -49,18 +50,20 @@ def run(
     registered: set[int] | None = None,
 ) -> ElectionResult:
     return elect(
-        sss,
-        all_replicas,
-        old_master=old,
-        prefer=prefer,
-        is_alive=live.__contains__,
-        live_info=live.get,
-        eligible=elr,
-        watermark=watermark,
-        waited_ms=waited_ms,
-        wait_timeout_ms=timeout_ms,
-        joined_as=(joined or {}).get,
-        registered=registered or (),
+        ElectionInputs(
+            frozenset(sss),
+            replicas=frozenset(registered or ()) | frozenset(all_replicas or ()),
+            alive=frozenset(live),
+            reports=live,
+            old_master=old,
+            prefer=prefer,
+            unclean=all_replicas is not None,
+            eligible=elr or {},
+            watermark=watermark,
+            waited_ms=waited_ms,
+            wait_timeout_ms=timeout_ms,
+            joined_as=joined or {},
+        )
     )
 
 

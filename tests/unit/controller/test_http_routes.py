@@ -9,9 +9,9 @@ import pytest
 from mqha.controller import openapi
 from mqha.controller.config import CONTROLLER_CONFIG
 from mqha.controller.config_store import check_config
+from mqha.controller.election import Event, scan_event
 from mqha.controller.http_api import ROUTES
 from mqha.controller.liveness import BrokerLiveInfo, LivenessSnapshot
-from mqha.controller.liveness_watch import groups_needing_election
 from mqha.controller.state import BrokerGroupState, ControllerState, ReplicaInfo
 from mqha.controller.status_views import peers_text
 from mqha.controller.write_path import elect_trigger
@@ -67,7 +67,12 @@ def test_inactive_master_scan_spec_3_4() -> None:
         }
     )
     liveness = _alive(("dead-master", 2), ("alive-master", 1), ("no-master", 2))
-    assert groups_needing_election(state, liveness) == ["dead-master"]
+    lost = [
+        name
+        for name, group in sorted(state.groups.items())
+        if scan_event(group, liveness) is Event.SCAN_MASTER_LOST
+    ]
+    assert lost == ["dead-master"]
 
 
 def _config(**overrides: str) -> dict[str, object]:

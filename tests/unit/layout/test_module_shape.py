@@ -35,7 +35,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "mqha/chaos/verdict.py:_client_lines": "the client report's lines in print order",
     "mqha/cli.py:main": "the argument table of the mqha command",
     "mqha/cluster/commands.py:add_subcommands": "the argument table of mqha cluster",
-    "mqha/controller/election.py:elect": "the election rule (issue 48 makes it one core with a table)",
     "mqha/controller/openapi.py:_operations": "the OpenAPI catalogue, one entry per route",
 }
 
