@@ -329,6 +329,12 @@ async def healthz(request: web.Request) -> web.Response:
     return respond(request, Reply(code, problem, {"healthy": not problem, "damage": damage}))
 
 
+async def livez(request: web.Request) -> web.Response:
+    """200 while the process answers, whatever its state: Kubernetes' liveness probe (``/healthz``,
+    503 for a damaged member, is readiness: a restart would not mend the damage)."""
+    return respond(request, Reply(Code.SUCCESS, "", {"alive": True}))
+
+
 async def metrics(request: web.Request) -> web.Response:
     request[_CODE] = Code.SUCCESS.name
     return metrics_response(_service(request).metrics.render())
@@ -432,6 +438,7 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v1/sync-state-data", "getSyncStateData", get_sync_state_data),
     ("GET", "/metrics", "metrics", metrics),
     ("GET", "/healthz", "healthz", healthz),
+    ("GET", "/livez", "livez", livez),
     ("GET", "/openapi.json", "openapi", openapi_json),
     ("GET", "/", "consoleIndex", console_index),
     ("GET", "/console/{asset}", "consoleAsset", console_asset),
@@ -471,7 +478,7 @@ async def _envelope(request: web.Request, handler: Handler) -> web.StreamRespons
     return response
 
 
-_WHILE_STARTING = frozenset({"getControllerStorage", "healthz"})
+_WHILE_STARTING = frozenset({"getControllerStorage", "healthz", "livez"})
 """Routes a node answers before its Raft member runs (peers ask a pending node about its store)."""
 
 
