@@ -77,6 +77,25 @@ class Gate:
             await self.refuse(context, refused)
         return connection
 
+    async def admit(self, context: grpc.aio.ServicerContext) -> tuple[str, bytes]:
+        """A unary request's call counted, its request read and counted as held: the connection and
+        the request; or the call ended. :meth:`done` must follow."""
+        connection = await self.open(context)
+        try:
+            raw = await self.receive(connection, context)
+            refused = self.in_flight.admit(connection, len(raw))
+            if refused is not None:
+                await self.refuse(context, refused)
+        except BaseException:
+            self.calls.close(connection)
+            raise
+        return connection, raw
+
+    def done(self, connection: str, raw: bytes) -> None:
+        """The call :meth:`admit` let in was answered (or failed)."""
+        self.in_flight.release(connection, len(raw))
+        self.calls.close(connection)
+
     async def receive(self, connection: str, context: grpc.aio.ServicerContext) -> bytes:
         """The call's one request, read once it is counted as arriving; or the call ended."""
         call = next(self._ids)
@@ -132,37 +151,23 @@ class Gate:
 
 def _unary_unary(request_type: Any, method: Callable[..., Awaitable[Any]], gate: Gate) -> Any:
     async def handle(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        connection = await gate.open(context)
+        connection, raw = await gate.admit(context)
         try:
-            raw = await gate.receive(connection, context)
-            refused = gate.in_flight.admit(connection, len(raw))
-            if refused is not None:
-                await gate.refuse(context, refused)
-            try:
-                return await method(await decode(request_type, raw, context), context)
-            finally:
-                gate.in_flight.release(connection, len(raw))
+            return await method(await decode(request_type, raw, context), context)
         finally:
-            gate.calls.close(connection)
+            gate.done(connection, raw)
 
     return handle
 
 
 def _unary_stream(request_type: Any, method: Callable[..., AsyncIterator[Any]], gate: Gate) -> Any:
     async def handle(requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        connection = await gate.open(context)
+        connection, raw = await gate.admit(context)
         try:
-            raw = await gate.receive(connection, context)
-            refused = gate.in_flight.admit(connection, len(raw))
-            if refused is not None:
-                await gate.refuse(context, refused)
-            try:
-                async for response in method(await decode(request_type, raw, context), context):
-                    yield response
-            finally:
-                gate.in_flight.release(connection, len(raw))
+            async for response in method(await decode(request_type, raw, context), context):
+                yield response
         finally:
-            gate.calls.close(connection)
+            gate.done(connection, raw)
 
     return handle
 
