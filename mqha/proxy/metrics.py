@@ -59,7 +59,7 @@ class ProxyMetrics:
         )
         self.limit_refusals = Counter(
             "mqha_proxy_limit_refusals",
-            "requests refused RESOURCE_EXHAUSTED by the in-flight budget named by limit",
+            "calls refused RESOURCE_EXHAUSTED by the limit named (connections, streams, bytes)",
             ["limit"],
             registry=self.registry,
         )
