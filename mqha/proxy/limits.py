@@ -151,9 +151,10 @@ class OpenCalls:
 
 @dataclass(frozen=True)
 class Expected:
-    """What :meth:`Arrivals.expect` decided: ``refused`` (None: counted), the calls it evicted to make
-    room with the budget each made room in (their callers refuse them), and, when refused but room
-    will come, how long to wait."""
+    """What :meth:`Arrivals.expect` decided.
+
+    ``refused`` (None: counted), the calls it evicted to make room with the budget each made room in
+    (their callers refuse them), and, when refused but room will come, how long to wait."""
 
     refused: Refused | None
     evicted: list[tuple[int, str]]
