@@ -4,7 +4,8 @@ Routes: POST/GET ``/v1/messages``, GET ``/v1/messages/stream`` (the put stream, 
 §4.6, ``mqha.broker.put_stream``), GET ``/v1/queues/messages`` and ``/v1/queues`` (docs/architecture.md
 §4.4), GET
 ``/v1/epochs`` (docs/reference-behaviour.md §9.8), GET ``/v1/ha/status`` (§10.7), GET ``/v1/status``,
-GET ``/metrics``, GET ``/healthz``, GET and PUT ``/v1/config`` (``mqha.broker.config_store``), POST
+GET ``/metrics``, GET ``/healthz`` (readiness), GET ``/livez`` (liveness), GET and PUT ``/v1/config``
+(``mqha.broker.config_store``), POST
 ``/v1/history/final-log`` and GET ``/v1/history/rows`` (docs/architecture.md §5); the status documents
 are assembled by ``mqha.broker.status_views``. Request bodies go through
 ``mqha.broker.protocol`` (validation on ``mqha.wire.broker_api``'s structs, reply shapes); the put/read
@@ -149,6 +150,7 @@ class BrokerHttpServer:
         app.router.add_get("/v1/status", self.get_status)
         app.router.add_get("/metrics", self.get_metrics)
         app.router.add_get("/healthz", self.get_healthz)
+        app.router.add_get("/livez", self.get_livez)
         app.router.add_post("/v1/history/final-log", self.post_final_log)
         app.router.add_get("/v1/config", self.get_config)
         app.router.add_put("/v1/config", self.put_config)
@@ -413,6 +415,11 @@ class BrokerHttpServer:
             return _refused(denial, BEARER_CHALLENGE)
         body = await serve_page(self.config["storePathRootDir"], request.query, illegal)
         return web.Response(body=body, content_type=NDJSON)
+
+    async def get_livez(self, request: web.Request) -> web.Response:
+        """200 while the process answers, damaged or not: Kubernetes' liveness (``/healthz`` is
+        readiness; a restart would not mend a damaged record)."""
+        return _json(200, envelope(BrokerCode.SUCCESS, "", status="alive", role=self.role.role.value))
 
     async def get_healthz(self, request: web.Request) -> web.Response:
         damage = self.integrity.damage() if self.integrity is not None else None

@@ -197,6 +197,12 @@ async def healthz(request: web.Request) -> web.Response:
     return respond(request, Reply(code, problem, {"healthy": not problem, "damage": damage}))
 
 
+async def livez(request: web.Request) -> web.Response:
+    """200 while the process answers, whatever its state: Kubernetes' liveness probe (``/healthz``,
+    503 for a damaged member, is readiness: a restart would not mend the damage)."""
+    return respond(request, Reply(Code.SUCCESS, "", {"alive": True}))
+
+
 async def metrics(request: web.Request) -> web.Response:
     request[CODE_KEY] = Code.SUCCESS.name
     return metrics_response(service_of(request).metrics.render())
@@ -300,6 +306,7 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v1/sync-state-data", "getSyncStateData", get_sync_state_data),
     ("GET", "/metrics", "metrics", metrics),
     ("GET", "/healthz", "healthz", healthz),
+    ("GET", "/livez", "livez", livez),
     ("GET", "/openapi.json", "openapi", openapi_json),
     ("GET", "/", "consoleIndex", console_index),
     ("GET", "/console/{asset}", "consoleAsset", console_asset),
@@ -339,7 +346,7 @@ async def _envelope(request: web.Request, handler: Handler) -> web.StreamRespons
     return response
 
 
-_WHILE_STARTING = frozenset({"getControllerStorage", "healthz"})
+_WHILE_STARTING = frozenset({"getControllerStorage", "healthz", "livez"})
 """Routes a node answers before its Raft member runs (peers ask a pending node about its store)."""
 
 

@@ -448,10 +448,19 @@ def _operations() -> list[tuple[str, str, str, dict[str, Any]]]:
             "healthz",
             {
                 "summary": (
-                    "Liveness: 200 while the process and its Raft thread run and its Raft state is not "
+                    "Readiness: 200 while the process and its Raft thread run and its Raft state is not "
                     "damaged, else 503 (remark and `damage` say why)"
                 ),
                 "responses": _responses(("200", "503")),
+            },
+        ),
+        (
+            "GET",
+            "/livez",
+            "livez",
+            {
+                "summary": "Liveness for Kubernetes: 200 while the process answers, damaged or not",
+                "responses": _responses(("200",)),
             },
         ),
         (

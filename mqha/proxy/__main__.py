@@ -40,7 +40,6 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
     from mqha.proxy.brokers import BrokerGroups
     from mqha.proxy.client_auth import GuardedService, client_access
     from mqha.proxy.handlers import add_servicer
-    from mqha.proxy.limits import InFlightBytes
     from mqha.proxy.metrics import MetricsInterceptor, ProxyMetrics, exporter_app
     from mqha.proxy.service import MessagingService
 
@@ -67,11 +66,11 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
             )
         if acl_source is not None:  # users and policies from the controllers (§12.11)
             await acl_source.start()
-        in_flight = InFlightBytes(config["grpcMaxInflightBytesPerConnection"], config["grpcMaxInflightBytes"])
+        gate = _gate(config, options, metrics.limit_refused if metrics else None)
         if metrics is not None:
-            metrics.watch_in_flight(lambda: in_flight.total)
+            metrics.watch_in_flight(lambda: gate.in_flight.total)
         guarded = service if access is None else GuardedService(service, access)
-        add_servicer(guarded, server, in_flight, metrics.limit_refused if metrics else None)
+        add_servicer(guarded, server, gate)
         _listen(server, address, config)
         await server.start()
         # What exists now (modules, protobuf descriptors, gRPC, the groups' clients) lives as long as
@@ -94,19 +93,30 @@ async def serve(config: Mapping[str, Any], stop: asyncio.Event | None = None) ->
 def _server_options(config: Mapping[str, Any]) -> list[tuple[str, int]]:
     """The gRPC server's options: its limits (``mqha.proxy.limits``, connections fitted to the
     open-files limit) and flow control."""
-    from mqha.proxy.limits import grpc_options
+    from mqha.proxy.limits import HARD_CAP_FACTOR, grpc_options
 
-    connections = _fit_open_files(config["grpcMaxConnections"])
+    connections = _fit_open_files(HARD_CAP_FACTOR * config["grpcMaxConnections"]) // HARD_CAP_FACTOR
     return [
         ("grpc.so_reuseport", 0),
         # No BDP probing: it answers a client's stream of small requests with PINGs the client must
         # acknowledge, an extra write and wake-up on both sides (official Python client, 16 senders:
-        # ~0.03 ms of CPU per send on each side). The receive window it would have grown is set
-        # once instead, to one largest request.
+        # ~0.03 ms of CPU per send on each side). A read mqproxy asks for opens its stream's window
+        # to the whole request anyway (mqha.proxy.limits).
         ("grpc.http2.bdp_probe", 0),
-        ("grpc.http2.lookahead_bytes", config["grpcMaxInboundMessageSize"]),
-        *grpc_options({**config, "grpcMaxConnections": connections}),
+        *grpc_options({**config, "grpcMaxConnections": max(1, connections)}),
     ]
+
+
+def _gate(config: Mapping[str, Any], options: list[tuple[str, int]], on_refused: Any) -> Any:
+    """The limits' cores behind one :class:`~mqha.proxy.handlers.Gate` (connections as fitted)."""
+    from mqha.proxy.handlers import Gate
+    from mqha.proxy.limits import HARD_CAP_FACTOR, Arrivals, InFlightBytes, OpenCalls
+
+    connections = dict(options)["grpc.max_allowed_incoming_connections"] // HARD_CAP_FACTOR
+    calls = OpenCalls(connections, config["grpcMaxConcurrentCallsPerConnection"])
+    per_connection, per_process = config["grpcMaxInflightBytesPerConnection"], config["grpcMaxInflightBytes"]
+    arrivals = Arrivals(InFlightBytes(per_connection, per_process), config["grpcMaxInboundMessageSize"])
+    return Gate(calls, arrivals, InFlightBytes(per_connection, per_process), on_refused)
 
 
 def _listen(server: Any, address: str, config: Mapping[str, Any]) -> None:

@@ -92,8 +92,8 @@ PROXY_CONFIG = ConfigSpec(
             "grpcMaxConcurrentCallsPerConnection",
             int,
             256,
-            "calls one connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS): a client's "
-            "further calls wait for one to end",
+            "calls one connection may have open at once; one more is RESOURCE_EXHAUSTED at once "
+            "(HTTP/2 MAX_CONCURRENT_STREAMS is twice this)",
             rule=between(1, INT32_MAX),
             deviation="RocketMQ's default is unlimited; 256 bounds what one connection holds "
             "(the official clients use a few streams each)",
@@ -102,8 +102,9 @@ PROXY_CONFIG = ConfigSpec(
             "grpcMaxConnections",
             int,
             10_000,
-            "client connections at once; one more is closed when accepted (the process raises its "
-            "open-files limit to fit; under a lower hard limit it serves as many as fit)",
+            "client connections with calls open at once; one more's call is RESOURCE_EXHAUSTED "
+            "(gRPC closes connections past twice this; the process raises its open-files limit to "
+            "fit; under a lower hard limit it serves as many as fit)",
             rule=between(1, 1_000_000),
             rocketmq=False,
         ),
@@ -111,7 +112,8 @@ PROXY_CONFIG = ConfigSpec(
             "grpcMaxInflightBytesPerConnection",
             int,
             64 * _MIB,
-            "bytes of one connection's requests held until answered; past it a request is "
+            "bytes of one connection's requests held until answered, and apart those still "
+            "arriving (each counted at grpcMaxInboundMessageSize); past it a request is "
             "RESOURCE_EXHAUSTED (at least grpcMaxInboundMessageSize)",
             rule=POSITIVE_INT,
             unit="bytes",
@@ -121,8 +123,9 @@ PROXY_CONFIG = ConfigSpec(
             "grpcMaxInflightBytes",
             int,
             256 * _MIB,
-            "bytes of all connections' requests held until answered; past it a request is "
-            "RESOURCE_EXHAUSTED (at least grpcMaxInflightBytesPerConnection)",
+            "bytes of all connections' requests held until answered, and apart those still "
+            "arriving; past it a request is RESOURCE_EXHAUSTED (at least "
+            "grpcMaxInflightBytesPerConnection)",
             rule=POSITIVE_INT,
             unit="bytes",
             rocketmq=False,

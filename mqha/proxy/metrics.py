@@ -24,6 +24,7 @@ from mqha.proxy.v2 import definition as d
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds; a ReceiveMessage long poll may last ``long_polling_timeout`` (20 s)."""
 _SEND = "SendMessage"
+_TELEMETRY = "Telemetry"
 
 
 class ProxyMetrics:
@@ -58,7 +59,7 @@ class ProxyMetrics:
         )
         self.limit_refusals = Counter(
             "mqha_proxy_limit_refusals",
-            "requests refused RESOURCE_EXHAUSTED by the in-flight budget named by limit",
+            "calls refused RESOURCE_EXHAUSTED by the limit named (connections, streams, bytes)",
             ["limit"],
             registry=self.registry,
         )
@@ -90,7 +91,7 @@ class ProxyMetrics:
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps each unary and server-streaming handler to feed :class:`ProxyMetrics`."""
+    """Wraps each handler but Telemetry's to feed :class:`ProxyMetrics`."""
 
     def __init__(self, metrics: ProxyMetrics) -> None:
         self._metrics = metrics
@@ -101,17 +102,19 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.request_streaming:
-            return handler  # unknown methods, and Telemetry (a session, not a call to time)
         method = handler_call_details.method.rsplit("/", 1)[-1]
+        if handler is None or method == _TELEMETRY:
+            return handler  # unknown methods, and Telemetry (a session, not a call to time)
+        # mqha.proxy.handlers registers every method as request-streaming (its limits read the one
+        # request themselves); the response side tells a unary answer from a server stream.
         if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream),
+            return grpc.stream_stream_rpc_method_handler(
+                self._streaming(method, handler.stream_stream),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return grpc.unary_unary_rpc_method_handler(
-            self._unary(method, handler.unary_unary),
+        return grpc.stream_unary_rpc_method_handler(
+            self._unary(method, handler.stream_unary),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )

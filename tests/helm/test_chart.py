@@ -407,8 +407,7 @@ def test_controller_statefulset(variant: str) -> None:
     c = container(sts)
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"http": values["port"], "raft": values["port"] + values["raftPortOffset"]}
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert_probe_paths(c)
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
@@ -451,8 +450,7 @@ def test_broker_group_statefulsets(variant: str) -> None:
             "http": b["listenPort"],
             "ha": b["haListenPort"],
         }
-        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+        assert_probe_paths(c)
         assert c["resources"] == group.get("resources", b["resources"])
         persistence = {**b["persistence"], **group.get("persistence", {})}
         if persistence["enabled"]:
@@ -985,3 +983,14 @@ def test_run_sh_waits_for_a_resolvable_host(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "rt" / "controller.conf").read_text().endswith("controllerDLegerSelfId=n12\n")
+
+
+def assert_probe_paths(c: dict[str, Any]) -> None:
+    """Startup and liveness ask /livez (the process answers); readiness /healthz, which is 503 for a
+    damaged node: as liveness, Kubernetes would restart it in a loop and mend nothing."""
+    for probe, path in (
+        ("startupProbe", "/livez"),
+        ("livenessProbe", "/livez"),
+        ("readinessProbe", "/healthz"),
+    ):
+        assert c[probe]["httpGet"] == {"path": path, "port": "http"}, probe

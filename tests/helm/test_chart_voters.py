@@ -38,7 +38,8 @@ def cluster() -> Iterator[_Cluster]:
 
 
 def jobs(objects: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in objects.items() if k.startswith("Job/")}
+    """The voter Jobs among ``objects``."""
+    return {k: v for k, v in objects.items() if k.startswith("Job/") and k.endswith("-voters")}
 
 
 def peer(ordinal: int) -> str:
@@ -156,19 +157,28 @@ sys.exit(code)
 
 def run_job(job: dict[str, Any], tmp: Path, voters: list[str], fail: dict[str, int]) -> dict[str, Any]:
     """Runs the Job's container command with a stand-in mqadmin; returns the final state."""
+    return run_with_fake_mqadmin(job, tmp, FAKE_MQADMIN, {"voters": voters, "calls": [], "fail": fail}, {})
+
+
+def run_with_fake_mqadmin(
+    job: dict[str, Any], tmp: Path, fake_source: str, state: dict[str, Any], env: dict[str, str]
+) -> dict[str, Any]:
+    """Runs ``job``'s container command (its plain env values, then ``env``) with ``fake_source`` as
+    mqadmin, which keeps ``state`` in a state.json beside it; the final state."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir(parents=True)
     fake = bin_dir / "mqadmin"
-    fake.write_text(f"#!{sys.executable}\n{FAKE_MQADMIN}")
+    fake.write_text(f"#!{sys.executable}\n{fake_source}")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    (bin_dir / "state.json").write_text(json.dumps({"voters": voters, "calls": [], "fail": fail}))
+    (bin_dir / "state.json").write_text(json.dumps(state))
     (c,) = job["spec"]["template"]["spec"]["containers"]
-    env = {k: v for k, v in env_of(job).items() if isinstance(v, str)}
-    env |= {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MQHA_RETRY_PAUSE": "0"}
-    done = subprocess.run(c["command"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    full = {k: v for k, v in env_of(job).items() if isinstance(v, str)} | env
+    full |= {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MQHA_RETRY_PAUSE": "0"}
+    command = [sys.executable if c["command"][0] == "python3" else c["command"][0], *c["command"][1:]]
+    done = subprocess.run(command, env=full, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    state: dict[str, Any] = json.loads((bin_dir / "state.json").read_text())
-    return state
+    final: dict[str, Any] = json.loads((bin_dir / "state.json").read_text())
+    return final
 
 
 def changes(state: dict[str, Any]) -> list[tuple[str, str]]:

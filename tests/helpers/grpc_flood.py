@@ -1,11 +1,13 @@
 """A hostile client for mqproxy's flood test, run as its own process (docs/architecture.md §13, Limits).
 
-usage: ``python -m tests.helpers.grpc_flood HOST:PORT IDLE SLOW OVERSIZED_PER_S``
+usage: ``python -m tests.helpers.grpc_flood HOST:PORT IDLE SLOW OVERSIZED_PER_S [STALLED]``
 
 * ``IDLE`` idle connections: half bare TCP that never says a word, half that send HTTP/2's preface
   and SETTINGS (and answer the server's SETTINGS and PINGs) and then open no stream;
 * ``SLOW`` slow streams, 50 per connection: each a SendMessage whose gRPC frame announces a 4 MiB
   message, of which 1 KiB comes at once and 1 KiB a second after (within HTTP/2 flow control);
+* ``STALLED`` stalled streams, 50 per connection: each a SendMessage announcing 4 MiB that sends all
+  but its last KiB as fast as HTTP/2 flow control lets it, then stops;
 * ``OVERSIZED_PER_S`` requests a second of 6 MiB each (above ``grpcMaxInboundMessageSize``), over
   gRPC, each expected to end RESOURCE_EXHAUSTED.
 
@@ -37,7 +39,9 @@ counts: dict[str, Any] = {
     "idle_refused": 0,
     "idle_closed": 0,
     "slow_streams": 0,
+    "stalled_streams": 0,
     "slow_reset": 0,
+    "stalled_sent_mib": 0.0,
     "slow_goaway": 0,
     "oversized_exhausted": 0,
     "oversized_other": [],
@@ -58,7 +62,11 @@ class RawConnection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.window = 65535  # the connection's send window (stream windows are far from used)
+        self.window = 65535  # the connection's send window
+        self.initial = 65535  # each stream's initial send window (the server's SETTINGS)
+        self.streams: dict[int, int] = {}  # stream -> its send window beyond the initial one
+        self.reset: set[int] = set()
+        self.moved = asyncio.Event()  # set when a window grows
         self.closed = asyncio.Event()
 
     async def serve(self) -> None:
@@ -69,13 +77,22 @@ class RawConnection:
                 payload = await self.reader.readexactly(length)
                 stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
                 if kind == SETTINGS and not flags & ACK:
+                    for at in range(0, len(payload), 6):
+                        if int.from_bytes(payload[at : at + 2], "big") == 4:  # INITIAL_WINDOW_SIZE
+                            self.initial = int.from_bytes(payload[at + 2 : at + 6], "big")
                     self.writer.write(frame(SETTINGS, ACK, 0))
                 elif kind == PING and not flags & ACK:
                     self.writer.write(frame(PING, ACK, 0, payload))
                 elif kind == WINDOW_UPDATE and stream == 0:
                     self.window += int.from_bytes(payload, "big") & 0x7FFFFFFF
+                    self.moved.set()
+                elif kind == WINDOW_UPDATE:
+                    grown = int.from_bytes(payload, "big") & 0x7FFFFFFF
+                    self.streams[stream] = self.streams.get(stream, 0) + grown
+                    self.moved.set()
                 elif kind == RST_STREAM:
                     counts["slow_reset"] += 1
+                    self.reset.add(stream)
                 elif kind == GOAWAY:
                     counts["slow_goaway"] += 1
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -84,9 +101,11 @@ class RawConnection:
             self.closed.set()
 
     def send_data(self, stream: int, payload: bytes) -> bool:
-        if self.window < len(payload) or self.closed.is_set():
+        own = self.initial + self.streams.get(stream, 0)
+        if self.window < len(payload) or own < len(payload) or self.closed.is_set():
             return False
         self.window -= len(payload)
+        self.streams[stream] = self.streams.get(stream, 0) - len(payload)
         self.writer.write(frame(DATA, 0, stream, payload))
         return True
 
@@ -110,11 +129,9 @@ async def idle(host: str, port: int, speaks_http2: bool, held: list[Any]) -> Non
         counts["idle_refused"] += 1
 
 
-async def slow_streams(host: str, port: int, streams: int) -> None:
-    """``streams`` unfinished SendMessage calls on one connection, fed 1 KiB a second each."""
-    connection = await open_raw(host, port)
+def send_headers(host: str, port: int) -> bytes:
     authority = f"{host}:{port}".encode()
-    block = (
+    return (
         literal(b":method", b"POST")
         + literal(b":scheme", b"http")
         + literal(b":path", SEND)
@@ -122,6 +139,12 @@ async def slow_streams(host: str, port: int, streams: int) -> None:
         + literal(b"content-type", b"application/grpc")
         + literal(b"te", b"trailers")
     )
+
+
+async def slow_streams(host: str, port: int, streams: int) -> None:
+    """``streams`` unfinished SendMessage calls on one connection, fed 1 KiB a second each."""
+    connection = await open_raw(host, port)
+    block = send_headers(host, port)
     ids = [1 + 2 * i for i in range(streams)]
     for stream in ids:
         connection.writer.write(frame(HEADERS, END_HEADERS, stream, block))
@@ -133,6 +156,33 @@ async def slow_streams(host: str, port: int, streams: int) -> None:
         for stream in ids:
             connection.send_data(stream, CHUNK)
         await connection.writer.drain()
+
+
+async def stalled_streams(host: str, port: int, streams: int) -> None:
+    """``streams`` SendMessage calls on one connection, each sending all but the last KiB of a 4 MiB
+    request as fast as flow control allows, then nothing more."""
+    connection = await open_raw(host, port)
+    await asyncio.sleep(0.2)  # the server's SETTINGS (its initial window) first
+    block = send_headers(host, port)
+    ids = [1 + 2 * i for i in range(streams)]
+    left = dict.fromkeys(ids, ANNOUNCED - len(CHUNK))
+    for stream in ids:
+        connection.writer.write(frame(HEADERS, END_HEADERS, stream, block))
+        connection.send_data(stream, b"\x00" + ANNOUNCED.to_bytes(4, "big"))
+        counts["stalled_streams"] += 1
+    piece = 16 * 1024
+    while not connection.closed.is_set():
+        connection.moved.clear()
+        for stream in ids:
+            while left[stream] > 0 and stream not in connection.reset:
+                size = min(piece, left[stream])
+                if not connection.send_data(stream, b"\x0a" * size):
+                    break
+                left[stream] -= size
+                counts["stalled_sent_mib"] += size / 2**20
+        await connection.writer.drain()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(connection.moved.wait(), 1.0)
 
 
 async def oversized(target: str, per_second: float) -> None:
@@ -153,7 +203,9 @@ async def oversized(target: str, per_second: float) -> None:
             await asyncio.sleep(1.0 / per_second)
 
 
-async def main(target: str, idle_count: int, slow_count: int, oversized_per_s: float) -> None:
+async def main(
+    target: str, idle_count: int, slow_count: int, oversized_per_s: float, stalled: int = 0
+) -> None:
     host, port_text = target.rsplit(":", 1)
     port = int(port_text)
     held: list[Any] = []
@@ -167,7 +219,13 @@ async def main(target: str, idle_count: int, slow_count: int, oversized_per_s: f
         asyncio.create_task(slow_streams(host, port, min(STREAMS_PER_CONNECTION, slow_count - first)))
         for first in range(0, slow_count, STREAMS_PER_CONNECTION)
     ]
-    while counts["slow_streams"] < slow_count and time.monotonic() - started < 60:
+    tasks += [
+        asyncio.create_task(stalled_streams(host, port, min(STREAMS_PER_CONNECTION, stalled - first)))
+        for first in range(0, stalled, STREAMS_PER_CONNECTION)
+    ]
+    while (counts["slow_streams"] < slow_count or counts["stalled_streams"] < stalled) and (
+        time.monotonic() - started < 60
+    ):
         await asyncio.sleep(0.05)
     if oversized_per_s > 0:
         tasks.append(asyncio.create_task(oversized(target, oversized_per_s)))
@@ -186,4 +244,5 @@ if __name__ == "__main__":
     wanted = int(sys.argv[2]) + 1024
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])))
+    stalled = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), stalled))

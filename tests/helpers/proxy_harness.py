@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,15 @@ from tests.helpers.rocketmq_client import SCRIPTS
 
 GROUP = "broker-a"
 QUEUES = 4
+
+
+def secure_cluster(run_dir: Path, controllers: int) -> Iterator[LocalCluster]:
+    """A module fixture's body: a cluster with authentication on (one group of one broker), ready;
+    checks every process stopped at the end."""
+    with LocalCluster(run_dir, controllers=controllers, groups=1, replicas=1, secure=True) as local:
+        local.wait_ready(90)
+        yield local
+    assert local.running_pids() == []
 
 
 def start_proxy(

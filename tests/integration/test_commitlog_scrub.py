@@ -208,6 +208,7 @@ def test_a_record_damaged_everywhere_is_served_around_and_repaired_from_a_good_c
         )
     code, health = request("GET", master.url + "/healthz")
     assert code == 503 and health["status"] == "degraded" and str(bad["offset"]) in health["remark"], health
+    assert request("GET", master.url + "/livez")[0] == 200  # alive: Kubernetes must not restart it
     assert _metric(master, "mqha_broker_commitlog_damaged_records") == 1.0
 
     # Reads serve the 200 messages before it, then say MESSAGE_CORRUPTED (never a 400).

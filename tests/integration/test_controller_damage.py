@@ -128,6 +128,7 @@ def test_a_follower_with_a_flipped_bit_in_a_committed_election_is_damaged_and_ne
         f"a damaged member answered /healthz {status}: {body} (b1's master: {_master_of_b1(follower)})"
     )
     assert "raft member damaged" in body["remark"] and found in body["remark"], body
+    assert follower.get("/livez", timeout=2.0)[0] == 200  # alive: Kubernetes must not restart it
     raft = follower.state()["raft"]
     assert raft["damage"] and not raft["healthy"], raft
     metrics = follower.call("GET", "/metrics")[1]

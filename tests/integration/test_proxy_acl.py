@@ -16,7 +16,7 @@ import pytest
 
 from mqha.cluster.local import LocalCluster
 from tests.helpers.processes import ProcessGroup, wait_until
-from tests.helpers.proxy_harness import client_env, lines, start_producer, start_proxy
+from tests.helpers.proxy_harness import client_env, lines, secure_cluster, start_producer, start_proxy
 from tests.helpers.rocketmq_client import SCRIPTS, client_python
 from tests.integration.test_mqadmin import mqadmin
 
@@ -27,26 +27,20 @@ APP = ("app", "app-secret-0001")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        tmp_path_factory.mktemp("acl-cluster"), controllers=3, groups=1, replicas=1, secure=True
-    ) as local:
-        local.wait_ready(90)
-        yield local
-    assert local.running_pids() == []
+    yield from secure_cluster(tmp_path_factory.mktemp("acl-cluster"), controllers=3)
+
+
+def acl_command(cluster: LocalCluster, *args: str) -> Any:
+    """mqadmin ``args[0]`` with the controllers (-n), the cluster (-c), ``args[1:]`` and the admin
+    token; the finished process."""
+    controllers = ";".join(cluster.controller_addresses)
+    token = cluster.controller_settings["adminAuthToken"]
+    return mqadmin(args[0], "-n", controllers, "-c", cluster.cluster_name, *args[1:], "--token", token)
 
 
 def admin(cluster: LocalCluster, *args: str) -> str:
-    """mqadmin with the controllers (-n) and the admin token; its stdout (it must succeed)."""
-    done = mqadmin(
-        *args[:1],
-        "-n",
-        ";".join(cluster.controller_addresses),
-        "-c",
-        cluster.cluster_name,
-        *args[1:],
-        "--token",
-        cluster.controller_settings["adminAuthToken"],
-    )
+    """:func:`acl_command`'s stdout (it must succeed)."""
+    done = acl_command(cluster, *args)
     assert done.returncode == 0, (args, done.stdout, done.stderr)
     return done.stdout
 
@@ -195,16 +189,7 @@ def test_a_normal_user_gets_what_its_policy_allows_changes_apply_live_and_surviv
 
 def test_bad_acl_input_is_refused_with_its_reason_and_changes_nothing(cluster: LocalCluster) -> None:
     def refused(*args: str) -> str:
-        done = mqadmin(
-            *args[:1],
-            "-n",
-            ";".join(cluster.controller_addresses),
-            "-c",
-            cluster.cluster_name,
-            *args[1:],
-            "--token",
-            cluster.controller_settings["adminAuthToken"],
-        )
+        done = acl_command(cluster, *args)
         assert done.returncode != 0, (args, done.stdout)
         return done.stderr
 

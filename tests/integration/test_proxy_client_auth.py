@@ -17,7 +17,14 @@ import pytest
 from mqha.cluster.local import LocalCluster
 from mqha.security.credentials import parse_user
 from tests.helpers.processes import ProcessGroup, free_port, wait_until
-from tests.helpers.proxy_harness import client_env, consume, lines, start_producer, start_proxy
+from tests.helpers.proxy_harness import (
+    client_env,
+    consume,
+    lines,
+    secure_cluster,
+    start_producer,
+    start_proxy,
+)
 from tests.helpers.rocketmq_client import SCRIPTS, client_python, node_client
 
 pytestmark = pytest.mark.integration
@@ -25,12 +32,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        tmp_path_factory.mktemp("auth-cluster"), controllers=1, groups=1, replicas=1, secure=True
-    ) as local:
-        local.wait_ready(90)
-        yield local
-    assert local.running_pids() == []
+    yield from secure_cluster(tmp_path_factory.mktemp("auth-cluster"), controllers=1)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,11 @@ three in all:
 * the exporter counts the refusals; once the broker runs again the held sends are stored and the
   budget is free again (nothing is left counted).
 
-A second proxy with ``grpcMaxConnections=20`` and ``grpcMaxConcurrentCallsPerConnection=4``: of 40
-idle HTTP/2 connections those past the limit are closed at once while a connected client is served
-on, and a new one once they leave; a connection with four open streams makes its fifth call wait
-(until a stream ends) while another connection's call is answered at once.
+A second proxy with ``grpcMaxConnections=3`` and ``grpcMaxConcurrentCallsPerConnection=4``: a
+connection with four open streams has its fifth call RESOURCE_EXHAUSTED at once, and so has a fourth
+connection's call while three have calls open; both are served once a call ends. Of 40 idle HTTP/2
+connections, those past gRPC's hard cap (twice the limit) are closed at once while the connected
+clients are served on.
 """
 
 from __future__ import annotations
@@ -142,57 +143,84 @@ def test_one_connection_cannot_hold_what_the_others_need(limited: tuple[LocalClu
             connection.channel.close()
 
 
-def test_connections_past_the_limit_are_closed_and_streams_wait_on_their_own_connection(
+def test_calls_past_the_connection_and_stream_limits_are_resource_exhausted(
     limited: tuple[LocalCluster, str, int], tmp_path: Path
 ) -> None:
-    """``grpcMaxConnections`` closes connections past it at once; ``grpcMaxConcurrentCallsPerConnection``
-    makes a connection's further calls wait for a free stream while other connections are served."""
+    """``grpcMaxConcurrentCallsPerConnection`` and ``grpcMaxConnections`` answer the call past them
+    RESOURCE_EXHAUSTED naming the key, at once, while other calls are served; idle connections past
+    gRPC's hard cap (twice the limit) are closed."""
     from mqha.proxy.v2 import service as s
-    from mqha.proxy.v2 import service_grpc
 
     cluster, _, _ = limited
     with ProcessGroup() as group:
-        settings = "grpcMaxConnections=20\ngrpcMaxConcurrentCallsPerConnection=4\n"
+        settings = "grpcMaxConnections=3\ngrpcMaxConcurrentCallsPerConnection=4\n"
         access = start_proxy(group, cluster, tmp_path, settings)[1]
         host, port = access.rsplit(":", 1)
+        release = threading.Event()
+
+        def silent() -> Iterator[Any]:
+            release.wait(30)
+            yield from ()
+
         with ThreadPoolExecutor(4) as pool:
-            steady = Connection(access, pool)
-            assert steady.send(100, 10).result(timeout=20).status.code == 20000
+            busy, second, third, late = (Connection(access, pool) for _ in range(4))
+            streams = [busy.stub.Telemetry(silent(), timeout=30) for _ in range(4)]
+            time.sleep(0.5)  # the four are open
+            hello = busy.stub.Heartbeat.future(s.HeartbeatRequest(), timeout=15)
+            exhausted(hello, "grpcMaxConcurrentCallsPerConnection=4")
+            held = [conn.stub.Telemetry(silent(), timeout=30) for conn in (second, third)]
+            time.sleep(0.5)  # three connections have calls open
+            exhausted(late.stub.Heartbeat.future(s.HeartbeatRequest(), timeout=15), "grpcMaxConnections=3")
+            assert second.stub.Heartbeat(s.HeartbeatRequest(), timeout=5).status.code == 20000
+            held[0].cancel()
+            streams[0].cancel()
+            assert served(late) and served(busy)  # a connection and a stream free again
+
             idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(40)]
             for conn in idle:
                 conn.sendall(PREFACE_AND_SETTINGS)
             time.sleep(1.0)
             closed = sum(1 for conn in idle if is_closed(conn))
-            assert 40 - 19 <= closed < 40, closed  # 19 besides the steady client's; the rest closed
-            assert steady.send(101, 10).result(timeout=20).status.code == 20000  # still served
+            assert 40 - 6 <= closed < 40, closed  # the hard cap is 6, the clients hold 3 or 4
+            assert second.stub.Heartbeat(s.HeartbeatRequest(), timeout=5).status.code == 20000
             for conn in idle:
                 conn.close()
-            time.sleep(1.0)  # the proxy sees them closed
-
-            # A new client is served again; four Telemetry streams fill its connection: a fifth call
-            # there waits, another connection's does not.
-            busy = Connection(access, pool)
-            hello = busy.stub.Heartbeat(s.HeartbeatRequest(), timeout=15, wait_for_ready=True)
-            assert hello.status.code == 20000
-            release = threading.Event()
-
-            def silent() -> Iterator[Any]:
-                release.wait(30)
-                yield from ()
-
-            streams = [busy.stub.Telemetry(silent(), timeout=30) for _ in range(4)]
-            time.sleep(0.5)
-            waiting = busy.stub.Heartbeat.future(s.HeartbeatRequest(), timeout=20)
-            time.sleep(1.0)
-            assert not waiting.done(), "a fifth call on a full connection did not wait"
-            other = service_grpc.MessagingServiceStub(steady.channel)
-            assert other.Heartbeat(s.HeartbeatRequest(), timeout=5).status.code == 20000
             release.set()
-            assert waiting.result(timeout=20).status.code == 20000  # served once a stream ended
-            for stream in streams:
+            for stream in streams + held:
                 stream.cancel()
-            for connection in (steady, busy):
+            for connection in (busy, second, third, late):
                 connection.channel.close()
+
+
+def exhausted(outcome: Any, key: str) -> None:
+    """``outcome`` (a call's future) ends RESOURCE_EXHAUSTED naming ``key``, at once."""
+    import grpc
+
+    try:
+        answer = outcome.result(timeout=3)
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and key in (exc.details() or ""), exc
+        return
+    except Exception as exc:  # the future's own timeout: the call waited
+        raise AssertionError(f"the call past {key} waited instead of being refused: {exc!r}") from None
+    raise AssertionError(f"the call past {key} was served: {answer}")
+
+
+def served(connection: Connection) -> bool:
+    """Whether a Heartbeat on ``connection`` is answered within a few seconds (the proxy sees a
+    cancelled call end a moment later)."""
+    import grpc
+
+    from mqha.proxy.v2 import service as s
+
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return connection.stub.Heartbeat(s.HeartbeatRequest(), timeout=5).status.code == 20000
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 PREFACE_AND_SETTINGS = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])

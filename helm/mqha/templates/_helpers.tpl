@@ -203,7 +203,7 @@ their own `enabled`; the credentials and the user exist only with auth.enabled (
 {{- $auth := .Values.auth -}}
 {{- $items := dict -}}
 {{- if $auth.adminAuthToken.enabled -}}
-{{- $_ := set $items "adminAuthToken" (dict "env" "MQHA_ADMIN_TOKEN" "controller" true "broker" true) -}}
+{{- $_ := set $items "adminAuthToken" (dict "env" "MQHA_ADMIN_TOKEN" "controller" true "broker" true "aclJob" true) -}}
 {{- end -}}
 {{- if $auth.controllerRaftPassword.enabled -}}
 {{- $_ := set $items "controllerRaftPassword" (dict "env" "MQHA_RAFT_PASSWORD" "controller" true "broker" false) -}}
@@ -213,7 +213,7 @@ their own `enabled`; the credentials and the user exist only with auth.enabled (
 {{- fail "auth.enabled is true: controllers then require adminAuthToken, so auth.adminAuthToken.enabled must be true too" -}}
 {{- end -}}
 {{- $_ := set $items "innerClientAuthenticationCredentials" (dict "env" "MQHA_INNER_CREDENTIALS" "controller" true "broker" true "proxy" true "json" (list "accessKey" "secretKey") "generatedName" "mqha-inner") -}}
-{{- $_ := set $items "initAuthenticationUser" (dict "env" "MQHA_INIT_USER" "controller" false "broker" true "proxy" true "json" (list "username" "password") "generatedName" "mqha") -}}
+{{- $_ := set $items "initAuthenticationUser" (dict "env" "MQHA_INIT_USER" "controller" false "broker" true "proxy" true "aclJob" true "json" (list "username" "password") "generatedName" "mqha") -}}
 {{- end -}}
 {{- toJson $items -}}
 {{- end -}}
@@ -288,13 +288,16 @@ generated. `lookup` is empty in `helm template` and dry runs: they show fresh va
 {{- end }}
 {{- end -}}
 
-{{/* Probe timings: a map of probe fields. */}}
+{{/* An HTTP probe: dict "path" /livez|/healthz "timings" <a map of probe fields>. Liveness and
+startup ask /livez (the process answers), readiness /healthz (503 for a damaged node: a restart
+would not mend it, so it must not be a liveness failure). */}}
 {{- define "mqha.probe" -}}
+{{- $timings := .timings -}}
 httpGet:
-  path: /healthz
+  path: {{ .path }}
   port: http
-{{- range $key := keys . | sortAlpha }}
-{{ $key }}: {{ get $ $key | int }}
+{{- range $key := keys $timings | sortAlpha }}
+{{ $key }}: {{ get $timings $key | int }}
 {{- end }}
 {{- end -}}
 
