@@ -121,3 +121,7 @@ class AclBookPayload(Payload, frozen=True, kw_only=True):
     applied_index: int = 0
     users: tuple[SealedUser, ...] = ()
     acls: tuple[AclInfo, ...] = ()
+
+
+MESSAGES = (UserRequest, UsersPayload, PutAclRequest, DeleteAclRequest, AclsPayload, AclBookPayload)
+"""The ACL API's bodies, for the controller's OpenAPI description."""
