@@ -73,7 +73,7 @@ def node_client(directory: Path = NODE_DIR) -> Path:
 
 JAVA_CLIENT = REPO / "interop" / "java-client"
 GO_CLIENT = REPO / "interop" / "go-client"
-GO_BINARY = REPO / ".mqha" / "goclient"
+GO_BINARY = GO_CLIENT / "target" / "goclient"  # per checkout: .mqha is shared by worktrees
 
 
 def java_client() -> list[str]:

@@ -5,16 +5,23 @@ each, 100 sends then a SimpleConsumer (and for Java a PushConsumer) that gets ev
 The Go client always dials TLS (it skips verifying the certificate and has no option to dial plain
 gRPC), as RocketMQ's proxy serves TLS by default; so it talks to a second mqproxy with ``tlsEnable``.
 
+The failover variants (marker ``interop``, ``scripts/interop.sh clients-failover``): a steady producer
+and the consumers run while the group's master is SIGKILLed; no send fails, and every acknowledged
+sequence number is consumed by each consumer kind (Java SimpleConsumer and PushConsumer, Go
+SimpleConsumer), duplicates allowed.
+
 The drivers are ours (``interop/java-client``, ``interop/go-client``), built from Maven Central and the
-Go module proxy by ``scripts/setup.sh`` (or on first use). The failover variants and the reference
-RocketMQ cluster run with ``scripts/interop.sh``.
+Go module proxy by ``scripts/setup.sh`` (or on first use). The reference RocketMQ cluster runs with
+``scripts/interop.sh``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +29,8 @@ from typing import Any
 import pytest
 
 from mqha.cluster.local import LocalCluster
-from tests.helpers.processes import ProcessGroup
-from tests.helpers.proxy_harness import start_proxy
+from tests.helpers.processes import ManagedProcess, ProcessGroup
+from tests.helpers.proxy_harness import GROUP, lines, start_proxy, wait_done
 from tests.helpers.rocketmq_client import go_client, java_client
 from tests.helpers.tls_certs import TestCA
 
@@ -33,19 +40,24 @@ COUNT = 100
 
 
 @pytest.fixture(scope="module")
-def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """Two mqproxies in front of one cluster: plain gRPC, and gRPC over TLS."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     run_dir = tmp_path_factory.mktemp("java-go-cluster")
+    with LocalCluster(run_dir, controllers=3, groups=1, replicas=3) as local:
+        local.wait_ready(90)
+        yield local
+    assert local.running_pids() == []
+
+
+@pytest.fixture(scope="module")
+def proxies(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """Two mqproxies in front of one cluster: plain gRPC, and gRPC over TLS."""
     tls = TestCA(tmp_path_factory.mktemp("ca")).node("mqproxy")
     served = {key: value for key, value in tls.settings().items() if not key.startswith("tls.client.")}
     tls_settings = "".join(f"{key}={value}\n" for key, value in served.items())
-    with LocalCluster(run_dir, controllers=3, groups=1, replicas=3) as cluster:
-        cluster.wait_ready(90)
-        with ProcessGroup() as group:
-            plain = start_proxy(group, cluster, tmp_path_factory.mktemp("proxy"))[1]
-            secure = start_proxy(group, cluster, tmp_path_factory.mktemp("proxy-tls"), tls_settings)[1]
-            yield plain, secure
-    assert cluster.running_pids() == []
+    with ProcessGroup() as group:
+        plain = start_proxy(group, cluster, tmp_path_factory.mktemp("proxy"))[1]
+        secure = start_proxy(group, cluster, tmp_path_factory.mktemp("proxy-tls"), tls_settings)[1]
+        yield plain, secure
 
 
 def _run(command: list[str], home: Path, timeout: float) -> list[dict[str, Any]]:
@@ -76,3 +88,93 @@ def test_the_official_go_client_produces_and_consumes_over_tls(
     proxies: tuple[str, str], tmp_path: Path
 ) -> None:
     _round_trip(go_client(), proxies[1], "GoRoundTrip", tmp_path, ["simple"])
+
+
+FAILOVER_COUNT = 800
+FAILOVER_SENDERS = 2
+SEND_INTERVAL_MS = 10
+KILL_AFTER_ACKS = 200
+
+
+def _start(group: ProcessGroup, command: list[str], run_dir: Path, name: str) -> ManagedProcess:
+    """A driver started, once it printed that its client is up."""
+    env = {"HOME": str(run_dir), "MQ_SEND_INTERVAL_MS": str(SEND_INTERVAL_MS)}
+    process = group.start(command, log_path=run_dir / f"{name}.out", env=env, cwd=run_dir)
+    deadline = time.monotonic() + 120
+    while not any(line.get("started") for line in lines(process)):
+        assert process.is_running() and time.monotonic() < deadline, process.log_tail()
+        time.sleep(0.05)
+    return process
+
+
+def _acked_seqs(process: ManagedProcess) -> set[int]:
+    return {line["seq"] for line in lines(process) if line.get("ok") is True}
+
+
+def _failover(
+    cluster: LocalCluster, client: list[str], proxy: str, topic: str, consumers: list[str], *, run_dir: Path
+) -> None:
+    """Consumers and a steady producer run while the master is SIGKILLed; then the checks and figures."""
+    master = cluster.master(GROUP, timeout=30)
+    assert master is not None
+    count = str(FAILOVER_COUNT)
+    with ProcessGroup() as group:
+        # One client at a time: JVMs starting together on 2 busy cores miss the client's 3 s deadlines.
+        running = {
+            kind: _start(group, [*client, kind, proxy, topic, f"{topic}-{kind}", count, "300"], run_dir, kind)
+            for kind in consumers
+        }
+        producer = _start(
+            group,
+            [*client, "produce", proxy, topic, count, str(FAILOVER_SENDERS), "1024"],
+            run_dir,
+            "produce",
+        )
+        deadline = time.monotonic() + 120
+        while len(_acked_seqs(producer)) < KILL_AFTER_ACKS:
+            assert producer.is_running() and time.monotonic() < deadline, producer.log_tail()
+            time.sleep(0.02)
+        killed_at = time.time()
+        cluster.kill(master)
+        summary = wait_done(producer, timeout=240)
+        sends = [line for line in lines(producer) if "seq" in line]
+        acked = _acked_seqs(producer)
+        results = {kind: (wait_done(process, timeout=360), process) for kind, process in running.items()}
+    failures = [line for line in sends if line["ok"] is False]
+    acks = sorted(line["t"] for line in sends if line["ok"] is True)
+    gap = max(b - a for a, b in itertools.pairwise(acks))
+    first_after = min((t for t in acks if t > killed_at), default=float("nan")) - killed_at
+    print(
+        f"\n{client[0].rsplit('/', 1)[-1]} failover {topic}: {len(sends)} sends, {len(failures)} failed, "
+        f"{len(acked)} acked, largest gap between acks {gap:.3f} s, "
+        f"first ack after the kill {first_after:.3f} s"
+    )
+    lost_by_kind = {}
+    for kind, (done, process) in results.items():
+        got = [line["seq"] for line in lines(process) if "seq" in line]
+        lost_by_kind[kind] = sorted(acked - set(got))
+        print(
+            f"  {kind}: {len(got)} consumed, {len(set(got))} distinct, lost {len(lost_by_kind[kind])}, "
+            f"duplicated {len(got) - len(set(got))}; summary {done}"
+        )
+    cluster.start_node(master, timeout=60)  # leave the group whole for whatever runs next
+    cluster.wait_ready(90, groups=[GROUP])
+    assert summary["failed"] == 0 and not failures, failures[:5]
+    assert acked == set(range(FAILOVER_COUNT))
+    assert all(not lost for lost in lost_by_kind.values()), {k: v[:10] for k, v in lost_by_kind.items()}
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(900)
+def test_the_java_client_rides_through_a_master_kill(
+    cluster: LocalCluster, proxies: tuple[str, str], tmp_path: Path
+) -> None:
+    _failover(cluster, java_client(), proxies[0], "JavaFailover", ["simple", "push"], run_dir=tmp_path)
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(900)
+def test_the_go_client_rides_through_a_master_kill(
+    cluster: LocalCluster, proxies: tuple[str, str], tmp_path: Path
+) -> None:
+    _failover(cluster, go_client(), proxies[1], "GoFailover", ["simple"], run_dir=tmp_path)
