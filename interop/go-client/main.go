@@ -173,6 +173,11 @@ func envInt(name string) int {
 
 func main() {
 	os.Setenv("mq.consoleAppender.enabled", "false")
+	if os.Getenv("rocketmq.client.logRoot") == "" {
+		// The client's default is $user.home/logs/rocketmqlogs, which Go reads as /logs/rocketmqlogs.
+		home, _ := os.UserHomeDir()
+		os.Setenv("rocketmq.client.logRoot", home+"/logs/rocketmqlogs")
+	}
 	rmq.ResetLogger()
 	args := os.Args[1:]
 	code := 2

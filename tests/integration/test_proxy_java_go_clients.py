@@ -91,7 +91,6 @@ def test_the_official_go_client_produces_and_consumes_over_tls(
 
 
 FAILOVER_COUNT = 800
-FAILOVER_SENDERS = 2
 SEND_INTERVAL_MS = 10
 KILL_AFTER_ACKS = 200
 
@@ -111,8 +110,26 @@ def _acked_seqs(process: ManagedProcess) -> set[int]:
     return {line["seq"] for line in lines(process) if line.get("ok") is True}
 
 
+def _ack_timing(sends: list[dict[str, Any]], killed_at: float) -> str:
+    """The largest gap between acks, and when the first ack after the kill came."""
+    acks = sorted(line["t"] for line in sends if line["ok"] is True)
+    after = [t for t in acks if t > killed_at]
+    first = f"{after[0] - killed_at:.3f} s" if after else "never"
+    gap = max(b - a for a, b in itertools.pairwise(acks))
+    return (
+        f"largest gap between acks {gap:.3f} s, first ack after the kill {first}, {len(after)} acks after it"
+    )
+
+
 def _failover(
-    cluster: LocalCluster, client: list[str], proxy: str, topic: str, consumers: list[str], *, run_dir: Path
+    cluster: LocalCluster,
+    client: list[str],
+    proxy: str,
+    topic: str,
+    consumers: list[str],
+    *,
+    senders: int,
+    run_dir: Path,
 ) -> None:
     """Consumers and a steady producer run while the master is SIGKILLed; then the checks and figures."""
     master = cluster.master(GROUP, timeout=30)
@@ -126,7 +143,7 @@ def _failover(
         }
         producer = _start(
             group,
-            [*client, "produce", proxy, topic, count, str(FAILOVER_SENDERS), "1024"],
+            [*client, "produce", proxy, topic, count, str(senders), "1024"],
             run_dir,
             "produce",
         )
@@ -141,13 +158,10 @@ def _failover(
         acked = _acked_seqs(producer)
         results = {kind: (wait_done(process, timeout=360), process) for kind, process in running.items()}
     failures = [line for line in sends if line["ok"] is False]
-    acks = sorted(line["t"] for line in sends if line["ok"] is True)
-    gap = max(b - a for a, b in itertools.pairwise(acks))
-    first_after = min((t for t in acks if t > killed_at), default=float("nan")) - killed_at
+    after_kill = [line["t"] for line in sends if line["ok"] is True and line["t"] > killed_at]
     print(
-        f"\n{client[0].rsplit('/', 1)[-1]} failover {topic}: {len(sends)} sends, {len(failures)} failed, "
-        f"{len(acked)} acked, largest gap between acks {gap:.3f} s, "
-        f"first ack after the kill {first_after:.3f} s"
+        f"\n{client[0].rsplit('/', 1)[-1]} failover {topic}, {senders} senders: {len(sends)} sends, "
+        f"{len(failures)} failed, {len(acked)} acked, {_ack_timing(sends, killed_at)}"
     )
     lost_by_kind = {}
     for kind, (done, process) in results.items():
@@ -161,20 +175,25 @@ def _failover(
     cluster.wait_ready(90, groups=[GROUP])
     assert summary["failed"] == 0 and not failures, failures[:5]
     assert acked == set(range(FAILOVER_COUNT))
+    assert len(after_kill) >= 100  # the kill landed mid-stream
     assert all(not lost for lost in lost_by_kind.values()), {k: v[:10] for k, v in lost_by_kind.items()}
 
 
 @pytest.mark.interop
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("senders", [1, 16])
 def test_the_java_client_rides_through_a_master_kill(
-    cluster: LocalCluster, proxies: tuple[str, str], tmp_path: Path
+    cluster: LocalCluster, proxies: tuple[str, str], senders: int, tmp_path: Path
 ) -> None:
-    _failover(cluster, java_client(), proxies[0], "JavaFailover", ["simple", "push"], run_dir=tmp_path)
+    topic, consumers = f"JavaFailover{senders}", ["simple", "push"]
+    _failover(cluster, java_client(), proxies[0], topic, consumers, senders=senders, run_dir=tmp_path)
 
 
 @pytest.mark.interop
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("senders", [1, 16])
 def test_the_go_client_rides_through_a_master_kill(
-    cluster: LocalCluster, proxies: tuple[str, str], tmp_path: Path
+    cluster: LocalCluster, proxies: tuple[str, str], senders: int, tmp_path: Path
 ) -> None:
-    _failover(cluster, go_client(), proxies[1], "GoFailover", ["simple"], run_dir=tmp_path)
+    topic = f"GoFailover{senders}"
+    _failover(cluster, go_client(), proxies[1], topic, ["simple"], senders=senders, run_dir=tmp_path)

@@ -87,12 +87,13 @@ public final class Client {
         System.out.println(line);
     }
 
-    private static final int START_ATTEMPTS = 5;
+    private static final int START_ATTEMPTS =
+        Integer.parseInt(System.getenv().getOrDefault("MQ_START_ATTEMPTS", "5"));
 
     /**
      * Builds a client (its route fetched within the request timeout), then prints {"started":true,"t"}.
      * A JVM starting on a busy machine can miss that first deadline while it loads gRPC: each failed
-     * attempt prints {"startError"} and the build is tried again, up to START_ATTEMPTS times.
+     * attempt prints {"startError"} and the build is tried again, up to MQ_START_ATTEMPTS (default 5) times.
      */
     private static <T> T start(Callable<T> build) throws Exception {
         for (int attempt = 1; ; attempt++) {
