@@ -8,7 +8,7 @@ gRPC), as RocketMQ's proxy serves TLS by default; so it talks to a second mqprox
 The failover variants (marker ``interop``, ``scripts/interop.sh clients-failover``): a steady producer
 and the consumers run while the group's master is SIGKILLed; no send fails, and every acknowledged
 sequence number is consumed by each consumer kind (Java SimpleConsumer and PushConsumer, Go
-SimpleConsumer), duplicates allowed.
+SimpleConsumer), duplicates allowed; and consumers draining a backlog of 2,000 ride through a kill too.
 
 The drivers are ours (``interop/java-client``, ``interop/go-client``), built from Maven Central and the
 Go module proxy by ``scripts/setup.sh`` (or on first use). The reference RocketMQ cluster runs with
@@ -121,6 +121,21 @@ def _ack_timing(sends: list[dict[str, Any]], killed_at: float) -> str:
     )
 
 
+def _consumed(
+    results: dict[str, tuple[dict[str, Any], ManagedProcess]], acked: set[int]
+) -> dict[str, list[int]]:
+    """Prints what each consumer got; the acknowledged sequence numbers each one lost."""
+    lost_by_kind = {}
+    for kind, (done, process) in results.items():
+        got = _consumed_seqs(process)
+        lost_by_kind[kind] = sorted(acked - set(got))
+        print(
+            f"  {kind}: {len(got)} consumed, {len(set(got))} distinct, lost {len(lost_by_kind[kind])}, "
+            f"duplicated {len(got) - len(set(got))}; summary {done}"
+        )
+    return lost_by_kind
+
+
 def _failover(
     cluster: LocalCluster,
     client: list[str],
@@ -163,14 +178,7 @@ def _failover(
         f"\n{client[0].rsplit('/', 1)[-1]} failover {topic}, {senders} senders: {len(sends)} sends, "
         f"{len(failures)} failed, {len(acked)} acked, {_ack_timing(sends, killed_at)}"
     )
-    lost_by_kind = {}
-    for kind, (done, process) in results.items():
-        got = [line["seq"] for line in lines(process) if "seq" in line]
-        lost_by_kind[kind] = sorted(acked - set(got))
-        print(
-            f"  {kind}: {len(got)} consumed, {len(set(got))} distinct, lost {len(lost_by_kind[kind])}, "
-            f"duplicated {len(got) - len(set(got))}; summary {done}"
-        )
+    lost_by_kind = _consumed(results, acked)
     cluster.start_node(master, timeout=60)  # leave the group whole for whatever runs next
     cluster.wait_ready(90, groups=[GROUP])
     assert summary["failed"] == 0 and not failures, failures[:5]
@@ -197,3 +205,52 @@ def test_the_go_client_rides_through_a_master_kill(
 ) -> None:
     topic = f"GoFailover{senders}"
     _failover(cluster, go_client(), proxies[1], topic, ["simple"], senders=senders, run_dir=tmp_path)
+
+
+BACKLOG = 2000
+KILL_AFTER_CONSUMED = 300
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("language", ["java", "go"])
+def test_consumers_draining_a_backlog_ride_through_a_master_kill(
+    cluster: LocalCluster, proxies: tuple[str, str], language: str, tmp_path: Path
+) -> None:
+    """2,000 messages first; the master is SIGKILLed once each consumer got 300 of them."""
+    client, proxy, consumers = (
+        (java_client(), proxies[0], ["simple", "push"])
+        if language == "java"
+        else (go_client(), proxies[1], ["simple"])
+    )
+    topic, count = f"Backlog-{language}", str(BACKLOG)
+    sent = _run([*client, "produce", proxy, topic, count, "16", "1024"], tmp_path, 300)
+    assert sent[-1] == {"done": True, "ok": BACKLOG, "failed": 0}
+    master = cluster.master(GROUP, timeout=30)
+    assert master is not None
+    with ProcessGroup() as group:
+        running = {
+            kind: _start(
+                group, [*client, kind, proxy, topic, f"{topic}-{kind}", count, "300"], tmp_path, kind
+            )
+            for kind in consumers
+        }
+        deadline = time.monotonic() + 240
+        while min(len(_consumed_seqs(process)) for process in running.values()) < KILL_AFTER_CONSUMED:
+            assert time.monotonic() < deadline, {kind: p.log_tail() for kind, p in running.items()}
+            time.sleep(0.02)
+        print(f"\n{language} backlog of {BACKLOG}: killed after {_consumed_counts(running)} consumed")
+        cluster.kill(master)
+        results = {kind: (wait_done(process, timeout=360), process) for kind, process in running.items()}
+    lost_by_kind = _consumed(results, set(range(BACKLOG)))
+    cluster.start_node(master, timeout=60)
+    cluster.wait_ready(90, groups=[GROUP])
+    assert all(not lost for lost in lost_by_kind.values()), {k: v[:10] for k, v in lost_by_kind.items()}
+
+
+def _consumed_seqs(process: ManagedProcess) -> list[int]:
+    return [line["seq"] for line in lines(process) if "seq" in line]
+
+
+def _consumed_counts(running: dict[str, ManagedProcess]) -> dict[str, int]:
+    return {kind: len(_consumed_seqs(process)) for kind, process in running.items()}
