@@ -4,6 +4,8 @@
 #   scripts/interop.sh up      start the reference cluster on 127.0.0.1 (returns once the group has a master)
 #   scripts/interop.sh status  its processes, master and SyncStateSet
 #   scripts/interop.sh down    stop every process it started, by pid
+#   scripts/interop.sh clients-failover [pytest args]
+#                              the official Java and Go clients through mqproxy while the master is SIGKILLed
 # MQHA_INTEROP_DIR (default /tmp/mqha-rocketmq-reference) holds its stores, logs and cluster.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +21,13 @@ case "${1:-}" in
         [ -f "$REFERENCE/target/classpath.txt" ] || "$0" setup
         exec .venv/bin/python "$REFERENCE/reference_cluster.py" "$1"
         ;;
+    clients-failover)
+        shift
+        PYTHONPATH="$PWD" exec .venv/bin/python -m pytest -n 0 -p no:cacheprovider -m interop -s \
+            tests/integration/test_proxy_java_go_clients.py "$@"
+        ;;
     *)
-        echo "usage: scripts/interop.sh setup|up|status|down" >&2
+        echo "usage: scripts/interop.sh setup|up|status|down|clients-failover" >&2
         exit 2
         ;;
 esac

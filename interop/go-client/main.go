@@ -4,8 +4,10 @@
 //	goclient produce ENDPOINT TOPIC COUNT [SENDERS [BODY_BYTES]]
 //	goclient simple  ENDPOINT TOPIC GROUP COUNT TIMEOUT_S
 //
-// Message i carries tag "TagN", key "k<i>", property seq=<i> and a body starting "seq-<i>".
-// Credentials come from MQ_ACCESS_KEY and MQ_SECRET_KEY when set.
+// Every mode prints {"started":true,"t"} once its client started. Message i carries tag "TagN",
+// key "k<i>", property seq=<i> and a body starting "seq-<i>".
+// Credentials come from MQ_ACCESS_KEY and MQ_SECRET_KEY when set; MQ_SEND_INTERVAL_MS (default 0)
+// makes each sender pause that long after each send, a steady load for failover runs.
 package main
 
 import (
@@ -62,7 +64,9 @@ func produce(endpoint, topic string, count, senders, bodyBytes int) int {
 		emit(map[string]any{"done": true, "ok": 0, "failed": -1, "error": err.Error()})
 		return 1
 	}
+	emit(map[string]any{"started": true, "t": now()})
 	var next, ok, failed int64
+	interval := time.Duration(envInt("MQ_SEND_INTERVAL_MS")) * time.Millisecond
 	var wg sync.WaitGroup
 	for i := 0; i < senders; i++ {
 		wg.Add(1)
@@ -79,10 +83,12 @@ func produce(endpoint, topic string, count, senders, bodyBytes int) int {
 				if err != nil || len(receipts) == 0 {
 					atomic.AddInt64(&failed, 1)
 					emit(map[string]any{"seq": seq, "ok": false, "t": now(), "error": fmt.Sprint(err)})
+					time.Sleep(interval)
 					continue
 				}
 				atomic.AddInt64(&ok, 1)
 				emit(map[string]any{"seq": seq, "ok": true, "msgId": receipts[0].MessageID, "t": now()})
+				time.Sleep(interval)
 			}
 		}()
 	}
@@ -118,6 +124,7 @@ func simple(endpoint, topic, group string, count, timeoutS int) int {
 		emit(map[string]any{"done": true, "received": 0, "distinct": 0, "error": err.Error()})
 		return 1
 	}
+	emit(map[string]any{"started": true, "t": now()})
 	seen := map[int]bool{}
 	received := 0
 	deadline := time.Now().Add(time.Duration(timeoutS) * time.Second)
@@ -157,8 +164,20 @@ func atoi(text string) int {
 	return n
 }
 
+func envInt(name string) int {
+	if text := os.Getenv(name); text != "" {
+		return atoi(text)
+	}
+	return 0
+}
+
 func main() {
 	os.Setenv("mq.consoleAppender.enabled", "false")
+	if os.Getenv("rocketmq.client.logRoot") == "" {
+		// The client's default is $user.home/logs/rocketmqlogs, which Go reads as /logs/rocketmqlogs.
+		home, _ := os.UserHomeDir()
+		os.Setenv("rocketmq.client.logRoot", home+"/logs/rocketmqlogs")
+	}
 	rmq.ResetLogger()
 	args := os.Args[1:]
 	code := 2

@@ -9,6 +9,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -32,13 +33,15 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * event on stdout (the contract of the Python and Node scripts in tests/integration/rocketmq_clients):
  *
  * <pre>
+ *   every mode prints {"started":true,"t"} once its client is built, then:
  *   produce  ENDPOINT TOPIC COUNT [SENDERS [BODY_BYTES]]   {"seq","ok","msgId","t","error"?} ... {"done","ok","failed"}
  *   simple   ENDPOINT TOPIC GROUP COUNT TIMEOUT_S          {"seq","msgId","t"} ... {"done","received","distinct"}
  *   push     ENDPOINT TOPIC GROUP COUNT TIMEOUT_S          the same, through a PushConsumer
  * </pre>
  *
  * Message i carries tag "TagN", key "k<i>", property seq=<i> and a body starting "seq-<i>" (padded to
- * BODY_BYTES). Credentials come from MQ_ACCESS_KEY and MQ_SECRET_KEY when set.
+ * BODY_BYTES). Credentials come from MQ_ACCESS_KEY and MQ_SECRET_KEY when set; MQ_SEND_INTERVAL_MS
+ * (default 0) makes each sender pause that long after each send, a steady load for failover runs.
  */
 public final class Client {
     private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
@@ -84,6 +87,29 @@ public final class Client {
         System.out.println(line);
     }
 
+    private static final int START_ATTEMPTS =
+        Integer.parseInt(System.getenv().getOrDefault("MQ_START_ATTEMPTS", "5"));
+
+    /**
+     * Builds a client (its route fetched within the request timeout), then prints {"started":true,"t"}.
+     * A JVM starting on a busy machine can miss that first deadline while it loads gRPC: each failed
+     * attempt prints {"startError"} and the build is tried again, up to MQ_START_ATTEMPTS (default 5) times.
+     */
+    private static <T> T start(Callable<T> build) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                T client = build.call();
+                emit("{\"started\":true,\"t\":" + now() + "}");
+                return client;
+            } catch (Exception error) {
+                if (attempt >= START_ATTEMPTS) {
+                    throw error;
+                }
+                emit("{\"startError\":" + quote(String.valueOf(error)) + ",\"t\":" + now() + "}");
+            }
+        }
+    }
+
     private static double now() {
         return System.currentTimeMillis() / 1000.0;
     }
@@ -104,11 +130,12 @@ public final class Client {
     }
 
     private static int produce(String endpoint, String topic, int count, int senders, int bodyBytes) throws Exception {
-        Producer producer = PROVIDER.newProducerBuilder()
-            .setClientConfiguration(configuration(endpoint)).setTopics(topic).build();
+        Producer producer = start(() -> PROVIDER.newProducerBuilder()
+            .setClientConfiguration(configuration(endpoint)).setTopics(topic).build());
         AtomicInteger next = new AtomicInteger();
         AtomicInteger ok = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
+        long intervalMs = Long.parseLong(System.getenv().getOrDefault("MQ_SEND_INTERVAL_MS", "0"));
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i < senders; i++) {
             Thread thread = new Thread(() -> {
@@ -125,6 +152,13 @@ public final class Client {
                         failed.incrementAndGet();
                         emit("{\"seq\":" + seq + ",\"ok\":false,\"t\":" + now() + ",\"error\":"
                             + quote(String.valueOf(error)) + "}");
+                    }
+                    if (intervalMs > 0) {
+                        try {
+                            Thread.sleep(intervalMs);
+                        } catch (InterruptedException stop) {
+                            return;
+                        }
                     }
                 }
             });
@@ -169,19 +203,19 @@ public final class Client {
             }
         };
         if (kind.equals("push")) {
-            PushConsumer consumer = PROVIDER.newPushConsumerBuilder()
+            PushConsumer consumer = start(() -> PROVIDER.newPushConsumerBuilder()
                 .setClientConfiguration(configuration(endpoint)).setConsumerGroup(group)
                 .setSubscriptionExpressions(subscription)
                 .setMessageListener(view -> {
                     record.accept(view);
                     return ConsumeResult.SUCCESS;
-                }).build();
+                }).build());
             all.await(timeoutS, TimeUnit.SECONDS);
             consumer.close();
         } else {
-            SimpleConsumer consumer = PROVIDER.newSimpleConsumerBuilder()
+            SimpleConsumer consumer = start(() -> PROVIDER.newSimpleConsumerBuilder()
                 .setClientConfiguration(configuration(endpoint)).setConsumerGroup(group)
-                .setAwaitDuration(Duration.ofSeconds(5)).setSubscriptionExpressions(subscription).build();
+                .setAwaitDuration(Duration.ofSeconds(5)).setSubscriptionExpressions(subscription).build());
             while (seen.size() < count && System.nanoTime() < deadline) {
                 List<MessageView> views;
                 try {
