@@ -130,4 +130,3 @@ ROUTES = (
     ("GET", "/v1/acl/book", "getAclBook", acl_book),
 )
 """(method, path, name, handler) as ``http_api.ROUTES``; the names are RocketMQ's mqadmin commands."""
-

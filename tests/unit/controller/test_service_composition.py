@@ -51,22 +51,23 @@ def built(tmp_path: Path) -> ControllerService:
 
 
 def _service_calls(path: Path) -> set[str]:
-    """Names called on the service in a module: ``_service(request).X``, ``service.X``."""
+    """Names called on the service in a module: ``service_of(request).X`` (also ``api.service_of``),
+    ``service.X``."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Attribute):
             target = node.value
             if (isinstance(target, ast.Name) and target.id == "service") or (
-                isinstance(target, ast.Call) and getattr(target.func, "id", "") == "_service"
+                isinstance(target, ast.Call)
+                and (getattr(target.func, "id", "") or getattr(target.func, "attr", "")) == "service_of"
             ):
                 names.add(node.attr)
     return names
 
 
 def test_every_name_the_shells_call_is_on_the_service(built: ControllerService) -> None:
-    called = _service_calls(ROOT / "mqha/controller/http_api.py") | _service_calls(
-        ROOT / "mqha/controller/__main__.py"
-    )
+    shells = ("http_api", "topic_routes", "acl_routes", "history_route", "__main__")
+    called = set().union(*(_service_calls(ROOT / f"mqha/controller/{name}.py") for name in shells))
     assert {"elect_master", "record_heartbeat", "console_snapshot", "begin_stop"} <= called
     missing = sorted(name for name in called if not hasattr(built, name))
     assert missing == []
