@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.monotonic import monotonic as monotonicTime
 from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
@@ -127,6 +128,7 @@ class PipelinedSyncObj(SyncObj):
         # Set before the stock constructor, which counts the attributes present then as "not state"
         # (the others would go into every dump). The tick thread starts inside the constructor.
         self.damage: str | None = None if journal is None else journal.damage
+        self.abstain: str | None = None  # why this member does not stand for election now (its clock)
         self.loaded = False  # the first full tick ran: dump loaded, journal replayed to the commit index
         self._consumer = consumer
         self._dump_file: str | None = conf.fullDumpFile
@@ -198,16 +200,20 @@ class PipelinedSyncObj(SyncObj):
     def _onTick(self, timeToWait: float = 0.0) -> None:
         """Extends ``pysyncobj.SyncObj._onTick``.
 
-        Why: PySyncObj has no way to keep a member out of elections. Differs: while :attr:`damage` is
-        set, the (private) election deadline is pushed out of reach before the stock tick, and a leader
-        steps down as at a lost quorum (state follower, no leader). After the stock tick, :attr:`loaded`
+        Why: PySyncObj has no way to keep a member out of elections. Differs: while :attr:`damage` or
+        :attr:`abstain` is set, the (private) election deadline is pushed out of reach before the stock
+        tick (an abstaining member still votes and follows); a damaged leader steps down as at a lost
+        quorum (state follower, no leader). When an abstention ends, the deadline is one election timeout
+        away, as after a leader's message. After the stock tick, :attr:`loaded`
         says whether the first full tick ran (the dump loaded and the journal replayed), so a member is
         not reported healthy before its files were checked."""
-        if self.damage is not None:
+        if self.damage is not None or self.abstain is not None:
             self._SyncObj__raftElectionDeadline = math.inf
-            if self._isLeader():
+            if self.damage is not None and self._isLeader():
                 self._SyncObj__setState(FOLLOWER)
                 self._SyncObj__raftLeader = None
+        elif self._SyncObj__raftElectionDeadline == math.inf:  # an abstention ended: a normal timeout
+            self._SyncObj__raftElectionDeadline = monotonicTime() + self._SyncObj__generateRaftTimeout()
         SyncObj._onTick(self, timeToWait)
         if not self.loaded and not self._SyncObj__needLoadDumpFile:
             self.loaded = True
