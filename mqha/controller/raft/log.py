@@ -185,6 +185,7 @@ class ReplicatedLog(VoterSet):
             conf,
             self._consumer,
             journal=journal,
+            max_pending_connections=self._tuning.max_pending_connections,
             **identity,
         )
         self._sync = sync

@@ -42,7 +42,7 @@ from mqha.controller.raft.journal import (
     install_durable_dumps,
     read_dump,
 )
-from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
+from mqha.controller.raft.transport import DEFAULT_MAX_PENDING, GroupCommitTransport, IdentityTransport
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ class PipelinedSyncObj(SyncObj):
         journal: CompactionSafeJournal | None = None,
         node_class: type[TCPNode] = TCPNode,
         observer_id: str | None = None,
+        max_pending_connections: int = DEFAULT_MAX_PENDING,
     ) -> None:
         """Extends ``pysyncobj.SyncObj.__init__``.
 
@@ -121,7 +122,8 @@ class PipelinedSyncObj(SyncObj):
         (installed as PySyncObj's ``getEncryptor``) instead of Fernet. A journal that found damage at
         start makes the member damaged from its first tick (:attr:`damage`). Nodes are ``node_class``
         (``members.StoreNode`` when members are raftIds); ``self_address=None`` makes a read-only member
-        (an observer, named ``observer_id`` in its handshake).
+        (an observer, named ``observer_id`` in its handshake). ``max_pending_connections`` bounds the
+        incoming connections not yet named (``controllerRaftMaxPendingConnections``).
         """
         decoding.install()
         cipher.install()  # before the constructor, which builds the encryptor from conf.password
@@ -135,9 +137,16 @@ class PipelinedSyncObj(SyncObj):
         kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
         if isinstance(journal, DurableFileJournal):
             install_durable_dumps()
-            transport = functools.partial(GroupCommitTransport, journal=journal, observer_id=observer_id)
+            transport = functools.partial(
+                GroupCommitTransport,
+                journal=journal,
+                observer_id=observer_id,
+                max_pending=max_pending_connections,
+            )
         else:
-            transport = functools.partial(IdentityTransport, observer_id=observer_id)
+            transport = functools.partial(
+                IdentityTransport, observer_id=observer_id, max_pending=max_pending_connections
+            )
         if journal is None:
             super().__init__(self_address, partners, conf, transportClass=transport, **kwargs)
             return
