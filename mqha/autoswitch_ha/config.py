@@ -43,6 +43,8 @@ class HAConfig:
     connection prove them before any log data moves. None: the handshake of today, byte for byte."""
     auth_timeout_ms: int = 5000
     """How long the authentication exchange may take before the connection is closed."""
+    max_pending_connections: int = 64
+    """``haMaxPendingConnections``: peers the master holds at once before their HANDSHAKE."""
 
     @classmethod
     def from_broker_config(cls, config: Mapping[str, Any]) -> HAConfig:
@@ -62,6 +64,7 @@ class HAConfig:
             min_in_sync_replicas=config["minInSyncReplicas"],
             sync_from_last_file=config["syncFromLastFile"],
             async_learner=config["asyncLearner"],
+            max_pending_connections=config["haMaxPendingConnections"],
             server_ssl=server_context(config),
             client_ssl=client_context(config),
             credentials=(

@@ -23,7 +23,9 @@ proved slave id. A failed exchange closes the socket with one log line and nothi
 
 A peer that has not sent its HANDSHAKE ``auth_timeout_ms`` (5 s) after it connected is closed, with or
 without authentication (docs/architecture.md §12.10): before, an idle unknown peer was held for
-``haHousekeepingInterval``.
+``haHousekeepingInterval``. At most ``max_pending`` (``haMaxPendingConnections``) such peers are held at
+once: one more is closed as it is accepted, before any byte is sent or buffer allocated; slaves already
+past their HANDSHAKE are not affected.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ log = logging.getLogger(__name__)
 TICK_MS = 100
 READ_CHUNK = 256 * 1024
 WRITE_HIGH_WATER = 1024 * 1024  # room for a few batches in flight: the slave's acks are not a window
+DEFAULT_MAX_PENDING = 64
+"""``haMaxPendingConnections``: peers held at once before their HANDSHAKE."""
 JOIN_MAX_BYTES = 64 * 1024
 """Frames whose pieces are all at most this size go out joined in one write: below it a copy costs
 less than another send (and another TCP segment); larger batches are written as they are."""
@@ -387,9 +391,18 @@ class HAServer:
     """The accept loop on ``haListenPort``: one :class:`MasterLink` task per connection."""
 
     def __init__(
-        self, side: MasterSide, host: str, port: int, settings: LinkSettings, *, ssl: SSLContext | None = None
+        self,
+        side: MasterSide,
+        host: str,
+        port: int,
+        settings: LinkSettings,
+        *,
+        ssl: SSLContext | None = None,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         self.side = side
+        self.max_pending = max_pending
+        self.refused_pending = 0  # connections closed at once: ``max_pending`` unknown peers were held
         self.ssl = ssl  # TLS before any frame (docs/architecture.md §12.5)
         self.host = host
         self.port = port
@@ -410,6 +423,17 @@ class HAServer:
         log.info("HA server listening on %s:%d", self.host, self.bound_port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if sum(1 for held in self._links if held.slave_id is None) >= self.max_pending:
+            writer.transport.abort()
+            self.refused_pending += 1
+            if self.refused_pending == 1 or self.refused_pending % 1000 == 0:
+                log.warning(
+                    "HA port: %d connections refused so far, %d peers without a HANDSHAKE being held "
+                    "(haMaxPendingConnections)",
+                    self.refused_pending,
+                    self.max_pending,
+                )
+            return
         link = MasterLink(self.side, reader, writer, self.settings)
         task = asyncio.current_task()
         assert task is not None

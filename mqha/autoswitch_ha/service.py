@@ -115,6 +115,7 @@ class AutoSwitchHAService:
                 auth_timeout_ms=config.auth_timeout_ms,
             ),
             ssl=config.server_ssl,
+            max_pending=config.max_pending_connections,
         )
         self.roles = HARoleSwitch(
             store, role, self.client, links=self.links, keeper=self.keeper, gate=self.gate

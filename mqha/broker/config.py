@@ -277,6 +277,14 @@ BROKER_CONFIG = ConfigSpec(
             unit="bytes",
         ),
         Key(
+            "haMaxPendingConnections",
+            int,
+            64,
+            "HA connections that have not sent their HANDSHAKE yet held at once; more are closed at once",
+            rule=POSITIVE_INT,
+            rocketmq=False,
+        ),
+        Key(
             "haMaxTimeSlaveNotCatchup",
             int,
             15000,

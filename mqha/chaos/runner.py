@@ -188,7 +188,7 @@ class ChaosRun:
         self.stores = ControllerStores(self.cluster)
         self.disks = DiskFill(self.cluster)
         self.power = PowerCuts(self.cluster, self.say, self.flush_types)
-        self.flips = BitFlips(self.cluster, self.say, options.seed)
+        self.flips = BitFlips(self.cluster, self.say, options.seed, self.stores, options.rejoin_timeout)
         self.clones = Clones(self.cluster, self.run_dir, self.say)
         # Controller-network and client faults: the kernel's packet filter.
         network = ControllerNetwork(self.cluster) if PACKET_FILTER_KINDS & set(options.kinds) else None
@@ -488,6 +488,7 @@ class ChaosRun:
             reached=tuple(self.reached),
             flips=len(self.flips.flips),
             unrepaired=tuple(unrepaired),
+            undetected=tuple(self.flips.undetected),
             retention_may_delete=self._retention_may_delete(),
             clones=self.clones.summary(),
             clone_problems=tuple(self.clones.problems),

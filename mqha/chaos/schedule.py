@@ -117,6 +117,10 @@ WITH_CONTROLLER = "with-controller"
 # A bitflip's node: stopped for the flip and restarted at the heal, or flipped while it runs.
 STOPPED = "stopped"
 RUNNING = "running"
+# A bitflip of a file read at start (the node stopped; mqha.chaos.bitflips): which file.
+RAFT_FLIP = "raft-store"  # a controller's raft.journal or raft.dump
+EPOCH_FLIP = "epoch-file"  # a broker's epochFileCheckpoint
+CHECKPOINT_FLIP = "checkpoint"  # a broker's confirmOffsetCheckpoint
 # How a clock step moves a wall clock, and by how many seconds.
 JUMP = "jump"
 SKEW = "skew"
@@ -182,7 +186,15 @@ _MENU: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     RAFT_LOSS: ((CONTROLLER_LEADER, ""), (CONTROLLER, ""), (CONTROLLERS, "")),
     CLIENT_PARTITION: ((MASTER, WITH_LEADER), (MASTER, WITH_CONTROLLER)),
-    BITFLIP: ((BROKER, STOPPED), (BROKER, RUNNING), (MASTER, RUNNING), (MASTER, STOPPED)),
+    BITFLIP: (
+        (BROKER, STOPPED),
+        (BROKER, RUNNING),
+        (MASTER, RUNNING),
+        (MASTER, STOPPED),
+        (CONTROLLER, RAFT_FLIP),
+        (MASTER, EPOCH_FLIP),
+        (BROKER, CHECKPOINT_FLIP),
+    ),
     CLOCK: ((MASTER, JUMP), (MASTER, JUMP), (BROKER, JUMP), (MASTER, SKEW), (CONTROLLER_LEADER, SKEW)),
     CLONE: ((MASTER, ""), (MASTER, ""), (BROKER, "")),
 }
@@ -276,7 +288,7 @@ class FaultStep:
     group: str | None = None
     links: str = ""  # partition / loss / delay: ALL_LINKS | CONTROLLER_LINKS | REPLICATION_LINKS; asym: OUT |
     # IN; all-controllers: KILL | PAUSE; client-partition: WITH_LEADER | WITH_CONTROLLER (``nodes``);
-    # bitflip: STOPPED | RUNNING; clock: JUMP | SKEW
+    # bitflip: STOPPED | RUNNING | RAFT_FLIP | EPOCH_FLIP | CHECKPOINT_FLIP; clock: JUMP | SKEW
     fraction: float = 0.0  # loss, raft-loss: the share of chunks / packets dropped; delay: DELAY_FACTORS;
     # clock: the seconds the wall clock moves
     overlap: str = ""  # disk-wipe: KILL or PAUSE of ``nodes[1:]`` meanwhile, "" for none
@@ -327,14 +339,23 @@ class FaultStep:
             RAFT_LOSS: f"drop {self.fraction:.0%} of the packets between {who} and the other controllers "
             f"for {self.hold:.1f} s",
             CLIENT_PARTITION: self._describe_client_partition(),
-            BITFLIP: f"flip a bit in an older commit-log segment of {who} "
-            + (f"(stopped, restarted after {self.hold:.1f} s)" if self.links == STOPPED else "(running)"),
+            BITFLIP: self._describe_flip(who),
             CLOCK: f"{'step' if self.links == JUMP else 'skew'} the wall clock of {who} by "
             f"{_signed(self.fraction)} for {self.hold:.1f} s, then back",
             CLONE: f"start a copy of the store of {who} as another replica, stop it after {self.hold:.1f} s "
             "unless refused",
         }[self.kind]
         return f"#{self.index:<3} {what}; then {self.gap:.1f} s quiet"
+
+    def _describe_flip(self, who: str) -> str:
+        if self.links == RUNNING:
+            return f"flip a bit in an older commit-log segment of {who} (running)"
+        where = {
+            RAFT_FLIP: "its Raft journal or snapshot",
+            EPOCH_FLIP: "its epoch file",
+            CHECKPOINT_FLIP: "its confirmOffsetCheckpoint",
+        }.get(self.links, "an older commit-log segment")
+        return f"flip a bit in {where} of {who} (stopped, restarted after {self.hold:.1f} s)"
 
     def _describe_power(self, who: str) -> str:
         what = f"power cut of {who} (kill -9, lose un-fsynced writes), back after {self.hold:.1f} s"

@@ -114,6 +114,7 @@ class RunFacts:
     reached: tuple[str, ...] = ()  # the kinds of every step the run reached (injected or skipped)
     flips: int = 0  # bits flipped by bitflip steps
     unrepaired: tuple[str, ...] = ()  # brokers still reporting a damaged record at the end (bitflip)
+    undetected: tuple[str, ...] = ()  # bitflips of start-time files the node did not find (bitflip)
     # Retention may delete acknowledged messages in this run (forcible cleaning on a full disk, or a run
     # longer than fileReservedTime); when False, any it deleted were deleted too young (a clock step).
     retention_may_delete: bool = True
@@ -338,6 +339,7 @@ def judge(facts: RunFacts) -> Verdict:
     reasons += [f"damaged commit-log record not repaired: {p}" for p in facts.unrepaired] + list(
         facts.clone_problems
     )
+    reasons += [f"flipped file not found damaged: {p}" for p in facts.undetected]
     if not facts.final_logs:
         reasons.append("no final master log could be read")
     if facts.controllers is not None and not facts.controllers.ok:
@@ -499,4 +501,5 @@ def _flip_lines(facts: RunFacts) -> list[str]:
     if not facts.flips and not facts.unrepaired:
         return []
     repaired = "NOT REPAIRED: " + "; ".join(facts.unrepaired) if facts.unrepaired else "every one repaired"
-    return [f"bit flips: {facts.flips} in older commit-log segments; {repaired}"]
+    found = "; NOT FOUND: " + "; ".join(facts.undetected) if facts.undetected else ""
+    return [f"bit flips: {facts.flips} (segments, Raft stores, epoch files, checkpoints); {repaired}{found}"]

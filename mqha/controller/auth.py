@@ -38,9 +38,14 @@ class ControllerAuth:
         credentials = parse_inner_credentials(text) if text else None
         # Secrets cannot change through the config API: the verifier is built once.
         aliases = [a.strip() for a in config_store.config["controllerNodeAliases"].split(",") if a.strip()]
+        # The replay cache starts empty: signatures dated before now may have been used before a restart.
         self._verifier = RequestVerifier(
-            {credentials.access_key: credentials} if credentials else {}, node, aliases=aliases
+            {credentials.access_key: credentials} if credentials else {},
+            node,
+            aliases=aliases,
+            not_before_ms=wall_ms(),
         )
+        self._started_ms = self._clock.now_ms()
         self.watch = SignatureWatch(config_store.config["controllerSignatureStallMills"])
         self.refused: Counter[str] = Counter()  # refused signatures by reason (metrics)
 
@@ -58,6 +63,9 @@ class ControllerAuth:
         verdicts: list[Verdict] = []
 
         def verify() -> Denial | None:
+            guard = self._verifier.guard
+            if guard.not_before_ms is not None and self._clock.now_ms() - self._started_ms > guard.window_ms:
+                guard.not_before_ms = None  # every signature dated before the start has expired
             # Wall clock: a signature's timestamp is the broker's wall clock.
             verdict = self._verifier.verify(method, target, header, wall_ms())
             self._observe(verdict)

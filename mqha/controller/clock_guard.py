@@ -5,8 +5,11 @@ Checked once a second. A stall (signatures refused for their timestamps, none ac
 suspicion: one broker with a skewed clock looks the same while the others' sessions sign nothing. So
 the guard asks the other controllers for their time (the ``Date`` header of ``GET /healthz``) and acts
 only when the median of them is over half the window from this node's clock (``own_clock_off``). Then:
-one ERROR line when the alarm starts (and one when it ends), ``/healthz`` 503, and a leader asks Raft to
-transfer leadership at most once per ``controllerSignatureStallMills``.
+one ERROR line when the alarm starts (and one when it ends), ``/healthz`` 503, a leader asks Raft to
+transfer leadership at most once per ``controllerSignatureStallMills``, and the node stands for no
+election (it still votes and follows). The alarm lasts until the clock checks out again
+(``clock_alarm``: a signature verifies, or the peers' clocks agree), so the peers are asked every round
+while it lasts.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import aiohttp
 from mqha.clock import wall_ms
 from mqha.controller.auth import ControllerAuth
 from mqha.controller.parts import NodeParts
-from mqha.controller.signature_watch import own_clock_off
+from mqha.controller.signature_watch import clock_alarm
 from mqha.security.signing import REPLAY_WINDOW_MS
 from mqha.security.tls import client_context, scheme_of
 
@@ -41,6 +44,7 @@ class ClockGuard:
         self.handovers = 0
         self.peer_offsets_ms: list[int] = []  # the last answers: each peer's clock minus ours
         self._last_handover_ms: int | None = None
+        self._verified_at_alarm = 0  # the watch's verified count when the alarm started
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -58,7 +62,7 @@ class ClockGuard:
             await asyncio.sleep(CHECK_S)
             try:
                 stalled = self.auth.enabled and self.auth.signatures_stalled()
-                if stalled:
+                if stalled or self.alarmed:
                     self.peer_offsets_ms = await self.peer_offsets()
                 self.check(stalled)
             except Exception:  # a guard that dies would hide the next stall
@@ -91,14 +95,24 @@ class ClockGuard:
     def check(self, stalled: bool) -> None:
         """One round: ``stalled`` from the watch, the peers' offsets already asked when it is."""
         others = len(self.parts.peers) - 1
-        off = stalled and own_clock_off(self.peer_offsets_ms, REPLAY_WINDOW_MS, others)
+        off = clock_alarm(
+            self.alarmed,
+            stalled=stalled,
+            verified_since_alarm=self.auth.watch.verified_total > self._verified_at_alarm,
+            peer_offsets_ms=self.peer_offsets_ms,
+            window_ms=REPLAY_WINDOW_MS,
+            peers=others,
+        )
+        # Alone, abstaining would leave no one to lead; with peers, one of them leads meanwhile.
+        self.parts.log.abstain("its wall clock is off (clock alarm)" if off and others else None)
         if off != self.alarmed:
             self.alarmed = off
+            self._verified_at_alarm = self.auth.watch.verified_total
             if off:
                 log.error(
                     "ALARM: no broker signature verified for %d ms while they keep failing on this node's "
                     "clock (last skew %s ms; the other controllers' clocks differ by %s ms): check this "
-                    "node's wall clock; reporting unhealthy",
+                    "node's wall clock; reporting unhealthy and standing for no election",
                     self.auth.signatures_stalled_ms(),
                     self.auth.watch.last_skew_ms,
                     self.peer_offsets_ms,

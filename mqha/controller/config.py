@@ -290,6 +290,14 @@ CONTROLLER_CONFIG = ConfigSpec(
             rocketmq=False,
         ),
         Key(
+            "controllerRaftMaxPendingConnections",
+            int,
+            64,
+            "incoming Raft connections not yet named held at once; more are closed at once",
+            rule=rules.POSITIVE_INT,
+            rocketmq=False,
+        ),
+        Key(
             "controllerStateDigestIntervalMills",
             int,
             10_000,

@@ -23,7 +23,16 @@ from mqha.controller.clock_guard import ClockGuard
 from mqha.controller.console_feed import ConsoleFeed
 from mqha.security.http_limits import ConnectionStats
 
-REFUSAL_REASONS = ("malformed", "unknown_key", "other_node", "wrong", "skew", "replay", "body")
+REFUSAL_REASONS = (
+    "malformed",
+    "unknown_key",
+    "other_node",
+    "wrong",
+    "skew",
+    "before_start",
+    "replay",
+    "body",
+)
 
 
 class GuardCollector(Collector):

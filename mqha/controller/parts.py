@@ -58,6 +58,7 @@ class NodeParts:
             raft_max_timeout=max_timeout,
             connection_timeout=max(3.5, max_timeout),
             state_digest_interval=config["controllerStateDigestIntervalMills"] / 1000,
+            max_pending_connections=config["controllerRaftMaxPendingConnections"],
         )
         self.history: HistoryRecorder | None = None
         self.console = ConsoleFeed()

@@ -4,8 +4,9 @@ A signature whose HMAC is right proves the sender holds the secret; if it is the
 timestamp, the two clocks disagree by more than the window. When, for ``stall_ms``, such signatures
 keep coming and not one passes, this node cannot hear any broker that must sign: its own clock is a
 suspect, and ``own_clock_off`` asks the other controllers' clocks to decide. If it is off the node
-reports itself unhealthy, and a leader hands leadership over (docs/architecture.md §12.2). Signatures
-that fail their HMAC say nothing about clocks and are not counted.
+reports itself unhealthy, and a leader hands leadership over (docs/architecture.md §12.2); until its
+clock checks out again (``clock_alarm``) it stands for no election. Signatures that fail their HMAC say
+nothing about clocks and are not counted.
 
 Pure: times are the caller's monotonic milliseconds; skews are (signed timestamp - local wall clock).
 """
@@ -71,3 +72,28 @@ def own_clock_off(peer_offsets_ms: Sequence[int], window_ms: int, peers: int) ->
         return False
     ordered = sorted(peer_offsets_ms)
     return abs(ordered[len(ordered) // 2]) > window_ms // 2
+
+
+def clock_alarm(
+    alarmed: bool,
+    *,
+    stalled: bool,
+    verified_since_alarm: bool,
+    peer_offsets_ms: Sequence[int],
+    window_ms: int,
+    peers: int,
+) -> bool:
+    """Whether this node's clock alarm is on after one check.
+
+    It starts on a stall the peers' clocks confirm (``own_clock_off``). It ends only when the clock
+    checks out again: a signature verified since it started, or peers answered and their median is
+    within half the window of this clock. The end of the stall alone does not end it (senders that gave
+    up on this node stop the refusals, not the skew), nor do peers that do not answer; with no other
+    controller, the stall alone decides, as at the start."""
+    if not alarmed:
+        return stalled and own_clock_off(peer_offsets_ms, window_ms, peers)
+    if verified_since_alarm:
+        return False
+    if peers == 0:
+        return stalled
+    return not peer_offsets_ms or own_clock_off(peer_offsets_ms, window_ms, peers)

@@ -12,7 +12,9 @@ must be within ``window_ms`` of its own clock and the nonce unseen (a replay). O
 read, and its SHA-256 must be the one signed (``check_body``). Secrets are compared in constant time.
 
 Pure: the caller passes the time and the nonce. ``ReplayGuard`` keeps the nonces of the last window, so
-its memory is bounded by the request rate times twice the window.
+its memory is bounded by the request rate times twice the window. Its memory starts empty with the
+process, so a guard also refuses signatures dated before it began (``not_before_ms``) until a window has
+passed: a request captured before a restart cannot be replayed after it (a sender just signs again).
 """
 
 from __future__ import annotations
@@ -134,8 +136,13 @@ class ReplayGuard:
     (time, nonce) tuples did, ~10^5 of them at a controller's write rate, and writes got ~4 % slower).
     Memory is bounded by the request rate times two windows."""
 
-    def __init__(self, window_ms: int = REPLAY_WINDOW_MS) -> None:
+    def __init__(self, window_ms: int = REPLAY_WINDOW_MS, not_before_ms: int | None = None) -> None:
+        """``not_before_ms``: the wall-clock time this guard's memory began (its process started);
+        earlier signatures are refused, since their nonces may have been spent before it. The owner
+        sets it to None once a window has passed (by its monotonic clock): every such signature has
+        expired by then, and a wall clock stepped back after the start must not lock senders out."""
         self.window_ms = window_ms
+        self.not_before_ms = not_before_ms
         self._buckets: dict[int, set[str]] = {}  # expiry // window -> nonces
 
     def __len__(self) -> int:
@@ -146,6 +153,9 @@ class ReplayGuard:
         window = self.window_ms
         if abs(now_ms - timestamp_ms) > window:
             return Denial(401, f"signature timestamp is over {window} ms from the server's clock", "skew")
+        if self.not_before_ms is not None and timestamp_ms < self.not_before_ms:
+            remark = "signature dated before this node started (its replay cache is new): sign again"
+            return Denial(401, remark, "before_start")
         for bucket in [b for b in self._buckets if (b + 1) * window <= now_ms]:
             del self._buckets[bucket]  # every signature in it has expired
         if any(nonce in nonces for nonces in self._buckets.values()):
@@ -165,12 +175,14 @@ class RequestVerifier:
         node: str,
         window_ms: int = REPLAY_WINDOW_MS,
         aliases: Iterable[str] = (),
+        not_before_ms: int | None = None,
     ) -> None:
-        """``aliases``: other addresses signers may reach this node by (a port forward, NAT)."""
+        """``aliases``: other addresses signers may reach this node by (a port forward, NAT);
+        ``not_before_ms``: see ``ReplayGuard``."""
         self._by_access_key = dict(credentials)
         self.node = node
         self.names = frozenset({node, *aliases})
-        self.guard = ReplayGuard(window_ms)
+        self.guard = ReplayGuard(window_ms, not_before_ms)
 
     def verify(self, method: str, target: str, header: str | None, now_ms: int) -> Verdict:
         """Whether ``header`` is a valid, fresh signature of a request to this node, from the header

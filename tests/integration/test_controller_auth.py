@@ -287,6 +287,23 @@ def test_a_signature_made_for_one_controller_is_refused_by_another(cluster: Auth
     _refused(leader.call("POST", "/v1/brokers/heartbeat", raw=raw, headers=headers), 401, "not for this node")
 
 
+def test_a_signature_captured_before_a_restart_is_refused_after_it(cluster: AuthCluster) -> None:
+    """A signed session upgrade captured on its way to a controller and replayed to that same controller
+    right after it restarted (its nonce cache is in memory, and the signature is still within its 60 s
+    window) must not open a broker session: a controller refuses signatures dated before its start."""
+    leader = cluster.leader()
+    follower = next(n for n in cluster.controllers.nodes if n.address != leader.address)
+    captured = signature("GET", "/v1/brokers/session", b"", node=follower)
+    assert asyncio.run(upgrade(follower, captured)) == 101  # the genuine use
+    assert follower.proc is not None
+    follower.proc.stop()
+    cluster.controllers.start([follower.index])
+    assert asyncio.run(upgrade(follower, captured)) == 401  # the replay after the restart
+    fresh = signature("GET", "/v1/brokers/session", b"", node=follower)
+    assert asyncio.run(upgrade(follower, fresh)) == 101  # a broker's next signature is good
+    cluster.leader()
+
+
 def test_admin_calls_need_the_admin_token_not_broker_credentials(cluster: AuthCluster) -> None:
     before = cluster.snapshot()
     master_id = before[1]["masterBrokerId"]

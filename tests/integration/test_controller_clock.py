@@ -127,7 +127,9 @@ def _value(text: str, name: str) -> float | None:
     return None
 
 
-def test_a_leader_whose_clock_jumps_an_hour_ahead_alarms_and_hands_leadership_over(cluster: Cluster) -> None:
+def test_a_leader_whose_clock_jumps_an_hour_ahead_alarms_hands_over_and_does_not_stand_again(
+    cluster: Cluster,
+) -> None:
     controllers = cluster.controllers
     leader = controllers.leader(timeout=10)
     assert abs(_metric(leader, "mqha_controller_signature_clock_skew_seconds") or 0) < 5
@@ -154,10 +156,40 @@ def test_a_leader_whose_clock_jumps_an_hour_ahead_alarms_and_hands_leadership_ov
         wait_until(
             lambda: (cluster.broker.try_status() or {}).get("role") == "MASTER", 30, message="master again"
         )
+        _the_skewed_node_does_not_stand_for_election(cluster, leader, new)
     finally:
         cluster.step_clock(leader, 0)
     wait_until(lambda: leader.get("/healthz")[0] == 200, 20, interval=0.2, message="healthy again")
     wait_until(lambda: "the clock alarm is over" in leader.log_path.read_text(), 10, message="alarm over")
+
+
+def _the_skewed_node_does_not_stand_for_election(
+    cluster: Cluster, skewed: Controller, leader: Controller
+) -> None:
+    """The new leader dies and the only other node is silent for 2 s: the skewed node would stand (and,
+    once the other answers again, win: its log is as long). Until its clock checks out it must not."""
+    third = next(n for n in cluster.controllers.nodes if n not in (skewed, leader))
+    assert leader.proc is not None and third.proc is not None
+    leader.proc.kill()
+    third.proc.pause()
+    try:
+        time.sleep(2)  # many election timeouts (0.2-0.4 s)
+    finally:
+        third.proc.resume()
+    assert cluster.controllers.leader(timeout=20, among=[skewed, third]) is third
+    assert skewed.get("/healthz")[0] == 503
+    _start_controller(cluster, leader)
+    cluster.controllers.leader(timeout=20)
+
+
+def _start_controller(cluster: Cluster, node: Controller) -> None:
+    node.proc = cluster.group.start(
+        [*mqcontroller_command(), "-c", str(node.conf)],
+        log_path=node.log_path,
+        name=node.node_id,
+        env=_shim_env(cluster.base / "shim", node.base),
+    )
+    wait_healthy([(node.proc, node.url)], 20)
 
 
 def test_a_broker_whose_clock_is_off_is_refused_and_counted_and_no_controller_alarms(

@@ -185,6 +185,7 @@ class ReplicatedLog(VoterSet):
             conf,
             self._consumer,
             journal=journal,
+            max_pending_connections=self._tuning.max_pending_connections,
             **identity,
         )
         self._sync = sync
@@ -465,6 +466,18 @@ class ReplicatedLog(VoterSet):
             return sync.damage
         return self._consumer.restore_error
 
+    def abstain(self, reason: str | None) -> None:
+        """Stand for no election while ``reason`` is set (None: stand again); a member that abstains still
+        votes and follows. Used for a clock this node cannot trust (docs/architecture.md §12.2)."""
+        sync = self._sync
+        if sync is not None:
+            sync.abstain = reason
+
+    def abstaining(self) -> str | None:
+        """Why this member stands for no election now, or None."""
+        sync = self._sync
+        return None if sync is None else sync.abstain
+
     def request_snapshot(self) -> None:
         """Ask PySyncObj to compact at its next chance (it still honours ``log_compaction_split``)."""
         self._require_started().forceLogCompaction()
@@ -514,6 +527,7 @@ class ReplicatedLog(VoterSet):
             "tick_thread_alive": sync.tick_thread_alive(),
             "restore_error": self._consumer.restore_error,
             "damage": self.damage(),
+            "abstaining": self.abstaining(),
             "state_digest": getattr(self._applier, "last_digest", None),
             "apply_failures": self._consumer.apply_failures,
             "durable": self._durable,

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.monotonic import monotonic as monotonicTime
 from pysyncobj.node import TCPNode
 
 from mqha.controller.raft import cipher, decoding
@@ -41,7 +42,7 @@ from mqha.controller.raft.journal import (
     install_durable_dumps,
     read_dump,
 )
-from mqha.controller.raft.transport import GroupCommitTransport, IdentityTransport
+from mqha.controller.raft.transport import DEFAULT_MAX_PENDING, GroupCommitTransport, IdentityTransport
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class PipelinedSyncObj(SyncObj):
         journal: CompactionSafeJournal | None = None,
         node_class: type[TCPNode] = TCPNode,
         observer_id: str | None = None,
+        max_pending_connections: int = DEFAULT_MAX_PENDING,
     ) -> None:
         """Extends ``pysyncobj.SyncObj.__init__``.
 
@@ -120,22 +122,31 @@ class PipelinedSyncObj(SyncObj):
         (installed as PySyncObj's ``getEncryptor``) instead of Fernet. A journal that found damage at
         start makes the member damaged from its first tick (:attr:`damage`). Nodes are ``node_class``
         (``members.StoreNode`` when members are raftIds); ``self_address=None`` makes a read-only member
-        (an observer, named ``observer_id`` in its handshake).
+        (an observer, named ``observer_id`` in its handshake). ``max_pending_connections`` bounds the
+        incoming connections not yet named (``controllerRaftMaxPendingConnections``).
         """
         decoding.install()
         cipher.install()  # before the constructor, which builds the encryptor from conf.password
         # Set before the stock constructor, which counts the attributes present then as "not state"
         # (the others would go into every dump). The tick thread starts inside the constructor.
         self.damage: str | None = None if journal is None else journal.damage
+        self.abstain: str | None = None  # why this member does not stand for election now (its clock)
         self.loaded = False  # the first full tick ran: dump loaded, journal replayed to the commit index
         self._consumer = consumer
         self._dump_file: str | None = conf.fullDumpFile
         kwargs: dict[str, Any] = {"consumers": [consumer], "nodeClass": node_class}
         if isinstance(journal, DurableFileJournal):
             install_durable_dumps()
-            transport = functools.partial(GroupCommitTransport, journal=journal, observer_id=observer_id)
+            transport = functools.partial(
+                GroupCommitTransport,
+                journal=journal,
+                observer_id=observer_id,
+                max_pending=max_pending_connections,
+            )
         else:
-            transport = functools.partial(IdentityTransport, observer_id=observer_id)
+            transport = functools.partial(
+                IdentityTransport, observer_id=observer_id, max_pending=max_pending_connections
+            )
         if journal is None:
             super().__init__(self_address, partners, conf, transportClass=transport, **kwargs)
             return
@@ -198,16 +209,20 @@ class PipelinedSyncObj(SyncObj):
     def _onTick(self, timeToWait: float = 0.0) -> None:
         """Extends ``pysyncobj.SyncObj._onTick``.
 
-        Why: PySyncObj has no way to keep a member out of elections. Differs: while :attr:`damage` is
-        set, the (private) election deadline is pushed out of reach before the stock tick, and a leader
-        steps down as at a lost quorum (state follower, no leader). After the stock tick, :attr:`loaded`
+        Why: PySyncObj has no way to keep a member out of elections. Differs: while :attr:`damage` or
+        :attr:`abstain` is set, the (private) election deadline is pushed out of reach before the stock
+        tick (an abstaining member still votes and follows); a damaged leader steps down as at a lost
+        quorum (state follower, no leader). When an abstention ends, the deadline is one election timeout
+        away, as after a leader's message. After the stock tick, :attr:`loaded`
         says whether the first full tick ran (the dump loaded and the journal replayed), so a member is
         not reported healthy before its files were checked."""
-        if self.damage is not None:
+        if self.damage is not None or self.abstain is not None:
             self._SyncObj__raftElectionDeadline = math.inf
-            if self._isLeader():
+            if self.damage is not None and self._isLeader():
                 self._SyncObj__setState(FOLLOWER)
                 self._SyncObj__raftLeader = None
+        elif self._SyncObj__raftElectionDeadline == math.inf:  # an abstention ended: a normal timeout
+            self._SyncObj__raftElectionDeadline = monotonicTime() + self._SyncObj__generateRaftTimeout()
         SyncObj._onTick(self, timeToWait)
         if not self.loaded and not self._SyncObj__needLoadDumpFile:
             self.loaded = True

@@ -8,6 +8,7 @@ frames); storage stays in ``journal.py``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pysyncobj import SyncObj
@@ -17,10 +18,16 @@ from pysyncobj.transport import TCPTransport
 from mqha.controller.raft.identity import OBSERVER_HANDSHAKE_PREFIX
 from mqha.controller.raft.journal import DurableFileJournal
 
+log = logging.getLogger(__name__)
+
 HANDSHAKE_TIMEOUT_S = 2.0
 """An incoming connection that has not named itself (and, with a password, exchanged its key) this long
 after it opened is closed (docs/architecture.md §12.4): stock PySyncObj kept such a connection forever,
 as its timeout is only checked when the connection reads or writes."""
+
+
+DEFAULT_MAX_PENDING = 64
+"""``controllerRaftMaxPendingConnections``: incoming connections not yet named held at once."""
 
 
 class IdentityTransport(TCPTransport):
@@ -35,19 +42,41 @@ class IdentityTransport(TCPTransport):
     """
 
     def __init__(
-        self, syncObj: SyncObj, selfNode: Any, otherNodes: Any, *, observer_id: str | None = None
+        self,
+        syncObj: SyncObj,
+        selfNode: Any,
+        otherNodes: Any,
+        *,
+        observer_id: str | None = None,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
-        """Extends ``pysyncobj.transport.TCPTransport.__init__``. Why: an observer must say who it is.
-        Differs: keeps ``observer_id`` (sent in the handshake when this member is read-only) and a map
-        of connected observers."""
+        """Extends ``pysyncobj.transport.TCPTransport.__init__``. Why: an observer must say who it is,
+        and unknown connections must be bounded. Differs: keeps ``observer_id`` (sent in the handshake
+        when this member is read-only), a map of connected observers and ``max_pending``."""
         self.observer_id = observer_id
+        self.max_pending = max_pending
+        self.refused_pending = 0  # connections closed at once: ``max_pending`` unknown ones were open
         self.observers: dict[Any, str] = {}  # read-only Node -> the raftId it gave
         self._opened_at: dict[Any, float] = {}  # unknown incoming connection -> when it opened
         super().__init__(syncObj, selfNode, otherNodes)
 
     def _onNewIncomingConnection(self, conn: Any) -> None:
         """Extends ``TCPTransport._onNewIncomingConnection``. Why: an unknown connection must not be kept
-        forever. Differs: remembers when it opened (``close_silent_connections`` closes it)."""
+        forever, nor can their number grow without bound (each silent one is held 2 s). Differs: with
+        ``max_pending`` unknown connections open, a new one is closed at once (members already
+        connected are not affected); else it is remembered with when it opened
+        (``close_silent_connections`` closes it)."""
+        if len(self._unknownConnections) >= self.max_pending:
+            conn.disconnect()
+            self.refused_pending += 1
+            if self.refused_pending == 1 or self.refused_pending % 1000 == 0:
+                log.warning(
+                    "raft port: %d connections refused so far, %d not-yet-named connections being open "
+                    "(controllerRaftMaxPendingConnections)",
+                    self.refused_pending,
+                    self.max_pending,
+                )
+            return
         super()._onNewIncomingConnection(conn)
         self._opened_at[conn] = monotonic_time()
 
@@ -125,6 +154,7 @@ class GroupCommitTransport(IdentityTransport):
         *,
         journal: DurableFileJournal,
         observer_id: str | None = None,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         """Extends ``pysyncobj.transport.TCPTransport.__init__`` (through ``IdentityTransport``). Why:
         PySyncObj constructs the transport itself, with
@@ -132,7 +162,7 @@ class GroupCommitTransport(IdentityTransport):
         ``functools.partial``) and starts with no held messages."""
         self._held: list[tuple[Any, Any]] = []
         self.journal = journal
-        super().__init__(syncObj, selfNode, otherNodes, observer_id=observer_id)
+        super().__init__(syncObj, selfNode, otherNodes, observer_id=observer_id, max_pending=max_pending)
 
     def send(self, node: Any, message: Any) -> bool:
         """Overrides ``pysyncobj.transport.TCPTransport.send``.

@@ -41,6 +41,7 @@ class RaftTuning:
     barrier_timeout: float = 2.0  # per attempt of the leader's no-op; retried while still leader
     state_digest_interval: float = 10.0  # the serving leader proposes a state digest this often; 0: never
     commands_queue_size: int = 100_000
+    max_pending_connections: int = 64  # controllerRaftMaxPendingConnections: unknown incoming connections
 
     @property
     def effective_leader_fallback_timeout(self) -> float:

@@ -25,6 +25,10 @@ class FakeClock:
 class FakeLog:
     leading: bool = True
     transfers: int = 0
+    abstaining: str | None = None
+
+    def abstain(self, reason: str | None) -> None:
+        self.abstaining = reason
 
     def is_serving_leader(self) -> bool:
         return self.leading
@@ -77,10 +81,37 @@ def test_a_stalled_leader_alarms_once_and_hands_over_once_per_stall_period(
     with caplog.at_level(logging.ERROR):
         _refuse_until(auth, parts, guard, 3050)
     assert guard.alarmed and parts.log.transfers == guard.handovers == 3  # at 1.1 s, 2.1 s, 3.1 s... bounded
+    assert parts.log.abstaining is not None
     assert sum("ALARM" in r.message for r in caplog.records) == 1
     auth.watch.on_verified(0)
     guard.check(auth.signatures_stalled())
     assert not guard.alarmed and any("alarm is over" in r.message for r in caplog.records)
+    assert parts.log.abstaining is None
+
+
+def test_the_alarm_and_the_abstention_outlast_the_stall_until_the_clock_checks_out() -> None:
+    """Brokers that gave up on this node end the refusals, not its skew: it must not stand again until
+    a signature verifies or its peers' clocks agree with it."""
+    guard, parts, auth = _guard(leading=False)
+    _refuse_until(auth, parts, guard, 3000)
+    parts.clock.now += 10_000  # no refusal for a long while: the watch says "not stalled"
+    assert not auth.signatures_stalled()
+    guard.check(False)
+    assert guard.alarmed and parts.log.abstaining is not None
+    guard.peer_offsets_ms = []  # peers that do not answer prove nothing
+    guard.check(False)
+    assert guard.alarmed and parts.log.abstaining is not None
+    guard.peer_offsets_ms = [200, -300]  # the clock was put right
+    guard.check(False)
+    assert not guard.alarmed and parts.log.abstaining is None
+
+
+def test_a_lone_controller_never_abstains() -> None:
+    parts = FakeParts(peers=("n0",))
+    auth = FakeAuth(parts.clock)
+    guard = ClockGuard(parts, auth)  # type: ignore[arg-type]
+    _refuse_until(auth, parts, guard, 3000)
+    assert guard.alarmed and parts.log.abstaining is None
 
 
 def test_a_stalled_follower_alarms_but_has_nothing_to_hand_over() -> None:
@@ -95,4 +126,4 @@ def test_a_stall_the_peers_clocks_do_not_confirm_is_no_alarm(peer_offsets: tuple
     agreeing with this clock (or not answering) say it is not this node's clock."""
     guard, parts, auth = _guard(peer_offsets=peer_offsets)
     _refuse_until(auth, parts, guard, 3000)
-    assert not guard.alarmed and parts.log.transfers == 0
+    assert not guard.alarmed and parts.log.transfers == 0 and parts.log.abstaining is None

@@ -106,6 +106,7 @@ PRIVATE_STATE: list[tuple[Callable[..., Any], str]] = [
     (FileJournal.clear, "self.__setLastRecordOffset(FIRST_RECORD_OFFSET)"),
     (SyncObj._autoTickThread, "self._onTick(self.__conf.autoTickPeriod)"),  # reaches our override
     (SyncObj._onTick, "if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():"),
+    (SyncObj._onTick, "self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()"),
     (SyncObj._onTick, "needSendAppendEntries = self.__applyLogEntries()"),
     (SyncObj._onTick, "self.__tryLogCompaction()"),
     (SyncObj._onTick, "self.__loadDumpFile(clearJournal=False)"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqha.controller.signature_watch import SignatureWatch, own_clock_off
+from mqha.controller.signature_watch import SignatureWatch, clock_alarm, own_clock_off
 
 
 def test_nothing_seen_is_no_stall() -> None:
@@ -69,3 +69,34 @@ def test_the_peers_clocks_decide_whether_a_stall_is_ours(
     offsets: tuple[int, ...], peers: int, off: bool
 ) -> None:
     assert own_clock_off(offsets, 60_000, peers) is off
+
+
+OFFSETS = [(), (0,), (3_600_000,), (0, 3_600_000), (3_600_000, 3_600_000, 0)]
+
+
+@pytest.mark.parametrize("peers", [0, 1, 2])
+@pytest.mark.parametrize("offsets", OFFSETS)
+@pytest.mark.parametrize("verified", [False, True])
+@pytest.mark.parametrize("stalled", [False, True])
+@pytest.mark.parametrize("alarmed", [False, True])
+def test_the_clock_alarm_starts_on_a_confirmed_stall_and_ends_only_when_the_clock_checks_out(
+    alarmed: bool, stalled: bool, verified: bool, offsets: tuple[int, ...], peers: int
+) -> None:
+    window = 60_000
+    on = clock_alarm(
+        alarmed,
+        stalled=stalled,
+        verified_since_alarm=verified,
+        peer_offsets_ms=offsets,
+        window_ms=window,
+        peers=peers,
+    )
+    if not alarmed:
+        assert on is (stalled and own_clock_off(offsets, window, peers))
+    elif verified:
+        assert not on  # a signature verified: this clock is good enough
+    elif peers == 0:
+        assert on is stalled  # alone: the stall decides
+    else:
+        agree = bool(offsets) and not own_clock_off(offsets, window, peers)
+        assert on is not agree  # only peers that answer and agree end it; the stall's end does not

@@ -178,3 +178,13 @@ def test_a_nonce_is_remembered_for_as_long_as_its_signature_is_accepted(skew: in
     assert "clock" in guard.admit("n", ts, ts + 1001).remark
     assert guard.admit("other", NOW + 5000, NOW + 5000) is None
     assert len(guard) == 1  # the expired nonce's bucket is gone
+
+
+def test_signatures_dated_before_the_guard_began_are_refused_until_it_is_lifted() -> None:
+    guard = ReplayGuard(window_ms=1000, not_before_ms=NOW)
+    refused = guard.admit("old", NOW - 1, NOW + 10)
+    assert refused is not None and refused.reason == "before_start" and "sign again" in refused.remark
+    assert guard.admit("new", NOW, NOW + 10) is None
+    assert len(guard) == 1  # a refused nonce is not remembered
+    guard.not_before_ms = None
+    assert guard.admit("old", NOW - 1, NOW + 10) is None
