@@ -5,7 +5,9 @@ The copy (commit log, epochs, checkpoints, identity and store id; not the histor
 original's record and would be counted twice by the analysis) goes to ``<run_dir>/clones/<node>-<k>``
 and starts as an ``mqbroker`` with the original's config but its own ports: it claims the original's
 broker id from another address. The controllers must refuse it, and it must stop on its own with one
-line (docs/architecture.md §3.2). At the heal a copy still running is stopped (by pid) and named as
+line (docs/architecture.md §3.2), within ``REFUSED_WITHIN`` of serving (when its claims begin): the
+start-up before that (Python, the store's recovery) takes tens of seconds on a loaded machine and is
+bounded apart. At the heal a copy still running is stopped (by pid) and named as
 the run's failure; a refused copy's directory is removed (its line is kept in ``problems`` only when
 it was not refused).
 """
@@ -13,6 +15,7 @@ it was not refused).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import shutil
 import time
@@ -25,7 +28,10 @@ from mqha.cluster.local import LocalCluster
 from mqha.cluster.nodes import command_of
 from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair
 
-REFUSED_WITHIN = 30.0  # seconds from the copy's start to its own exit (retries for a heartbeat timeout)
+REFUSED_WITHIN = 30.0  # seconds from the copy serving to its own exit (retries for a heartbeat timeout)
+STARTS_WITHIN = 90.0  # seconds from the copy's spawn to its serving line (as a cluster's start)
+SERVING_MARK = " serving on "
+"""What the broker's ``mqbroker:`` line says once it serves and claims its id (``mqha.broker``)."""
 NOT_COPIED = ("history.db*", "*.pid", "lock")
 REFUSAL_MARK = "another live process"
 """What the refused broker's last line says (``mqha.controller.broker_claims``)."""
@@ -38,7 +44,7 @@ class Clone:
     original: str
     base: Path
     proc: NodeProcess
-    started_at: float
+    started_at: float  # time.time(): compared with the copy's log times (it runs without the clock shim)
     port: int
 
     @property
@@ -50,6 +56,23 @@ class Clone:
             line for line in self.log.read_text(errors="replace").splitlines() if line.startswith("mqbroker:")
         ]
         return lines[-1] if lines else ""
+
+    def serving_at(self) -> float | None:
+        """When the copy logged that it serves (time.time()), or None: not yet."""
+        for line in self.log.read_text(errors="replace").splitlines():
+            if line[24:].startswith("INFO mqbroker:") and SERVING_MARK in line:
+                return _logged_at(line)
+        return None
+
+    def last_logged_at(self) -> float | None:
+        """The time of the copy's last timestamped log line (about when it stopped), or None."""
+        times = [_logged_at(line) for line in self.log.read_text(errors="replace").splitlines()]
+        return max((t for t in times if t is not None), default=None)
+
+    def deadline(self) -> float:
+        """When a copy still running has failed: ``REFUSED_WITHIN`` after serving, or never served."""
+        serving = self.serving_at()
+        return self.started_at + STARTS_WITHIN if serving is None else serving + REFUSED_WITHIN
 
 
 class Clones:
@@ -93,25 +116,26 @@ class Clones:
             self.cluster.log_level,
         ]
         proc = NodeProcess.spawn(args, base / "broker.log", env=self.cluster.env, die_with_parent=True)
-        self._running.append(Clone(node, base, proc, time.monotonic(), port))
+        self._running.append(Clone(node, base, proc, time.time(), port))
         self.say(f"    copy of {node}'s store started as pid {proc.pid} on port {port}")
 
     def heal(self) -> None:
         """Wait (bounded) for each running copy to stop on its own; stop the ones that do not."""
         for clone in self._running:
-            deadline = clone.started_at + REFUSED_WITHIN
-            while clone.proc.is_running() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            while clone.proc.is_running() and time.time() < clone.deadline():
+                time.sleep(0.2)
             self._judge(clone)
         self._running = []
 
     def _judge(self, clone: Clone) -> None:
-        ran = time.monotonic() - clone.started_at
+        ran = time.time() - clone.started_at
+        serving = clone.serving_at()
+        served = "never served" if serving is None else f"{time.time() - serving:.0f} s serving"
         if clone.proc.is_running():
             role = _role(clone.port)
             clone.proc.kill()
             self.problems.append(
-                f"a copy of {clone.original}'s store ran {ran:.0f} s without being refused{role} "
+                f"a copy of {clone.original}'s store ran {ran:.0f} s ({served}) without being refused{role} "
                 f"(log: {clone.log})"
             )
         elif REFUSAL_MARK not in clone.last_line():
@@ -121,7 +145,9 @@ class Clones:
             )
         else:
             self.refused += 1
-            self.say(f"    the copy of {clone.original} was refused and stopped after {ran:.1f} s")
+            last = clone.last_logged_at()
+            after = "" if serving is None or last is None else f", {last - serving:.1f} s after it served"
+            self.say(f"    the copy of {clone.original} was refused and stopped after {ran:.1f} s{after}")
             shutil.rmtree(clone.base, ignore_errors=True)
             return
         self.say(f"    {self.problems[-1]}")
@@ -138,6 +164,14 @@ class Clones:
         if not self.started:
             return None
         return f"clones: {self.started} started, {self.refused} refused and stopped"
+
+
+def _logged_at(line: str) -> float | None:
+    """The time.time() of a log line that starts with its ``asctime``, or None."""
+    try:
+        return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
 
 
 def _role(port: int) -> str:

@@ -79,6 +79,7 @@ from mqha.chaos.verdict import (
     recovery_time,
 )
 from mqha.cluster.checking import (
+    PYTHON_ENGINE,
     ToolChild,
     adopt_final_log_dump,
     analysis_engine,
@@ -454,7 +455,11 @@ class ChaosRun:
         adopt_final_log_dump(self.cluster, staging)
         engine = analysis_engine(self.options.check)
         self.say(f"checking the history ({engine or 'no invariant check'}) ...")
-        check = export_and_analyze(self.run_dir, engine, self.child)
+        # auto: a Spark JVM that cannot finish on a loaded machine leaves the Python engine the verdict
+        fallback = PYTHON_ENGINE if self.options.check == "auto" else None
+        check = export_and_analyze(self.run_dir, engine, self.child, fallback=fallback)
+        if check.fallback_reason:
+            self.say(f"    {check.fallback_reason}; checked again with {check.engine}")
         problem = None
         declared = declared_ranges(exported_rows(check.export_dir, "controller_events"))
         if engine is not None and check.invariants is None:
@@ -471,7 +476,7 @@ class ChaosRun:
             sends=sends,
             reads=reads,
             final_logs=final_logs,
-            engine=engine or "off",
+            engine=check.engine or engine or "off",
             invariants=check.invariants,
             check_problem=problem,
             settled=settled,

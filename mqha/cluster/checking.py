@@ -178,6 +178,9 @@ class ToolChild:
         self.popen = None
 
 
+PYTHON_ENGINE = "python"  # ``mqha analyze --engine python``: no JVM, the fallback of ``auto``
+
+
 def analysis_engine(choice: str) -> str | None:
     """``auto`` -> spark when a JVM and PySpark are present, else python; ``off`` -> None."""
     if choice == "off":
@@ -188,7 +191,7 @@ def analysis_engine(choice: str) -> str | None:
             import pyspark  # noqa: F401
         except ImportError:
             has_java = False
-        return "spark" if has_java else "python"
+        return "spark" if has_java else PYTHON_ENGINE
     return choice
 
 
@@ -214,6 +217,8 @@ class CheckResult:
     lines: list[str] = field(default_factory=list)
     seconds: float = 0.0
     verdict: dict[str, Any] | None = None  # the analyzer's report/verdict.json
+    engine: str | None = None  # the engine whose verdict this is
+    fallback_reason: str = ""  # why the first engine's verdict was replaced, or ""
 
     @property
     def invariants(self) -> dict[str, int] | None:
@@ -230,21 +235,34 @@ def export_and_analyze(
     *,
     export_timeout: float = 120,
     analyze_timeout: float = 300,
+    fallback: str | None = None,
 ) -> CheckResult:
-    """``mqha export <run_dir> <run_dir>/export``, then (with an engine) ``mqha analyze``."""
-    from mqha.history.schema import VERDICT_FILE
-
+    """``mqha export <run_dir> <run_dir>/export``, then (with an engine) ``mqha analyze``; when that
+    gives no verdict (a Spark JVM timed out on a loaded machine) and ``fallback`` names another engine,
+    the same export is analyzed with it."""
     export_dir = run_dir / "export"
     code, text = child.run([*mqha_command(), "export", str(run_dir), str(export_dir)], export_timeout)
     result = CheckResult(code, (text.strip().splitlines() or ["(no output)"])[-1], export_dir)
     if engine is None or code != 0:
         return result
+    _analyze(result, engine, child, analyze_timeout)
+    if result.verdict is None and fallback is not None and fallback != engine:
+        result.fallback_reason = f"{engine} gave no verdict (exit {result.analyze_code})"
+        _analyze(result, fallback, child, analyze_timeout)
+    return result
+
+
+def _analyze(result: CheckResult, engine: str, child: ToolChild, timeout: float) -> None:
+    """Run ``mqha analyze`` on ``result``'s export with ``engine`` and fill in what it gave."""
+    from mqha.history.schema import VERDICT_FILE
+
     t0 = time.monotonic()
+    result.engine = engine
     result.analyze_code, text = child.run(
-        [*mqha_command(), "analyze", str(export_dir), "--engine", engine], analyze_timeout
+        [*mqha_command(), "analyze", str(result.export_dir), "--engine", engine], timeout
     )
     result.seconds = time.monotonic() - t0
     result.lines = analysis_lines(text)
+    result.verdict = None
     with contextlib.suppress(OSError, ValueError):
-        result.verdict = json.loads((export_dir / "report" / VERDICT_FILE).read_text())
-    return result
+        result.verdict = json.loads((result.export_dir / "report" / VERDICT_FILE).read_text())

@@ -11,6 +11,7 @@ from mqha.chaos.client_checks import WriteLog
 from mqha.chaos.declared import PowerCut, declared_ranges, never_fsynced
 from mqha.chaos.schedule import (
     ALL_CONTROLLERS,
+    BITFLIP,
     CONTROLLER_LEADER,
     CONTROLLERS,
     KILL,
@@ -180,6 +181,13 @@ def test_a_missing_check_or_an_unsettled_cluster_fails_the_run() -> None:
     assert judge(facts(invariants=None, engine="off")).ok  # asked not to check
     assert judge(facts(settled=False)).reasons == ("the cluster was not whole again after the final heal",)
     assert "no final master log could be read" in judge(facts(final_logs={})).reasons
+
+
+def test_bitflip_steps_that_flipped_nothing_do_not_show_the_kind_injected() -> None:
+    flip = FaultStep(4, BITFLIP, MASTER, 1.0, 1.0, group=G, links="running")
+    ran = facts(faults=(outcome(flip, 40.0, 41.0, 41.5),), asked=(BITFLIP,), reached=(BITFLIP,))
+    assert "not injected: bitflip: every step of it was skipped (no target found)" in judge(ran).text
+    assert "not injected" not in judge(replace(ran, flips=1)).text
 
 
 def test_targets_missed_are_reported_not_failed() -> None:
