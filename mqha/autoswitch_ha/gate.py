@@ -109,7 +109,10 @@ class AckGate:
             policy = self.policy
             self._last_exposed = master_confirm_offset(
                 all_ack_in_sync_state_set=policy.all_ack_in_sync_state_set,
-                local_sync_state_set=in_sync.local_set,
+                # The effective set: while an expansion is in flight the controller may already have
+                # committed it, and a new member can be elected without what a one-member set exposes
+                # (mqha.sim seed 212).
+                local_sync_state_set=in_sync.sync_state_set,
                 master_max_offset=self._store.max_offset,
                 stored_confirm_offset=stored,
                 # only read when nothing is stored yet; skip the walk over the links otherwise

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 CLUSTER, GROUP = "sim", "broker-a"
 SLAVE_TIMEOUT_MS = 1_000
 RELEASE_ASK_MS = 300
+FLUSH_INTERVAL_MS = 500  # flushIntervalCommitLog
+CHECKPOINT_INTERVAL_MS = 200  # ConfirmCheckpoint (kept over a power loss: generous, as the chaos fault)
 
 
 @dataclass(frozen=True)
@@ -390,8 +392,7 @@ class Broker:
             return False
         offset = self.store.max_offset
         self.store.append(encode_message(msg_id), fsync=self.fsync_on_write())
-        self.gate.recompute_confirm_offset()
-        self.gate.log_changed()
+        self.gate.log_changed()  # as BrokerAccess.put
         self.pending.append((offset + MESSAGE_SIZE, msg_id, offset, self.world.now_ms + SLAVE_TIMEOUT_MS))
         self.check_pending()
         return True
@@ -447,7 +448,7 @@ class Broker:
         for end in list(self.links):
             end.link.tick()  # type: ignore[attr-defined]
         self.check_pending()
-        if now % 200 == 0:
+        if now % FLUSH_INTERVAL_MS == 0:
             self.disk.flush()  # the periodic flush (ASYNC_FLUSH; a no-op under SYNC_FLUSH)
-        if now % 500 == 0:
+        if now % CHECKPOINT_INTERVAL_MS == 0:
             self.store.checkpoint()

@@ -83,7 +83,9 @@ class Checker:
         key = (broker.label, store.changed)
         known = self._checked.get(broker.name)
         start = known[2] if known is not None and known[:2] == key else 0
-        end = min(broker.gate.confirm_offset(), store.max_offset)
+        # A read fsyncs up to the confirm offset first (docs/architecture.md §7): what was never
+        # fsynced was never read.
+        end = min(broker.gate.confirm_offset(), store.max_offset, broker.disk.flushed)
         end -= end % MESSAGE_SIZE
         log, exposed = broker.disk.log, self.exposed
         for offset in range(start, end, MESSAGE_SIZE):
