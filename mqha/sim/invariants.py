@@ -33,7 +33,7 @@ class Checker:
         self.world = world
         self.acked: dict[int, int] = {}  # msg id -> offset it was acknowledged at
         self.masters: dict[int, str] = {}  # masterEpoch -> the incarnation that served it
-        self.exposed: dict[int, int] = {}  # offset -> msg id a reader may have seen there
+        self.exposed: dict[int, tuple[int, str]] = {}  # offset -> (msg id, by whom) a reader saw
         self._checked: dict[str, tuple[str, int, int]] = {}  # broker -> (incarnation, store.changed, up to)
         self._epochs = (0, 0)
         self._cuts_seen = -1
@@ -90,11 +90,11 @@ class Checker:
         log, exposed = broker.disk.log, self.exposed
         for offset in range(start, end, MESSAGE_SIZE):
             msg = message_at(log, offset)
-            seen = exposed.setdefault(offset, msg)  # type: ignore[arg-type]
-            if seen != msg:
+            seen = exposed.setdefault(offset, (msg, broker.label))  # type: ignore[arg-type]
+            if seen[0] != msg:
                 self.fail(
                     f"{broker.label} exposes msg {msg} at offset {offset} below its confirm offset {end}, "
-                    f"where msg {seen} was exposed before"
+                    f"where {seen[1]} exposed msg {seen[0]} before"
                 )
         self._checked[broker.name] = (*key, max(start, end))
 

@@ -41,10 +41,16 @@ LEARNER_CONFIG = SlaveConfig(heartbeat_interval_ms=200, housekeeping_interval_ms
 class MasterEnd:
     """The master's end of one link: what ``SlaveLinks`` expects of a ``MasterLink``."""
 
-    def __init__(self, link: HaLink, conn: MasterConnection) -> None:
+    def __init__(self, link: HaLink, conn: MasterConnection, number: int) -> None:
         self.link = link
         self.conn = conn
         self.peer = link.slave.name
+        self._number = number
+
+    def __hash__(self) -> int:
+        # ``SlaveLinks`` keeps its links in a set: a hash by creation order (not by address) makes its
+        # iteration order, and so the run, the same in every process.
+        return self._number
 
     @property
     def slave_id(self) -> int | None:
@@ -74,7 +80,8 @@ class HaLink:
             config=LEARNER_CONFIG if slave.config.async_learner else SLAVE_CONFIG,
             incarnation=slave.incarnation,
         )
-        self.master_end = MasterEnd(self, MasterConnection(master.gate.log_view(), now, MASTER_CONFIG))
+        conn = MasterConnection(master.gate.log_view(), now, MASTER_CONFIG)
+        self.master_end = MasterEnd(self, conn, self.world.next_number())
         self.to_master_due = self.to_slave_due = 0
         self.closed = False
         self._kicked = False

@@ -66,6 +66,10 @@ class World:
             event.action()
         self.now_ms = end_ms
 
+    def next_number(self) -> int:
+        self._seq += 1
+        return self._seq
+
     def note(self, text: str) -> None:
         self.trace.append(f"{self.now_ms:>7} {text}")
 
