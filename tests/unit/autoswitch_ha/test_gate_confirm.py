@@ -47,3 +47,14 @@ def test_an_expansion_in_flight_stops_the_one_member_rule() -> None:
     store.append(b"x" * 8, fsync=True)  # a put the new member does not have
     gate.recompute_confirm_offset()
     assert gate.confirm_offset() < store.max_offset
+
+
+def test_in_sync_replicas_stored_value_does_not_take_the_log_end_of_a_lone_master() -> None:
+    """inSyncReplicas=2: with the set shrunk to the master, fewer than 2 copies can exist; readers keep
+    the stored value (mqha.sim seed 22: they were served the log end, then a failover replaced it)."""
+    gate, _, store = _master(16)
+    gate.policy = AckPolicy(all_ack_in_sync_state_set=False, in_sync_replicas=2, min_in_sync_replicas=1)
+    store.set_stored_confirm_offset(8)
+    store.append(b"x" * 8, fsync=True)
+    gate.recompute_confirm_offset()
+    assert gate.confirm_offset() == 8
