@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 
@@ -18,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plant", action="append", default=[], help="a planted bug (repeatable)")
     parser.add_argument("--trace", action="store_true", help="print the trace of every failing seed")
     args = parser.parse_args(argv)
+    logging.disable(logging.CRITICAL)  # the cores' own logs; the trace says what happened
     bugs = Bugs.planted(args.plant)
     if args.seed is not None:
         outcome = run_seed(args.seed, bugs)

@@ -106,6 +106,8 @@ class Broker:
         checkpoint = disk.confirm_checkpoint
         lossy = checkpoint > len(disk.log)
         start = BrokerStart(self.incarnation, disk.clean_shutdown, lossy, checkpoint)
+        if self.sim.bugs.recovery_unreported:
+            start = BrokerStart(self.incarnation, True, False, -1)
         disk.clean_shutdown = False  # until a clean stop
         self.store = SimStore(disk)
         self.role = BrokerRole()

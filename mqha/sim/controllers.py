@@ -42,6 +42,8 @@ Answer = Callable[[Reply | None], None]
 
 @dataclass
 class _Pending:
+    """A proposed record not committed yet, with the caller waiting for its answer."""
+
     term: int
     data: bytes
     result: ControllerResult
@@ -176,9 +178,6 @@ class Controllers:
         if not result.records:
             answer(result.reply)
             return
-        if self.bugs.answer_before_commit:
-            answer(result.reply)  # planted: the prediction, before a quorum has the record
-            answer = None  # type: ignore[assignment]
         self.propose(node, result, name, answer)
 
     def alter(self, node: str, request: api.AlterSyncStateSetRequest, answer: Answer) -> None:

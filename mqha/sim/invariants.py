@@ -29,6 +29,8 @@ class Violation(Exception):
 
 
 class Checker:
+    """Keeps what the invariants need (acknowledged messages, masters by epoch, what readers saw)."""
+
     def __init__(self, world: World) -> None:
         self.world = world
         self.acked: dict[int, int] = {}  # msg id -> offset it was acknowledged at
@@ -47,6 +49,10 @@ class Checker:
 
     def on_acked(self, broker: Broker, msg_id: int, offset: int) -> None:
         self.acked[msg_id] = offset
+        if message_at(broker.disk.log, offset) != msg_id:
+            self.fail(
+                f"{broker.label} acknowledged msg {msg_id} at offset {offset}, which its log does not hold"
+            )
 
     def on_master(self, broker: Broker, epoch: int) -> None:
         held = self.masters.setdefault(epoch, broker.label)

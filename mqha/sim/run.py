@@ -30,7 +30,7 @@ FAULT_MS = 5_000
 SETTLE_MS = 3_000
 CALL_TIMEOUT_MS = 1_500
 CONTROLLERS = ["c1", "c2", "c3"]
-BROKERS = ["b1", "b2", "b3"]
+BROKERS = ["b1", "b2", "b3"]  # a clone fault adds "b4"
 
 
 @dataclass
@@ -67,6 +67,10 @@ def choose(seed: int) -> tuple[BrokerConfig, Faults, bool]:
         controller_crash=rng.choice([0.0, 0.01]),
         message_loss=rng.choice([0.0, 0.0, 0.02]),
         max_delay_ms=rng.choice([5, 20, 60]),
+        split=rng.choice([0.0, 0.0, 0.01]),
+        group_power_loss=rng.choice([0.0, 0.0, 0.005]),
+        disk_full=rng.choice([0.0, 0.0, 0.01]),
+        clone=rng.choice([0.0, 0.0, 0.0, 0.005]),
     )
     return BrokerConfig(sync_flush, policy), faults, learner
 
@@ -74,8 +78,21 @@ def choose(seed: int) -> tuple[BrokerConfig, Faults, bool]:
 class Simulation:
     """The cluster of one run and the glue between its parts (the network's endpoints)."""
 
-    def __init__(self, seed: int, bugs: Bugs | None = None, *, faults: Faults | None = None) -> None:
-        config, chosen, learner = choose(seed)
+    def __init__(
+        self,
+        seed: int,
+        bugs: Bugs | None = None,
+        *,
+        faults: Faults | None = None,
+        sync_flush: bool | None = None,
+        learner: bool | None = None,
+    ) -> None:
+        config, chosen, drawn_learner = choose(seed)
+        if sync_flush is not None:
+            config = BrokerConfig(sync_flush, config.policy)
+        if learner:  # a learner acks only where acks are counted (inSyncReplicas, no allAck)
+            config = BrokerConfig(config.sync_flush, AckPolicy(in_sync_replicas=2, min_in_sync_replicas=1))
+        learner = drawn_learner if learner is None else learner
         self.seed = seed
         self.bugs = bugs or Bugs()
         self.world = World(seed, faults or chosen)
@@ -245,9 +262,12 @@ class Simulation:
     def run(self, fault_ms: int = FAULT_MS, settle_ms: int = SETTLE_MS) -> Outcome:
         started = time.perf_counter()
         note = violation = None
+        real_claim = ops.handle_claim
+        if self.bugs.any_claim_stands:  # as planted_bugs does: the check in the decisions never refuses
+            ops.handle_claim = lambda *_args: None  # type: ignore[assignment]
         try:
             for broker in self.brokers:
-                self.world.at(self.world.rng.randint(0, 300), broker.start)
+                self.world.at(self.world.rng.randint(150, 450), broker.start)  # after a leader
             while self.world.now_ms < fault_ms:
                 self.step(faults=True)
             from mqha.sim.faults import heal
@@ -259,6 +279,8 @@ class Simulation:
             note = self.checker.check_final(self.brokers)
         except Violation as exc:
             violation = str(exc)
+        finally:
+            ops.handle_claim = real_claim  # type: ignore[assignment]
         return Outcome(
             self.seed,
             violation is None,

@@ -24,6 +24,11 @@ class Faults:
     power_loss: float = 0.0
     disk_wipe: float = 0.0
     controller_crash: float = 0.0
+    split: float = 0.0  # the nodes split in two halves
+    leader_split: float = 0.0  # the #7017 topology: the controller leader and the master cut off together
+    group_power_loss: float = 0.0  # every broker at once
+    disk_full: float = 0.0
+    clone: float = 0.0  # a copy of a broker's store starts beside it
     message_loss: float = 0.0
     max_delay_ms: int = 30
 
@@ -33,6 +38,8 @@ class Faults:
 
 @dataclass(order=True)
 class _Event:
+    """One scheduled action, ordered by due time, then by scheduling order."""
+
     due_ms: int
     seq: int
     action: Callable[[], None] = field(compare=False)
