@@ -9,7 +9,8 @@ Production code it runs (``docs/architecture.md`` §11 has the map):
 
 - controller: ``operations.handle_*`` (apply-id, register, elect, alter, replica-info, next-id),
   ``apply.apply_encoded`` and the record codec, ``replies.reply_from_outcome``, ``ElectionPolicy``
-  (``election.elect``), ``ElectionWaits``, ``HeartbeatTable``, ``broker_claims.handle_claim``;
+  (``election.whom.elect``), ``after_election``, ``after_alter_sync_state_set``, ``ElectionWaits``,
+  ``HeartbeatTable``, ``broker_claims.handle_claim``;
 - broker control plane: ``ReplicasPlanner`` (register flow, role flow, SyncStateSet upkeep);
 - HA: ``MasterConnection`` / ``SlaveConnection`` (frames, handshake, ``decide_truncation``),
   ``SyncStateSetKeeper`` / ``InSyncState``, ``SlaveLinks``, ``AckGate`` (confirm offset,

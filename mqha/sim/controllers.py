@@ -9,9 +9,10 @@ old tail (the entries that had reached it) -- the rest is lost, and its callers 
 Each node keeps what a real node keeps in memory only: its ``HeartbeatTable`` and its
 ``ElectionWaits``. Requests are decided, as ``WritePath._write`` does, by the production ``handle_*``
 functions on the committed state and a frozen liveness view; the reply of a write is
-``reply_from_outcome`` of what ``apply`` did at commit. The shell's *when* (heartbeat expiry,
-inactive-master scan, a replica back while the set waits, a lossy master) is the small loop of
-``LivenessWatch`` restated in ``ControllerNode.scan``/``heartbeat``.
+``reply_from_outcome`` of what ``apply`` did at commit; what a node remembers and pushes after an
+election or a SyncStateSet change is the production ``after_election`` / ``after_alter_sync_state_set``.
+The *when* (heartbeat expiry, inactive-master scan, a replica back while the set waits, a lossy
+master) is ``LivenessWatch``'s loop restated in ``Controllers.scan``/``heartbeat``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from mqha.codes import ResponseCode
 from mqha.controller import operations as ops
 from mqha.controller.apply import apply_encoded
 from mqha.controller.broker_claims import Claim
-from mqha.controller.election import ElectionPolicy
+from mqha.controller.election import (
+    ElectionOutcome,
+    ElectionPolicy,
+    after_alter_sync_state_set,
+    after_election,
+)
 from mqha.controller.election_waits import ElectionWaits
 from mqha.controller.liveness import HeartbeatTable
 from mqha.controller.records import ElectMasterRecord, encode_record
@@ -188,11 +194,23 @@ class Controllers:
         before = self.state.group(name)
 
         def done(reply: Reply | None) -> None:
-            if reply is not None and reply.ok:
-                old = frozenset() if before is None else before.sync_state_set
-                self._note_members(node, name, request.sync_state_set, old, request.member_incarnations)
-                if request.confirm_offset is not None:
-                    self.nodes[node].heartbeats.mark_acking_master(name, request.master_epoch)
+            if reply is not None:
+                table = self.nodes[node].heartbeats
+                kept = frozenset() if before is None else before.sync_state_set
+                members = request.sync_state_set
+                effects = after_alter_sync_state_set(
+                    reply.code,
+                    members,
+                    kept,
+                    known=_present({b: table.member_incarnation(name, b) for b in kept}),
+                    vouched=request.member_incarnations,
+                    current=self._incarnations(node, name, members),
+                    confirm_offset=request.confirm_offset,
+                )
+                if effects.note_members is not None:
+                    table.note_members(name, effects.note_members)
+                if effects.acking_master:
+                    table.mark_acking_master(name, request.master_epoch)
             answer(reply)
 
         self.write(node, name, lambda s, live: ops.handle_alter_sync_state_set(s, request, live), done)
@@ -224,45 +242,56 @@ class Controllers:
 
         def done(reply: Reply | None) -> None:
             self._electing.discard(name)
-            if reply is not None and reply.code != Code.CONTROLLER_NOT_LEADER and decided:
-                waits.update(name, decided[-1], now)
-                if decided[-1].reports:
-                    self._push_fence(node, name, before)
-            if (
-                reply is not None
-                and reply.ok
-                and isinstance(payload := reply.payload, api.ElectMasterPayload)
-            ):
-                if payload.master_broker_id is not None:
-                    self._note_members(node, name, frozenset({payload.master_broker_id}), frozenset())
-                self._push(node, name, payload)
+            if reply is not None and decided:
+                self._carry_out(
+                    node,
+                    name,
+                    self._outcome(node, name, decided[-1], reply, now_ms=now, before=before),
+                    reply,
+                )
             if answer is not None:
                 answer(reply)
 
         self.write(node, name, decide, done)
 
-    def _push_fence(self, node: str, name: str, before: Any) -> None:
-        group = self.state.group(name)
-        if group is None or group.master_broker_id is not None:
-            return
-        if before is not None and group.master_epoch <= before.master_epoch:
-            return
-        self._push(node, name, elect_payload(group, with_member_group=True))
+    def _outcome(
+        self, node: str, name: str, result: Any, reply: Reply, *, now_ms: int, before: Any
+    ) -> ElectionOutcome:
+        """``WritePath._outcome``: what the election core needs to know of an answered attempt."""
+        payload = reply.payload
+        new_master = (
+            payload.master_broker_id if isinstance(payload, api.ElectMasterPayload) and reply.ok else None
+        )
+        after = self.state.group(name)
+        known = {} if new_master is None else self._incarnations(node, name, frozenset({new_master}))
+        return ElectionOutcome(
+            result,
+            reply.code,
+            now_ms,
+            wait_before=self.nodes[node].waits.get(name),
+            new_master=new_master,
+            new_master_incarnation=None if new_master is None else known.get(new_master),
+            epoch_before=None if before is None else before.master_epoch,
+            master_after=None if after is None else after.master_broker_id,
+            epoch_after=None if after is None else after.master_epoch,
+        )
 
-    def _note_members(
-        self, node: str, name: str, members: frozenset[int], kept: frozenset[int], vouched: Any = None
-    ) -> None:
+    def _carry_out(self, node: str, name: str, outcome: ElectionOutcome, reply: Reply) -> None:
+        """``WritePath._carry_out`` of the production ``after_election``'s effects."""
+        effects = after_election(outcome)
+        if effects.wait_changes:
+            self.nodes[node].waits.set(name, effects.wait)
+        group = self.state.group(name)
+        if effects.push_fence and group is not None:
+            self._push(node, name, elect_payload(group, with_member_group=True))
+        if effects.note_members is not None:
+            self.nodes[node].heartbeats.note_members(name, effects.note_members)
+        if effects.push_role_change and isinstance(reply.payload, api.ElectMasterPayload):
+            self._push(node, name, reply.payload)
+
+    def _incarnations(self, node: str, name: str, members: frozenset[int]) -> dict[int, str]:
         table = self.nodes[node].heartbeats
-        joined: dict[int, str | None] = {}
-        for broker_id in members:
-            known = table.member_incarnation(name, broker_id) if broker_id in kept else None
-            if known is None and vouched is not None:
-                known = vouched.get(broker_id)
-            if known is None:
-                info = table.info(name, broker_id)
-                known = None if info is None else info.incarnation
-            joined[broker_id] = known
-        table.note_members(name, joined)
+        return _present({b: getattr(table.info(name, b), "incarnation", None) for b in members})
 
     # -- liveness (LivenessWatch) ------------------------------------------------------------------
 
@@ -331,6 +360,10 @@ class Controllers:
                 self.trigger(leader, name)
         for name in sorted(node.waits.waiting()):
             self.trigger(leader, name)
+
+
+def _present(found: dict[int, str | None]) -> dict[int, str]:
+    return {b: incarnation for b, incarnation in found.items() if incarnation is not None}
 
 
 class _EveryoneAlive:
