@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqha.autoswitch_ha.ack import AckPolicy, AckStatus, replica_ack_status
 from mqha.autoswitch_ha.eligible_release import EligibleRelease
@@ -29,9 +29,6 @@ from mqha.replicas_manager.planner_states import PlannerConfig
 from mqha.role import BrokerRole
 from mqha.sim.replication import HaLink, MasterEnd, master_events, slave_events
 from mqha.sim.storage import MESSAGE_SIZE, Disk, SimStore, encode_message
-
-if TYPE_CHECKING:
-    from mqha.sim.run import Simulation
 
 CLUSTER, GROUP = "sim", "broker-a"
 SLAVE_TIMEOUT_MS = 1_000
@@ -84,7 +81,7 @@ class FakeHaClient:
 class Broker:
     """One broker process on one disk; ``start`` begins a new incarnation."""
 
-    def __init__(self, sim: Simulation, name: str, disk: Disk, config: BrokerConfig) -> None:
+    def __init__(self, sim: Any, name: str, disk: Disk, config: BrokerConfig) -> None:
         self.sim = sim
         self.world = sim.world
         self.name = name

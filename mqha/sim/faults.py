@@ -13,19 +13,16 @@ controller declares it (docs/architecture.md §4.3); the simulator checks what m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from mqha.sim.run import Simulation
+from typing import Any
 
 NODES = ["c1", "c2", "c3", "b1", "b2", "b3", "client"]
 
 
-def _later(sim: Simulation, low: int, high: int, action: object) -> None:
+def _later(sim: Any, low: int, high: int, action: object) -> None:
     sim.world.at(sim.world.rng.randint(low, high), action)  # type: ignore[arg-type]
 
 
-def _restart(sim: Simulation, broker: object) -> None:
+def _restart(sim: Any, broker: object) -> None:
     def go() -> None:
         if not broker.up:  # type: ignore[attr-defined]
             broker.start()  # type: ignore[attr-defined]
@@ -33,13 +30,13 @@ def _restart(sim: Simulation, broker: object) -> None:
     return go  # type: ignore[return-value]
 
 
-def inject(sim: Simulation) -> None:
+def inject(sim: Any) -> None:
     up = [b for b in sim.brokers if b.up and b.name not in sim.world.down]
     _broker_faults(sim, up)
     _network_and_controller_faults(sim, up)
 
 
-def _broker_faults(sim: Simulation, up: list[Any]) -> None:
+def _broker_faults(sim: Any, up: list[Any]) -> None:
     world, faults, rng = sim.world, sim.world.faults, sim.world.rng
     if up and faults.crash and rng.random() < faults.crash:
         _broker_fault(sim, rng.choice(up), "crash")
@@ -58,7 +55,7 @@ def _broker_faults(sim: Simulation, up: list[Any]) -> None:
         _later(sim, 200, 1_500, lambda v=victim: _resume(sim, v.name))
 
 
-def _network_and_controller_faults(sim: Simulation, up: list[Any]) -> None:
+def _network_and_controller_faults(sim: Any, up: list[Any]) -> None:
     world, faults, rng = sim.world, sim.world.faults, sim.world.rng
     if faults.partition and rng.random() < faults.partition:
         a, b = rng.sample(NODES, 2)
@@ -98,7 +95,7 @@ def _network_and_controller_faults(sim: Simulation, up: list[Any]) -> None:
             _later(sim, 200, 1_500, lambda n=node: _resume(sim, n))
 
 
-def _held_elsewhere(sim: Simulation, victim: object, *, power: bool = False) -> bool:
+def _held_elsewhere(sim: Any, victim: object, *, power: bool = False) -> bool:
     """Every acknowledged message is on another disk (or, for a power loss, in the victim's fsynced
     part): losing ``victim``'s disk (or its un-fsynced tail) is within the fault budget. Losing the only
     copies of a message is a loss no replication protocol prevents; under ASYNC_FLUSH the controller
@@ -114,7 +111,7 @@ def _held_elsewhere(sim: Simulation, victim: object, *, power: bool = False) -> 
     )
 
 
-def _split(sim: Simulation, left: list[str], low: int = 500, high: int = 3_000) -> None:
+def _split(sim: Any, left: list[str], low: int = 500, high: int = 3_000) -> None:
     """Cut ``left`` from every other node for a while."""
     right = [n for n in NODES if n not in left]
     pairs = {frozenset((a, b)) for a in left for b in right}
@@ -123,7 +120,7 @@ def _split(sim: Simulation, left: list[str], low: int = 500, high: int = 3_000) 
     _later(sim, low, high, lambda: [_heal_pair(sim, p) for p in sorted(pairs, key=sorted)])
 
 
-def _clone(sim: Simulation, original: object) -> None:
+def _clone(sim: Any, original: object) -> None:
     """A copy of ``original``'s store (its identity files with it) starts as another process."""
     import copy
 
@@ -136,7 +133,7 @@ def _clone(sim: Simulation, original: object) -> None:
     clone.start()
 
 
-def _fsynced_somewhere(sim: Simulation) -> bool:
+def _fsynced_somewhere(sim: Any) -> bool:
     """Every acknowledged message is fsynced on some disk: a power cut of the whole group is within
     the fault budget under ASYNC_FLUSH (issue 25's case: the slaves had fsynced what the master had not)."""
     from mqha.sim.storage import message_at
@@ -148,12 +145,12 @@ def _fsynced_somewhere(sim: Simulation) -> bool:
     )
 
 
-def _fault(sim: Simulation, text: str) -> None:
+def _fault(sim: Any, text: str) -> None:
     sim.fault_log.append(f"{sim.world.now_ms} {text}")
     sim.world.note(f"FAULT {text}")
 
 
-def _broker_fault(sim: Simulation, broker: object, how: str) -> None:
+def _broker_fault(sim: Any, broker: object, how: str) -> None:
     _fault(sim, f"{how} {broker.name}")  # type: ignore[attr-defined]
     broker.stop(how)  # type: ignore[attr-defined]
     if how != "crash":
@@ -161,19 +158,19 @@ def _broker_fault(sim: Simulation, broker: object, how: str) -> None:
     _later(sim, 200, 1_500, _restart(sim, broker))
 
 
-def _resume(sim: Simulation, name: str) -> None:
+def _resume(sim: Any, name: str) -> None:
     if name in sim.world.down:
         sim.world.down.discard(name)
         sim.world.note(f"resume {name}")
 
 
-def _heal_pair(sim: Simulation, pair: frozenset[str]) -> None:
+def _heal_pair(sim: Any, pair: frozenset[str]) -> None:
     if pair in sim.world.cut:
         sim.world.cut.discard(pair)
         sim.world.note(f"heal {' | '.join(sorted(pair))}")
 
 
-def heal(sim: Simulation) -> None:
+def heal(sim: Any) -> None:
     """End of the faults: every partition healed, every node resumed, every broker started."""
     sim.world.cut.clear()
     sim.world.down.clear()

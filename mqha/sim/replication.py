@@ -11,7 +11,7 @@ The event handling is the shells' (``autoswitch_ha.server`` / ``service`` at the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from mqha.autoswitch_ha.events import (
     AppendData,
@@ -27,9 +27,6 @@ from mqha.autoswitch_ha.events import (
 )
 from mqha.autoswitch_ha.master import MasterConfig, MasterConnection
 from mqha.autoswitch_ha.slave import SlaveConfig, SlaveConnection
-
-if TYPE_CHECKING:
-    from mqha.sim.brokers import Broker
 
 MASTER_CONFIG = MasterConfig(
     transfer_batch_size=64, read_ahead_bytes=256, heartbeat_interval_ms=200, housekeeping_interval_ms=1_000
@@ -68,7 +65,7 @@ class MasterEnd:
 class HaLink:
     """One connection from ``slave`` to ``master``."""
 
-    def __init__(self, slave: Broker, master: Broker) -> None:
+    def __init__(self, slave: Any, master: Any) -> None:
         self.slave = slave
         self.master = master
         self.world = slave.world
@@ -168,7 +165,7 @@ class HaLink:
         self.pump()
 
 
-def master_events(broker: Broker, end: MasterEnd) -> None:
+def master_events(broker: Any, end: MasterEnd) -> None:
     """``MasterLink``'s event loop and ``AutoSwitchHAService``'s handlers at the master."""
     conn = end.conn
     now = broker.world.now_ms
@@ -192,7 +189,7 @@ def master_events(broker: Broker, end: MasterEnd) -> None:
             broker.on_link_closed(end)
 
 
-def slave_events(broker: Broker, link: HaLink) -> None:
+def slave_events(broker: Any, link: HaLink) -> None:
     """``HAClient._run_actions`` at the slave: execute the connection's actions in order."""
     conn = link.slave_conn
     store = broker.store
