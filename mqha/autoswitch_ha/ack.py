@@ -165,12 +165,15 @@ def compute_confirm_offset(
     """``computeConfirmOffset`` (docs/reference-behaviour.md §10.5): the offset every member of the
     SyncStateSet holds.
 
-    If a member other than the master has no live connection, the stored value stands (a missing
-    member must not let it advance). Otherwise the minimum over members' acks that are > 0, starting
-    from the master's max offset.
+    If a member other than the master has no live connection, or one that has not reported yet, the
+    stored value stands (a missing member must not let it advance). Otherwise the minimum over members'
+    acks that are > 0, starting from the master's max offset.
     """
     members = [m for m in sync_state_set if m != local_id]
-    if any(m not in slave_acks for m in members):
+    # A member whose connection has not reported yet (-1: it reconnected, its handshake is under way)
+    # counts as missing: skipping it, as the reference does, let the confirm offset pass what that
+    # member holds, and it may be elected next (mqha.sim seed 418).
+    if any(slave_acks.get(m, -1) < 0 for m in members):
         return stored_confirm_offset
     confirm = master_max_offset
     for member in members:

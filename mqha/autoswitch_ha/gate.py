@@ -91,12 +91,18 @@ class AckGate:
 
     def recompute_confirm_offset(self) -> None:
         if self._keeper.in_sync is not None and self._role.is_master:
-            self._store.set_stored_confirm_offset(self._computed_confirm_offset())
             policy = self.policy
             if not policy.all_ack_in_sync_state_set and policy.in_sync_replicas >= 2:
                 # Kept with the stored value (on each member's ack, each confirmed set, each start as
                 # master): the ack handler compares confirm offsets before and after to tell slaves.
+                # The stored value follows the in-sync point only: the every-member rule would store
+                # the log end of a set shrunk to the master, which readers then saw while fewer than
+                # N copies existed (mqha.sim seed 22).
                 self._in_sync_point = self.in_sync_point()
+                if self._in_sync_point is not None:
+                    self._store.set_stored_confirm_offset(self._in_sync_point)
+                return
+            self._store.set_stored_confirm_offset(self._computed_confirm_offset())
 
     def confirm_offset(self) -> int:
         """The effective confirmOffset: what readers may see and what heartbeats report."""
@@ -109,7 +115,10 @@ class AckGate:
             policy = self.policy
             self._last_exposed = master_confirm_offset(
                 all_ack_in_sync_state_set=policy.all_ack_in_sync_state_set,
-                local_sync_state_set=in_sync.local_set,
+                # The effective set: while an expansion is in flight the controller may already have
+                # committed it, and a new member can be elected without what a one-member set exposes
+                # (mqha.sim seed 212).
+                local_sync_state_set=in_sync.sync_state_set,
                 master_max_offset=self._store.max_offset,
                 stored_confirm_offset=stored,
                 # only read when nothing is stored yet; skip the walk over the links otherwise

@@ -198,10 +198,22 @@ def elect(inputs: ElectionInputs) -> ElectionResult:
         ready = [b for b in pool if _complete(inputs, b, bar, by_membership)]
         if not ready:
             continue
-        if inputs.old_master is not None and inputs.old_master in ready:
-            return _result(inputs, inputs.old_master, lost_ok=False)
-        return _result(inputs, min(ready, key=inputs.rank), lost_ok=False)
+        best = min(ready, key=inputs.rank)
+        old = inputs.old_master
+        if old is not None and old in ready and not _lost_a_tail(inputs, old, best):
+            return _result(inputs, old, lost_ok=False)
+        return _result(inputs, best, lost_ok=False)
     return _declare_or_wait(inputs)
+
+
+def _lost_a_tail(inputs: ElectionInputs, old_master: int, best: int) -> bool:
+    """The old master restarted uncleanly and holds less than ``best``: it may have lost a tail of
+    acknowledged messages that the watermark (a heartbeat old) does not cover, and its confirm
+    checkpoint may lag as well; re-electing it would make ``best`` truncate them (mqha.sim seeds 67,
+    328)."""
+    info = inputs.info(old_master)
+    unclean = info is not None and info.clean_shutdown is False
+    return unclean and inputs.max_offset(best) > inputs.max_offset(old_master)
 
 
 def _complete(inputs: ElectionInputs, broker_id: int, bar: int, by_membership: bool) -> bool:

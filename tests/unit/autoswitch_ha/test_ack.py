@@ -216,7 +216,7 @@ def test_deadline_turns_wait_into_flush_slave_timeout() -> None:
         ({1, 2}, {2: 300, 3: 100}, 10, 300),  # a non-member's ack does not hold it back
         ({1, 2, 3}, {2: 300}, 10, 10),  # member 3 has no live connection: stored value stands
         ({1, 2}, {2: 0}, 10, 500),  # no ack yet (0) is skipped, as in the reference
-        ({1, 2}, {2: -1}, 10, 500),
+        ({1, 2}, {2: -1}, 10, 10),  # connected, no report yet: missing (deviation; mqha.sim seed 418)
         ({1, 2}, {2: 700}, 10, 500),  # a slave cannot push it past the master's max
     ],
 )
