@@ -443,16 +443,7 @@ class ChaosRun:
         headers = admin_headers(self.cluster.broker_settings)
         present = present_topics(list(self.cluster.controller_addresses), headers) if writes else None
         controllers = self.stores.agreement(30.0)
-        staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
-        dumped = dump_final_logs(self.cluster, staging)
-        final_logs = {}
-        for group in self.cluster.groups:
-            master = self.cluster.master(group, timeout=10)
-            if master is not None and master.name in dumped:
-                final_logs[group] = {row["offset"]: row["msgId"] for row in dumped[master.name]}
-        self.cluster.stop()
-        self.proxy.stop()
-        adopt_final_log_dump(self.cluster, staging)
+        final_logs = self._final_logs_then_stop()
         engine = analysis_engine(self.options.check)
         self.say(f"checking the history ({engine or 'no invariant check'}) ...")
         # auto: a Spark JVM that cannot finish on a loaded machine leaves the Python engine the verdict
@@ -504,6 +495,20 @@ class ChaosRun:
         self.out.write(verdict.text)
         self.say(f"({time.monotonic() - self.started:.0f} s in all; history and reports in {self.run_dir})")
         return verdict
+
+    def _final_logs_then_stop(self) -> dict[str, dict[int, str]]:
+        """Each group's master's log (offset -> msgId), dumped before the cluster and proxy stop."""
+        staging = self.run_dir / "clients" / "final-log-dump" / "api-dump.db"
+        dumped = dump_final_logs(self.cluster, staging)
+        final_logs = {}
+        for group in self.cluster.groups:
+            master = self.cluster.master(group, timeout=10)
+            if master is not None and master.name in dumped:
+                final_logs[group] = {row["offset"]: row["msgId"] for row in dumped[master.name]}
+        self.cluster.stop()
+        self.proxy.stop()
+        adopt_final_log_dump(self.cluster, staging)
+        return final_logs
 
     def cleanup(self) -> None:
         self.clients.cancel()
