@@ -48,6 +48,11 @@ def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="rocketmq: faults per side, kind and load (default 3; quick 1)",
     )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="rocketmq: only these failover runs, KIND:SENDERS[,...] (kind kill or pause; e.g. kill:16)",
+    )
 
 
 def machine() -> dict[str, Any]:
@@ -81,13 +86,13 @@ def _benchmark_module(name: str) -> Any:
     return modules[name]
 
 
-def run_one(name: str, quick: bool, kills: int | None = None) -> Outcome:
+def run_one(name: str, quick: bool, kills: int | None = None, only: str | None = None) -> Outcome:
     """Run benchmark ``name`` in a scratch directory; keep the directory only if it failed."""
     module = _benchmark_module(name)
     base = Path(tempfile.mkdtemp(prefix=f"mqha-bench-{name}-", dir=os.environ.get("MQHA_BENCH_DIR")))
     started = time.monotonic()
     try:
-        extra = {"kills": kills} if name == BESIDE_ROCKETMQ else {}
+        extra = {"kills": kills, "only": only} if name == BESIDE_ROCKETMQ else {}
         outcome: Outcome = module.run(base, quick, **extra)
     except BaseException:
         print(f"mqha bench {name}: failed; logs kept in {base}", file=sys.stderr)
@@ -104,7 +109,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
     names = NAMES if args.name == "all" else (args.name,)
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
     for name in names:
-        outcome = run_one(name, args.quick, getattr(args, "kills", None))
+        outcome = run_one(name, args.quick, getattr(args, "kills", None), getattr(args, "only", None))
         print(outcome.text(), end="\n\n", flush=True)
         results[name] = outcome.as_json()
     out = args.out or RESULTS_DIR / f"{args.name}.json"

@@ -256,8 +256,41 @@ def failover_run(
     return {"cycles": cycles, "failed_total": len(sends.failures), **loss(sends.acked, received)}
 
 
-def _measure(base: Path, quick: bool, kills: int | None) -> dict[str, Any]:
+def parse_only(text: str | None) -> list[tuple[int, str]] | None:
+    """``--only kill:16,pause:1`` -> the failover runs to make (senders, kind); None: everything."""
+    if not text:
+        return None
+    runs = []
+    for item in text.split(","):
+        kind, _, senders = item.strip().partition(":")
+        if kind not in (KILL, PAUSE) or not senders.isdigit():
+            raise SystemExit(f"--only: {item!r} is not KIND:SENDERS (kind kill or pause)")
+        runs.append((int(senders), kind))
+    return runs
+
+
+def _produce_phase(
+    sides: dict[str, Any], java: JavaDriver, cfg: dict[str, Any], data: dict[str, Any]
+) -> None:
+    for name in SIDES:  # warm-up, not counted: the JVMs' JIT, both proxies' routes and pools
+        produce_round(sides[name], java, f"Warm{name.title()}", SENDERS[-1], cfg["window_s"])
+    for round_no in range(cfg["rounds"]):
+        order = SIDES if round_no % 2 == 0 else SIDES[::-1]
+        for senders in SENDERS:
+            for name in order:
+                topic = f"Bench{senders}R{round_no}{name.title()}"
+                row = produce_round(sides[name], java, topic, senders, cfg["window_s"])
+                data["produce"].append({"side": name, "senders": senders, "round": round_no, **row})
+                if senders == SENDERS[-1]:
+                    read = consume_round(sides[name], java, topic)
+                    data["consume"].append({"side": name, "round": round_no, **read})
+            direct = direct_round(sides["mqha"], senders, cfg["window_s"])
+            data["direct"].append({"senders": senders, "round": round_no, **direct})
+
+
+def _measure(base: Path, quick: bool, kills: int | None, only: str | None) -> dict[str, Any]:
     cfg = settings(quick, kills)
+    runs = parse_only(only)
     work = base / "clients"
     work.mkdir(parents=True)
     java = JavaDriver(work)
@@ -266,20 +299,9 @@ def _measure(base: Path, quick: bool, kills: int | None) -> dict[str, Any]:
     try:
         sides["mqha"] = MqhaSide(base)
         sides["rocketmq"] = RocketMQSide(base)
-        for round_no in range(cfg["rounds"]):
-            order = SIDES if round_no % 2 == 0 else SIDES[::-1]
-            for senders in SENDERS:
-                for name in order:
-                    topic = f"Bench{senders}R{round_no}{name.title()}"
-                    row = produce_round(sides[name], java, topic, senders, cfg["window_s"])
-                    data["produce"].append({"side": name, "senders": senders, "round": round_no, **row})
-                    if senders == SENDERS[-1]:
-                        data["consume"].append(
-                            {"side": name, "round": round_no, **consume_round(sides[name], java, topic)}
-                        )
-                direct = direct_round(sides["mqha"], senders, cfg["window_s"])
-                data["direct"].append({"senders": senders, "round": round_no, **direct})
-        for index, (senders, kind) in enumerate((s, k) for s in SENDERS for k in (KILL, PAUSE)):
+        if runs is None:
+            _produce_phase(sides, java, cfg, data)
+        for index, (senders, kind) in enumerate(runs or [(s, k) for s in SENDERS for k in (KILL, PAUSE)]):
             order = SIDES if index % 2 == 0 else SIDES[::-1]
             for name in order:
                 run = failover_run(
@@ -353,6 +375,8 @@ def _failover_table(data: dict[str, Any]) -> str:
                 ]
                 for n in SIDES
             }
+            if not any(runs.values()):
+                continue
             figures: dict[str, dict[str, Any]] = {}
             for name, mine in runs.items():
                 cycles = [c for r in mine for c in r["cycles"]]
@@ -376,7 +400,9 @@ def _failover_table(data: dict[str, Any]) -> str:
     )
 
 
-def run(base: Path, quick: bool, kills: int | None = None) -> Outcome:
-    data = _measure(base, quick, kills)
-    tables = [_produce_table(data), _consume_and_resources(data), _failover_table(data)]
+def run(base: Path, quick: bool, kills: int | None = None, only: str | None = None) -> Outcome:
+    data = _measure(base, quick, kills, only)
+    tables = [_failover_table(data)]
+    if data["produce"]:
+        tables = [_produce_table(data), _consume_and_resources(data), *tables]
     return Outcome("rocketmq", tables, [], data)

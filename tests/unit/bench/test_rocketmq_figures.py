@@ -57,3 +57,52 @@ def test_rates_and_percentiles() -> None:
     assert per_thousand(2.0, 0) is None
     assert p50_p99([]) == (None, None)
     assert p50_p99([float(i) for i in range(1, 101)]) == (50.0, 99.0)
+
+
+def test_only_names_failover_runs_and_refuses_anything_else() -> None:
+    from mqha.bench.rocketmq import parse_only
+
+    assert parse_only(None) is None
+    assert parse_only("kill:16, pause:1") == [(16, "kill"), (1, "pause")]
+    with pytest.raises(SystemExit, match="KIND:SENDERS"):
+        parse_only("crash:16")
+
+
+def test_the_tables_put_both_sides_and_their_ratio_side_by_side() -> None:
+    from mqha.bench import rocketmq
+
+    produce = [
+        {"side": side, "senders": n, "msgs_per_s": rate * n, "p50_ms": 2.0, "p99_ms": 9.0,
+         "cpu_s_per_1000": 0.5, "rss_mib": 700.0}
+        for side, rate in (("mqha", 100.0), ("rocketmq", 200.0)) for n in (1, 16)
+    ]  # fmt: skip
+    cycle = {"new_master_s": 1.5, "largest_gap_s": 2.0}
+    failover = [
+        {"side": side, "kind": "kill", "senders": 16, "cycles": [cycle], "failed_total": 0, "lost": 0,
+         "duplicated": 1}
+        for side in ("mqha", "rocketmq")
+    ]  # fmt: skip
+    data = {
+        "produce": produce,
+        "direct": [{"senders": n, "msgs_per_s": 900.0, "p50_ms": 1.0, "p99_ms": 3.0} for n in (1, 16)],
+        "consume": [{"side": "mqha", "msgs_per_s": 50.0}, {"side": "rocketmq", "msgs_per_s": 100.0}],
+        "failover": failover,
+    }
+    produce_table = _rows(rocketmq._produce_table(data))
+    assert produce_table["16 sender(s): msgs/s"] == ["1600.0", "3200.0", "0.50", "900.0"]
+    consume = _rows(rocketmq._consume_and_resources(data))
+    assert consume["d) consume msgs/s (SimpleConsumer)"] == ["50.0", "100.0", "0.50"]
+    failover = _rows(rocketmq._failover_table(data))
+    assert failover["SIGKILL, 16 sender(s): new master p50 s"] == ["1.50", "1.50", "1.00"]
+    assert failover["SIGKILL, 16 sender(s): duplicated"] == ["1", "1", ""]
+    assert not [row for row in failover if "SIGSTOP" in row or "1 sender(s)" in row]
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """A printed table's rows by their first cell."""
+    rows = {}
+    for line in table.splitlines():
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
