@@ -97,7 +97,10 @@ def run_one(name: str, quick: bool, kills: int | None = None, only: str | None =
     except BaseException:
         print(f"mqha bench {name}: failed; logs kept in {base}", file=sys.stderr)
         raise
-    shutil.rmtree(base, ignore_errors=True)
+    if outcome.data.get("keep_run_dir"):  # e.g. a message lost: the logs are the reproduction
+        print(f"mqha bench {name}: logs kept in {base} ({outcome.data['keep_run_dir']})", file=sys.stderr)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
     outcome.data["seconds"] = round(time.monotonic() - started, 1)
     return outcome
 

@@ -402,6 +402,11 @@ def _failover_table(data: dict[str, Any]) -> str:
 
 def run(base: Path, quick: bool, kills: int | None = None, only: str | None = None) -> Outcome:
     data = _measure(base, quick, kills, only)
+    lossy = [
+        f"{r['side']} {r['kind']}:{r['senders']}" for r in data["failover"] if r["lost"] or r["duplicated"]
+    ]
+    if lossy:
+        data["keep_run_dir"] = "lost or duplicated messages in " + ", ".join(lossy)
     tables = [_failover_table(data)]
     if data["produce"]:
         tables = [_produce_table(data), _consume_and_resources(data), *tables]

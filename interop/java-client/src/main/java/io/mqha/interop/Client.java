@@ -266,14 +266,18 @@ public final class Client {
                 Thread.sleep(200);
                 continue;
             }
+            List<java.util.concurrent.CompletableFuture<Void>> acks = new ArrayList<>();
             for (MessageView view : views) {
                 int seq = seqOf(view);
                 received++;
                 seen.add(seq);
                 last = System.nanoTime();
                 emit("{\"seq\":" + seq + ",\"t\":" + now() + "}");
+                acks.add(consumer.ackAsync(view));  // a batch's acks in parallel, not one RPC after another
+            }
+            for (java.util.concurrent.CompletableFuture<Void> ack : acks) {
                 try {
-                    consumer.ack(view);
+                    ack.join();
                 } catch (Exception error) {
                     emit("{\"error\":" + quote("ack: " + error) + ",\"t\":" + now() + "}");
                 }
