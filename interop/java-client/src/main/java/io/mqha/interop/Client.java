@@ -192,21 +192,8 @@ public final class Client {
 
     private static int load(String endpoint, String topic, double seconds, int senders, int bodyBytes,
         String stopFile) throws Exception {
-        Producer built = null;
-        for (int attempt = 1; built == null; attempt++) {
-            try {
-                built = PROVIDER.newProducerBuilder()
-                    .setClientConfiguration(configuration(endpoint)).setTopics(topic).build();
-            } catch (IllegalStateException error) {
-                // A cold JVM on a loaded machine can miss the start-up route query's deadline (the
-                // request timeout); the next try finds the classes loaded.
-                emit("{\"error\":" + quote("start-up " + attempt + ": " + error) + ",\"t\":" + now() + "}");
-                if (attempt == 5) {
-                    throw error;
-                }
-            }
-        }
-        Producer producer = built;
+        Producer producer = start(() -> PROVIDER.newProducerBuilder()
+            .setClientConfiguration(configuration(endpoint)).setTopics(topic).build());
         AtomicInteger next = new AtomicInteger();
         AtomicInteger ok = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
@@ -247,12 +234,12 @@ public final class Client {
     }
 
     private static int drain(String endpoint, String topic, String group, int idleS, int timeoutS) throws Exception {
-        SimpleConsumer consumer = PROVIDER.newSimpleConsumerBuilder()
+        SimpleConsumer consumer = start(() -> PROVIDER.newSimpleConsumerBuilder()
             .setClientConfiguration(configuration(endpoint)).setConsumerGroup(group)
             .setAwaitDuration(Duration.ofSeconds(2))
             .setSubscriptionExpressions(
                 Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
-            .build();
+            .build());
         Set<Integer> seen = new HashSet<>();
         int received = 0;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
