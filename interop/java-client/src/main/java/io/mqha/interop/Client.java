@@ -37,11 +37,21 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *   produce  ENDPOINT TOPIC COUNT [SENDERS [BODY_BYTES]]   {"seq","ok","msgId","t","error"?} ... {"done","ok","failed"}
  *   simple   ENDPOINT TOPIC GROUP COUNT TIMEOUT_S          {"seq","msgId","t"} ... {"done","received","distinct"}
  *   push     ENDPOINT TOPIC GROUP COUNT TIMEOUT_S          the same, through a PushConsumer
+ *   load     ENDPOINT TOPIC SECONDS SENDERS BODY_BYTES [STOP_FILE]
+ *            {"seq","ok","t","ms","error"?} ... {"done","ok","failed","seconds"}
+ *   drain    ENDPOINT TOPIC GROUP IDLE_S TIMEOUT_S          {"seq","t"} ... {"done","received","distinct"}
  * </pre>
+ *
+ * {@code load} (mqha bench rocketmq) keeps SENDERS threads sending one message at a time each, with
+ * sequence numbers 0, 1, 2, ... across them, until SECONDS have passed or STOP_FILE exists; every
+ * answer is a line with its time t (s) and its latency ms. {@code drain} receives (SimpleConsumer) and
+ * acks until nothing came for IDLE_S seconds after the first message, or TIMEOUT_S passed: what a
+ * no-loss check reads back when it cannot know how many of the failed sends were stored.
  *
  * Message i carries tag "TagN", key "k<i>", property seq=<i> and a body starting "seq-<i>" (padded to
  * BODY_BYTES). Credentials come from MQ_ACCESS_KEY and MQ_SECRET_KEY when set; MQ_SEND_INTERVAL_MS
- * (default 0) makes each sender pause that long after each send, a steady load for failover runs.
+ * (default 0) makes each sender pause that long after each send, a steady load for failover runs;
+ * MQ_REQUEST_TIMEOUT_MS sets the client's request timeout (default 3000, RocketMQ's).
  */
 public final class Client {
     private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
@@ -56,12 +66,19 @@ public final class Client {
                 code = produce(args[1], args[2], Integer.parseInt(args[3]),
                     args.length > 4 ? Integer.parseInt(args[4]) : 1, args.length > 5 ? Integer.parseInt(args[5]) : 0);
                 break;
+            case "load":
+                code = load(args[1], args[2], Double.parseDouble(args[3]), Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]), args.length > 6 ? args[6] : null);
+                break;
+            case "drain":
+                code = drain(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+                break;
             case "simple":
             case "push":
                 code = consume(args[0], args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
                 break;
             default:
-                System.err.println("usage: produce|simple|push ...");
+                System.err.println("usage: produce|simple|push|load ...");
                 code = 2;
         }
         System.out.flush();
@@ -73,7 +90,7 @@ public final class Client {
         ClientConfigurationBuilder builder = ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
             .enableSsl(Boolean.parseBoolean(System.getenv().getOrDefault("MQ_SSL", "false")))
-            .setRequestTimeout(Duration.ofSeconds(3));
+            .setRequestTimeout(Duration.ofMillis(Long.parseLong(System.getenv().getOrDefault("MQ_REQUEST_TIMEOUT_MS", "3000"))));
         String accessKey = System.getenv("MQ_ACCESS_KEY");
         if (accessKey != null && !accessKey.isEmpty()) {
             SessionCredentialsProvider credentials =
@@ -171,6 +188,91 @@ public final class Client {
         producer.close();
         emit("{\"done\":true,\"ok\":" + ok.get() + ",\"failed\":" + failed.get() + "}");
         return failed.get() == 0 ? 0 : 1;
+    }
+
+    private static int load(String endpoint, String topic, double seconds, int senders, int bodyBytes,
+        String stopFile) throws Exception {
+        Producer producer = start(() -> PROVIDER.newProducerBuilder()
+            .setClientConfiguration(configuration(endpoint)).setTopics(topic).build());
+        AtomicInteger next = new AtomicInteger();
+        AtomicInteger ok = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        long started = System.nanoTime();
+        long end = started + (long) (seconds * 1e9);
+        java.io.File stop = stopFile == null ? null : new java.io.File(stopFile);
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < senders; i++) {
+            Thread thread = new Thread(() -> {
+                while (System.nanoTime() < end && (stop == null || !stop.exists())) {
+                    int seq = next.getAndIncrement();
+                    Message message = PROVIDER.newMessageBuilder().setTopic(topic).setTag("TagN")
+                        .setKeys("k" + seq).addProperty("seq", Integer.toString(seq))
+                        .setBody(body(seq, bodyBytes)).build();
+                    long sent = System.nanoTime();
+                    try {
+                        producer.send(message);
+                        ok.incrementAndGet();
+                        emit("{\"seq\":" + seq + ",\"ok\":true,\"t\":" + now() + ",\"ms\":"
+                            + (System.nanoTime() - sent) / 1e6 + "}");
+                    } catch (Exception error) {
+                        failed.incrementAndGet();
+                        emit("{\"seq\":" + seq + ",\"ok\":false,\"t\":" + now() + ",\"ms\":"
+                            + (System.nanoTime() - sent) / 1e6 + ",\"error\":" + quote(String.valueOf(error)) + "}");
+                    }
+                }
+            });
+            thread.start();
+            threads.add(thread);
+        }
+        for (Thread thread : threads) {
+            thread.join();
+        }
+        double elapsed = (System.nanoTime() - started) / 1e9;
+        producer.close();
+        emit("{\"done\":true,\"ok\":" + ok.get() + ",\"failed\":" + failed.get() + ",\"seconds\":" + elapsed + "}");
+        return 0;
+    }
+
+    private static int drain(String endpoint, String topic, String group, int idleS, int timeoutS) throws Exception {
+        SimpleConsumer consumer = start(() -> PROVIDER.newSimpleConsumerBuilder()
+            .setClientConfiguration(configuration(endpoint)).setConsumerGroup(group)
+            .setAwaitDuration(Duration.ofSeconds(2))
+            .setSubscriptionExpressions(
+                Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
+            .build());
+        Set<Integer> seen = new HashSet<>();
+        int received = 0;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
+        long last = 0;
+        while (System.nanoTime() < deadline && (last == 0 || System.nanoTime() - last < TimeUnit.SECONDS.toNanos(idleS))) {
+            List<MessageView> views;
+            try {
+                views = consumer.receive(32, Duration.ofSeconds(30));
+            } catch (Exception error) {
+                emit("{\"error\":" + quote(String.valueOf(error)) + ",\"t\":" + now() + "}");
+                Thread.sleep(200);
+                continue;
+            }
+            List<java.util.concurrent.CompletableFuture<Void>> acks = new ArrayList<>();
+            for (MessageView view : views) {
+                int seq = seqOf(view);
+                received++;
+                seen.add(seq);
+                last = System.nanoTime();
+                emit("{\"seq\":" + seq + ",\"t\":" + now() + "}");
+                acks.add(consumer.ackAsync(view));  // a batch's acks in parallel, not one RPC after another
+            }
+            for (java.util.concurrent.CompletableFuture<Void> ack : acks) {
+                try {
+                    ack.join();
+                } catch (Exception error) {
+                    emit("{\"error\":" + quote("ack: " + error) + ",\"t\":" + now() + "}");
+                }
+            }
+        }
+        consumer.close();
+        emit("{\"done\":true,\"received\":" + received + ",\"distinct\":" + seen.size() + "}");
+        return 0;
     }
 
     private static int seqOf(MessageView view) {
