@@ -12,9 +12,16 @@
     │   └── RemoteProtocolError    the peer sent something invalid (the connection closes)
     ├── FencedError                a request carried a stale epoch
     ├── RequestError               a request rejected with a RocketMQ response code
-    └── MissingExtraError          a command needs an optional part not installed (names the extra)
+    ├── MissingExtraError          a command needs an optional part not installed (names the extra)
+    └── the packages' own errors, each beside the code that raises it: the client's ``ClientError``
+        (``mqha.client.results``), the replicated log's ``ReplicationError`` and ``StopApplying``
+        (``mqha.controller.raft.errors``), mqadmin's ``UsageError`` and ``CommandFailed``, mqproxy's
+        ``NotSent``, ``NoAnswer`` and ``MessageRefused``, ``AclError``, ...
 
-Batch operations return per-item results instead of raising.
+Every exception class of mqha derives from ``MqhaError`` (``tests/unit/mqha/test_error_tree.py``). One
+that callers used to catch as a builtin keeps that base too (``class AclError(MqhaError, ValueError)``).
+``code`` is a ``ResponseCode`` except where a class says otherwise (``AclError``: an ACL 2.0 code name;
+``MessageRefused``: a gRPC v2 ``Code``). Batch operations return per-item results instead of raising.
 """
 
 from typing import Any

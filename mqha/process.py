@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from mqha.errors import MqhaError
+
 if TYPE_CHECKING:
     from aiohttp import web
 
@@ -26,7 +28,7 @@ PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 writes (prometheus_client names it only in versions newer than pyproject.toml's floor)."""
 
 
-class StartError(Exception):
+class StartError(MqhaError):
     """A startup failure reported as one line (exit 1)."""
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.analysis.export import AUTO, ExportSummary, TableSinks
+from mqha.errors import MqhaError
 from mqha.history.pages import PAGE_MAX
 from mqha.history.schema import FINAL_LOGS, TABLES
 
@@ -43,7 +44,7 @@ TIMEOUT_S = 30.0
 FINAL_LOG_TIMEOUT_S = 90.0  # the broker waits up to 30 s for the commit of its dump, plus reading it
 
 
-class ExportError(Exception):
+class ExportError(MqhaError):
     """No controller answered: nothing to export."""
 
 

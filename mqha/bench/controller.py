@@ -41,6 +41,7 @@ from mqha.bench.loadgen import (
 from mqha.bench.report import Outcome, median
 from mqha.cluster.local import LocalCluster
 from mqha.controller_client.caller import Signer
+from mqha.errors import MqhaError
 
 CLUSTER = "bench"
 PROBE_TIMEOUT = 0.2  # per request while a leader is being replaced (as in docs/performance.md)
@@ -122,7 +123,7 @@ class ElectClient:
         self.master = target
 
 
-class NotLeader(RuntimeError):
+class NotLeader(MqhaError, RuntimeError):
     """421: the node asked is not the serving leader; ``leader`` is the URL it named, if any."""
 
     def __init__(self, leader: str | None) -> None:

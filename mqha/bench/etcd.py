@@ -24,12 +24,13 @@ import aiohttp
 from mqha.bench.loadgen import Http, OpFailed, post_json
 from mqha.cluster.nodes import http_get
 from mqha.cluster.processes import LOCALHOST, NodeProcess, free_port_pair, stop_all
+from mqha.errors import MqhaError
 
 CACHE = Path(os.environ.get("MQHA_ETCD_DIR", ".mqha/etcd")).resolve()
 PACKAGE = "etcd-server"
 
 
-class EtcdUnavailable(RuntimeError):
+class EtcdUnavailable(MqhaError, RuntimeError):
     """etcd could not be fetched or started; the message says why (the etcd side is skipped)."""
 
 

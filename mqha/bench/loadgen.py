@@ -21,12 +21,13 @@ from yarl import URL
 from mqha.bench.lean_http import LeanHttp
 from mqha.bench.report import summarize
 from mqha.controller_client.caller import Signer
+from mqha.errors import MqhaError
 
 Op = Callable[[], Awaitable[None]]
 """One request of one client; raises :class:`OpFailed` (or any exception) when it did not succeed."""
 
 
-class OpFailed(Exception):
+class OpFailed(MqhaError):
     """A request answered, but not with success; ``kind`` names why (counted per kind)."""
 
     def __init__(self, kind: str) -> None:

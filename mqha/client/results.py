@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from mqha.errors import MqhaError
+
 
 class SendStatus(Enum):
     """The outcome of one send, as far as the client can know it.
@@ -114,7 +116,7 @@ class Message:
         return self.body.decode(encoding)
 
 
-class ClientError(Exception):
+class ClientError(MqhaError):
     """Base of the client's exceptions."""
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mqha.cluster.processes import LOCALHOST
+from mqha.errors import MqhaError
 from mqha.table_text import columns
 
 CONTROLLER = "controller"
@@ -168,7 +169,7 @@ class NodeStatus:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
-class ClusterError(RuntimeError):
+class ClusterError(MqhaError, RuntimeError):
     """The cluster did not reach the asked state within its bound (the message says which)."""
 
 

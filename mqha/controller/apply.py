@@ -55,6 +55,7 @@ from mqha.controller.state import (
     TopicQueues,
     TopicState,
 )
+from mqha.errors import MqhaError
 
 SUCCESS = ResponseCode.SUCCESS
 
@@ -79,7 +80,7 @@ class Outcome:
         return self.code == SUCCESS
 
 
-class _Rejected(Exception):
+class _Rejected(MqhaError):
     """Carries a record's rejection (code and remark) from its applier back to ``apply``."""
 
     def __init__(self, code: ResponseCode, remark: str) -> None:

@@ -26,6 +26,7 @@ from mqha.controller.apply import Outcome
 from mqha.controller.liveness import LivenessSnapshot
 from mqha.controller.records import AlterSyncStateSetRecord, CleanBrokerDataRecord, ElectMasterRecord
 from mqha.controller.state import BrokerGroupState, ControllerState
+from mqha.errors import MqhaError
 
 TIMELINE_RECORDS = (ElectMasterRecord, AlterSyncStateSetRecord, CleanBrokerDataRecord)
 """Records that change a master or a SyncStateSet: the ones the console's change timeline shows."""
@@ -230,7 +231,7 @@ def sse_message(event: str, data: Mapping[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), sort_keys=True)}\n\n".encode()
 
 
-class VerdictFormatError(ValueError):
+class VerdictFormatError(MqhaError, ValueError):
     """A ``verdict.json`` that is not the shape ``mqha.analysis.report`` writes."""
 
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from mqha.codes import ResponseCode, http_status_for
 from mqha.controller.access import Access, Principal
 from mqha.controller.service import ControllerService
-from mqha.errors import RequestError
+from mqha.errors import MqhaError, RequestError
 from mqha.security.http_limits import read_body
 from mqha.security.signing import Denial
 from mqha.wire import controller_api as api
@@ -36,7 +36,7 @@ RAW_BODY_KEY = web.RequestKey("mqha_raw_body", bytes)
 BODY_SHA256_KEY = web.RequestKey("mqha_body_sha256", str)  # what a verified signature says the body hashes to
 
 
-class HttpError(Exception):
+class HttpError(MqhaError):
     """An answer decided by the HTTP layer itself (bad body, auth)."""
 
     def __init__(self, status: int, reply: Reply) -> None:

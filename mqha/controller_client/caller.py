@@ -25,7 +25,7 @@ from yarl import URL
 
 from mqha.controller_client import policy as rules
 from mqha.controller_client.policy import Follow, Policy, Why
-from mqha.errors import RemoteProtocolError
+from mqha.errors import MqhaError, RemoteProtocolError
 from mqha.wire.controller_api import Reply
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Silence(enum.Enum):
         return self in (Silence.TIMEOUT, Silence.LOST)
 
 
-class TransportFailure(Exception):
+class TransportFailure(MqhaError):
     """No answer from one node: which node, how (:class:`Silence`) and the system's reason."""
 
     def __init__(self, address: str, silence: Silence, detail: str, timeout_s: float) -> None:
@@ -58,7 +58,7 @@ class TransportFailure(Exception):
         self.timeout_s = timeout_s
 
 
-class NoLeaderAnswer(Exception):
+class NoLeaderAnswer(MqhaError):
     """A leader call that ended without a usable answer; ``why`` says which way it ended."""
 
     def __init__(self, why: Why, last_failure: TransportFailure | None, last: ControllerAnswer | None):

@@ -22,6 +22,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from mqha.errors import MqhaError
 from mqha.history.database import history_path
 from mqha.history.schema import TABLES, columns, typed_row
 
@@ -29,7 +30,7 @@ PAGE_MAX = 50_000
 NDJSON = "application/x-ndjson"
 
 
-class PageRequestError(ValueError):
+class PageRequestError(MqhaError, ValueError):
     """A bad ``table`` / ``afterSeq`` / ``limit`` (the caller's mistake: a 400)."""
 
 

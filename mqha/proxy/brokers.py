@@ -25,7 +25,7 @@ from mqha.client.route import RouteResolver
 from mqha.codes import ResponseCode
 from mqha.controller_client.caller import LeaderCaller, NoLeaderAnswer
 from mqha.controller_client.policy import Policy
-from mqha.errors import RemoteProtocolError
+from mqha.errors import MqhaError, RemoteProtocolError
 from mqha.proxy.batching import GroupBatcher
 from mqha.proxy.config import controller_addresses
 from mqha.proxy.messages import PutFields, StoredView
@@ -40,7 +40,7 @@ _LIST_TIMEOUT_S = 1.0
 _READ_RETRY_PAUSE_S = 0.05
 
 
-class QueueReadError(Exception):
+class QueueReadError(MqhaError):
     """A queue read that found no serving master in time."""
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from mqha.errors import MqhaError
 
-class NotSent(Exception):
+
+class NotSent(MqhaError):
     """No connection to the broker: the request was never written."""
 
 
-class NoAnswer(Exception):
+class NoAnswer(MqhaError):
     """The request was written and no complete answer came: it may have been acted on."""

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mqha.errors import MqhaError
 from mqha.proxy.v2 import definition as d
 from mqha.wire.types import NAME_RULE, is_valid_name
 
@@ -33,7 +34,7 @@ MAX_MSG_ID_BYTES = 255
 _SUPPORTED_TYPES = frozenset({d.MessageType.MESSAGE_TYPE_UNSPECIFIED, d.MessageType.NORMAL})
 
 
-class MessageRefused(Exception):
+class MessageRefused(MqhaError):
     """A message the proxy will not store: ``code`` (a v2 ``Code``) and a reason for the client."""
 
     def __init__(self, code: int, text: str) -> None:

@@ -38,7 +38,7 @@ import zlib
 from dataclasses import replace
 
 from mqha.durable import remove_durably, write_atomically
-from mqha.errors import StorageError
+from mqha.errors import MqhaError, StorageError
 from mqha.replicas_manager.actions import BrokerIdentity, TempBrokerIdentity
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _fields(text: str, count: int) -> list[str] | None:
     return parts
 
 
-class DamagedIdentity(ValueError):
+class DamagedIdentity(MqhaError, ValueError):
     """An identity or store id file whose checksum does not match its text."""
 
 

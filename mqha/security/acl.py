@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from mqha.errors import MqhaError
+
 MAX_USERNAME_LENGTH = 64
 USERNAME_RULE = f"1..{MAX_USERNAME_LENGTH} characters of [a-zA-Z0-9_-]"
 _USERNAME_RE = re.compile(rf"[a-zA-Z0-9_-]{{1,{MAX_USERNAME_LENGTH}}}")
@@ -35,7 +37,7 @@ MAX_ENTRIES = 1024
 MAX_SOURCE_IPS = 64
 
 
-class AclError(ValueError):
+class AclError(MqhaError, ValueError):
     """Bad ACL input: ``code`` is RocketMQ-style (``INVALID_PARAMETER``, ``USER_NOT_FOUND``...)."""
 
     def __init__(self, code: str, message: str) -> None:

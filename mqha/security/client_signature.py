@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
+from mqha.errors import MqhaError
+
 SCHEME = "MQv2-HMAC-SHA1"
 AUTHORIZATION = "authorization"
 DATE_TIME = "x-mq-date-time"
@@ -49,7 +51,7 @@ class Claim:
     signed_at_s: int
 
 
-class ClaimError(ValueError):
+class ClaimError(MqhaError, ValueError):
     """A call's headers make no claim: ``refusal`` says why."""
 
     def __init__(self, refusal: Refusal, message: str) -> None:

@@ -22,12 +22,14 @@ import os
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from mqha.errors import MqhaError
+
 PREFIX = "v1."
 _CONTEXT = b"mqha acl password v1"
 _NONCE_BYTES = 12
 
 
-class SealError(ValueError):
+class SealError(MqhaError, ValueError):
     """A sealed password that does not open with this key (wrong key, another user's, or corrupt)."""
 
 

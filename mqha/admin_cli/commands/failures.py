@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqha.codes import ResponseCode
+from mqha.errors import MqhaError
 
 PROG = "mqadmin"
 TOKEN_ENV = "MQHA_ADMIN_TOKEN"
@@ -41,7 +42,7 @@ def code_name(code: int, given: str | None = None) -> str:
 # Failures
 
 
-class UsageError(Exception):
+class UsageError(MqhaError):
     """The command line is wrong (exit 2 with the command's usage)."""
 
 
@@ -59,7 +60,7 @@ class Failure:
         return code_name(self.code, self.name)
 
 
-class CommandFailed(Exception):
+class CommandFailed(MqhaError):
     """A step failed; the command ends with ``exit_code`` and ``failure`` on stderr."""
 
     def __init__(self, failure: Failure, exit_code: int = EXIT_FAILED) -> None:

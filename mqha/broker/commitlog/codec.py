@@ -52,7 +52,7 @@ from struct import Struct
 from isal import isal_zlib
 
 from mqha.broker.commitlog.native import NATIVE
-from mqha.errors import LocalProtocolError
+from mqha.errors import LocalProtocolError, MqhaError
 
 # --- layout ------------------------------------------------------------------------------------------
 MESSAGE_MAGIC = 0x4D514D31  # "MQM1": a message record, format 1
@@ -152,7 +152,7 @@ class RejectReason(Enum):
     NOT_A_MESSAGE = "a blank marker or zeros where a message was expected"
 
 
-class InvalidRecord(Exception):
+class InvalidRecord(MqhaError):
     """Reports bytes at ``offset`` that are not a valid unit.
 
     Core error: the store shell turns it into a recovery cut, a ``NotAlignedError`` or a

@@ -23,12 +23,12 @@ from mqha.broker.commitlog.segment import Segment
 from mqha.broker.commitlog.types import (
     CommitLogState,
 )
-from mqha.errors import CorruptRecordError
+from mqha.errors import CorruptRecordError, MqhaError
 
 log = logging.getLogger(__name__)
 
 
-class OffsetTooSmall(Exception):
+class OffsetTooSmall(MqhaError):
     """Says a read asked for an offset below the log start (deleted by retention).
 
     RocketMQ's ``GetMessageStatus.OFFSET_TOO_SMALL``; the reader continues from ``min_offset``.

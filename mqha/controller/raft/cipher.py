@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
+from mqha.errors import MqhaError
+
 VERSION = 1
 HEADER = struct.Struct(">Bq")  # version, timestamp
 NONCE_SIZE = 12
@@ -40,7 +42,7 @@ SALT = b"mqha controllerRaftPassword v1"
 ITERATIONS = 600_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
 
 
-class InvalidFrame(Exception):
+class InvalidFrame(MqhaError):
     """A frame that is not ours or fails authentication (the connection is then closed by PySyncObj)."""
 
 

@@ -31,13 +31,14 @@ import pysyncobj.pickle
 from pysyncobj.node import TCPNode
 
 from mqha.controller.raft.members import StoreNode
+from mqha.errors import MqhaError
 
 log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL = 60.0  # seconds between two log lines about refused peer data
 
 
-class RefusedPeerData(pickle.UnpicklingError):
+class RefusedPeerData(MqhaError, pickle.UnpicklingError):
     """Peer data named a global the Raft protocol does not carry (or misused an admitted one)."""
 
 

@@ -28,7 +28,7 @@ class ApplyFailure:
     error: str
 
 
-class StopApplying(Exception):
+class StopApplying(MqhaError):
     """An applier's answer to a committed entry after which this member's state cannot be trusted.
 
     The member stops applying there and takes no further part in Raft (docs/raft.md §11): skipping the

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mqha.errors import MqhaError
+
 FORMAT = 1
 PENDING, VOTER, OBSERVER = "pending", "voter", "observer"
 ROLES = (PENDING, VOTER, OBSERVER)
@@ -30,7 +32,7 @@ OBSERVER_HANDSHAKE_PREFIX = "observer:"
 _STORAGE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-class IdentityError(ValueError):
+class IdentityError(MqhaError, ValueError):
     """A storage identity document or raftId that cannot be what it claims to be."""
 
 
