@@ -24,9 +24,10 @@ HEADER = f"""# Module map
 Every package of `mqha/` and what it is for, then every module and its one job, generated from their
 docstrings: edit a docstring, then run `{COMMAND}`
 (`tests/unit/layout/test_module_map.py` fails until the two agree). *core*: the module is in the `cores`
-import contract of `.importlinter` (values in, values out: no sockets, threads, event loops or clocks);
-the rest are shells (I/O and sequencing) or data. Where decisions live: `docs/overview.md`; the layers
-between the packages: docs/architecture.md §2.3.
+import contract of `.importlinter`, which `lint-imports` checks (values in, values out: no sockets,
+threads, event loops or clocks). A module outside it that calls itself "(core)" is pure by intent but
+not yet checked. Where decisions live: `docs/overview.md`; the layers between the packages:
+docs/architecture.md §2.3.
 """
 
 
