@@ -49,10 +49,11 @@ def test_every_path_in_the_overview_exists() -> None:
 
 
 def _source(path: str) -> Path | None:
-    for candidate in (path, path + ".py", path + "/__init__.py"):
-        found = [ROOT / "mqha" / f for f in UNDER_MQHA if f == candidate or f.endswith("/" + candidate)]
-        if found:
-            return found[0]
+    """The file of a module or package named by ``path`` (or the tail of it)."""
+    for candidate in (path + ".py", path + "/__init__.py", path):
+        found = [f for f in UNDER_MQHA if f == candidate or f.endswith("/" + candidate)]
+        if found and (ROOT / "mqha" / found[0]).is_file():
+            return ROOT / "mqha" / found[0]
     return None
 
 
