@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mqha.errors import MqhaError
 from mqha.sim.storage import MESSAGE_SIZE, message_at
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from mqha.sim.world import World
 
 
-class Violation(Exception):
+class Violation(MqhaError):
     """An invariant broke; the message says which and how."""
 
 
