@@ -26,6 +26,7 @@ from mqha.autoswitch_ha.ack import (
     replica_ack_status,
 )
 from mqha.autoswitch_ha.eligible_release import EligibleRelease
+from mqha.autoswitch_ha.events import SlaveAck
 from mqha.autoswitch_ha.keeper import SyncStateSetKeeper
 from mqha.autoswitch_ha.links import SlaveLinks
 from mqha.autoswitch_ha.master import LogView
@@ -103,6 +104,25 @@ class AckGate:
                     self._store.set_stored_confirm_offset(self._in_sync_point)
                 return
             self._store.set_stored_confirm_offset(self._computed_confirm_offset())
+
+    def take_slave_ack(self, event: SlaveAck) -> int:
+        """A current slave's ack (the caller checked its link): the slave may join the local
+        SyncStateSet, be bound to this incarnation, or leave it when it is another process than the one
+        bound (the keeper decides); a member's ack moves the confirm offset. The confirm offset before."""
+        in_sync = self._keeper.in_sync
+        before = self.confirm_offset()
+        last = self._store.epochs.last()
+        self._keeper.expand(
+            event.slave_id,
+            event.offset,
+            incarnation=event.incarnation,
+            confirm_offset=before,
+            last_epoch_start_offset=last.start_offset if last is not None else 0,
+            async_learner=event.async_learner,
+        )
+        if in_sync is not None and event.slave_id in in_sync.local_set:
+            self.recompute_confirm_offset()
+        return before
 
     def confirm_offset(self) -> int:
         """The effective confirmOffset: what readers may see and what heartbeats report."""

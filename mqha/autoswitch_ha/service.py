@@ -195,24 +195,10 @@ class AutoSwitchHAService:
             self.keeper.caught_up(event.slave_id, event.at_ms, event.incarnation)
 
     def on_slave_ack(self, link: MasterLink, event: SlaveAck) -> None:
-        in_sync = self.keeper.in_sync
-        if in_sync is None or not self.links.is_current(link, event.slave_id):
+        if self.keeper.in_sync is None or not self.links.is_current(link, event.slave_id):
             return
         gate = self.gate
-        before = gate.confirm_offset()
-        # A slave outside the local set may join it; a member may be bound to this incarnation, or
-        # leave when it is another process than the one bound (the core returns None otherwise).
-        last = self.store.epochs.last()
-        self.keeper.expand(
-            event.slave_id,
-            event.offset,
-            incarnation=event.incarnation,
-            confirm_offset=before,
-            last_epoch_start_offset=last.start_offset if last is not None else 0,
-            async_learner=event.async_learner,
-        )
-        if event.slave_id in in_sync.local_set:
-            gate.recompute_confirm_offset()
+        before = gate.take_slave_ack(event)
         gate.check_waiters()
         if gate.confirm_offset() != before:
             gate.log_changed()  # slaves learn the new confirm offset (with the next frame)

@@ -323,22 +323,10 @@ class Broker:
             master_events(self, end)
 
     def on_slave_ack(self, end: MasterEnd, event: SlaveAck) -> None:
-        in_sync = self.keeper.in_sync
-        if in_sync is None or not self.links.is_current(end, event.slave_id):  # type: ignore[arg-type]
+        if self.keeper.in_sync is None or not self.links.is_current(end, event.slave_id):  # type: ignore[arg-type]
             return
         gate = self.gate
-        before = gate.confirm_offset()
-        last = self.store.epochs.last()
-        self.keeper.expand(
-            event.slave_id,
-            event.offset,
-            incarnation=event.incarnation,
-            confirm_offset=before,
-            last_epoch_start_offset=last.start_offset if last is not None else 0,
-            async_learner=event.async_learner,
-        )
-        if event.slave_id in in_sync.local_set:
-            gate.recompute_confirm_offset()
+        before = gate.take_slave_ack(event)
         self.check_pending()
         if gate.confirm_offset() != before:
             gate.log_changed()
